@@ -1,0 +1,132 @@
+//! Row-level accounting of what a reader kept and dropped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::error::DatasetError;
+use crate::schema::TimeOrigin;
+
+/// How strict a reader is.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Stop at the first malformed row with [`DatasetError::StrictRow`].
+    pub strict: bool,
+    /// How many dropped rows are kept in full detail in [`ReadReport::issues`]; all are counted.
+    pub max_detailed_issues: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            strict: false,
+            max_detailed_issues: 200,
+        }
+    }
+}
+
+/// One malformed row: where it is and why it was dropped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowIssue {
+    /// File the row came from.
+    pub file: String,
+    /// 1-based line number in that file (for JSON inputs: 1-based record index).
+    pub line: u64,
+    /// The field at fault.
+    pub field: String,
+    /// Why the row was dropped, without the value (used to group counts).
+    pub reason: String,
+    /// The offending value as read (truncated to 60 characters).
+    pub value: String,
+}
+
+impl fmt::Display for RowIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: field `{}`: {}",
+            self.file, self.line, self.field, self.reason
+        )?;
+        if !self.value.is_empty() {
+            write!(f, " (got {:?})", self.value)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a reader did with a file: rows read, kept, dropped, and why.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReadReport {
+    /// Files read, in order.
+    pub files: Vec<String>,
+    /// Data rows seen (comments and headers excluded).
+    pub rows_read: u64,
+    /// Rows turned into records.
+    pub rows_kept: u64,
+    /// Dropped-row counts keyed by `field: reason`.
+    pub dropped_by_reason: BTreeMap<String, u64>,
+    /// The first [`ReadOptions::max_detailed_issues`] dropped rows in full.
+    pub issues: Vec<RowIssue>,
+    /// Notes on how the reader interpreted the file (time origin, variant, censoring...).
+    pub notes: Vec<String>,
+    /// What the times in the file count from.
+    pub time_origin: TimeOrigin,
+}
+
+impl ReadReport {
+    /// Rows dropped as malformed.
+    pub fn rows_dropped(&self) -> u64 {
+        self.dropped_by_reason.values().sum()
+    }
+
+    /// Records a malformed row; in strict mode returns it as an error instead.
+    pub fn drop_row(&mut self, issue: RowIssue, opts: &ReadOptions) -> Result<(), DatasetError> {
+        if opts.strict {
+            return Err(DatasetError::StrictRow(issue));
+        }
+        *self
+            .dropped_by_reason
+            .entry(format!("{}: {}", issue.field, issue.reason))
+            .or_insert(0) += 1;
+        if self.issues.len() < opts.max_detailed_issues {
+            self.issues.push(issue);
+        }
+        Ok(())
+    }
+
+    /// Adds a note once.
+    pub fn note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// Folds another report (from another file of the same dataset) into this one.
+    pub fn merge(&mut self, other: ReadReport, opts: &ReadOptions) {
+        self.files.extend(other.files);
+        self.rows_read += other.rows_read;
+        self.rows_kept += other.rows_kept;
+        for (k, v) in other.dropped_by_reason {
+            *self.dropped_by_reason.entry(k).or_insert(0) += v;
+        }
+        for issue in other.issues {
+            if self.issues.len() < opts.max_detailed_issues {
+                self.issues.push(issue);
+            }
+        }
+        for n in other.notes {
+            self.note(n);
+        }
+    }
+}
+
+/// Truncates a raw value for display in a [`RowIssue`].
+pub(crate) fn shown_value(raw: &str) -> String {
+    let mut s: String = raw.chars().take(60).collect();
+    if raw.chars().count() > 60 {
+        s.push('…');
+    }
+    s
+}
