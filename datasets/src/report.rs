@@ -130,3 +130,15 @@ pub(crate) fn shown_value(raw: &str) -> String {
     }
     s
 }
+
+/// What `augur data inspect` shows for a file that holds no jobs (curves, DAGs, cluster
+/// descriptions): the read report plus a few named facts (`("runs", "1239")`, ...).
+#[derive(Debug, Clone, Serialize)]
+pub struct FileSummary {
+    /// The format the file was read as.
+    pub format: crate::format::TraceFormat,
+    /// Rows read/kept/dropped.
+    pub report: ReadReport,
+    /// Named facts in display order.
+    pub facts: Vec<(String, String)>,
+}
