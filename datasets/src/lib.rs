@@ -35,6 +35,7 @@ mod other;
 mod report;
 pub mod schema;
 pub mod split;
+pub mod summary;
 
 pub use error::DatasetError;
 pub use format::{detect_format, TraceFormat};

@@ -1,1 +1,38 @@
-fn main() {}
+//! # augur
+//!
+//! The `augur` command: a thin layer over the Augur libraries. Each subcommand parses its
+//! arguments, calls into `augur-datasets` / `augur-predictor` / `augur-autoscaler`, and
+//! renders the result for people (tables, progress bars) or machines (`--json`).
+
+mod cli;
+mod inspect;
+mod render;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    init_tracing(&cli.log_format);
+    if let Err(err) = run(cli) {
+        eprintln!("error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: cli::Cli) -> anyhow::Result<()> {
+    match cli.command {
+        cli::Command::Data(cli::DataCommand::Inspect(args)) => inspect::run(&args),
+    }
+}
+
+fn init_tracing(format: &cli::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AUGUR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        cli::LogFormat::Json => builder.json().init(),
+        cli::LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,66 @@
+//! Text rendering shared by the subcommands: numbers, durations, dates, bars.
+
+use augur_datasets::TimeOrigin;
+
+/// `82247` → `82,247`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Seconds as a short human duration: `45s`, `12.5m`, `3.2h`, `4.1d`.
+pub fn duration(secs: f64) -> String {
+    let a = secs.abs();
+    if a < 60.0 {
+        format!("{secs:.0}s")
+    } else if a < 3600.0 {
+        format!("{:.1}m", secs / 60.0)
+    } else if a < 86400.0 {
+        format!("{:.1}h", secs / 3600.0)
+    } else {
+        format!("{:.1}d", secs / 86400.0)
+    }
+}
+
+/// A point in time of a trace: a UTC date for Unix times, `+N days` for relative ones.
+pub fn instant(t: f64, origin: TimeOrigin) -> String {
+    match origin {
+        TimeOrigin::Unix => chrono::DateTime::from_timestamp(t as i64, 0)
+            .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_else(|| format!("{t}")),
+        TimeOrigin::Relative => format!("t+{}", duration(t)),
+    }
+}
+
+/// A bar of `width` cells for `value / max`.
+pub fn bar(value: u64, max: u64, width: usize) -> String {
+    if max == 0 {
+        return String::new();
+    }
+    let cells = ((value as f64 / max as f64) * width as f64).round() as usize;
+    "█".repeat(cells.max(usize::from(value > 0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(82247), "82,247");
+        assert_eq!(thousands(100), "100");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(duration(30.0), "30s");
+        assert_eq!(duration(5400.0), "1.5h");
+        assert_eq!(instant(0.0, TimeOrigin::Unix), "1970-01-01 00:00 UTC");
+        assert_eq!(bar(5, 10, 10), "█████");
+        assert_eq!(bar(1, 1000, 10), "█");
+    }
+}
