@@ -1,0 +1,155 @@
+//! Per-key history: what is known about the jobs sharing a key at a given instant.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Finished durations kept per key.
+const KEEP: usize = 20;
+
+/// Orders finite floats (submit times) as integers, for the unfinished-jobs index.
+pub(crate) fn order_key(t: f64) -> i64 {
+    let bits = t.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+/// The history of one key.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct History {
+    /// ln(duration) of the last [`KEEP`] finished jobs, oldest first.
+    pub recent: VecDeque<f32>,
+    pub n_done: u64,
+    pub n_failed: u64,
+    pub n_with_status: u64,
+    pub last_submit: Option<f64>,
+    pub last_finish: Option<f64>,
+    /// Submit times within the last hour, oldest first.
+    pub submits_1h: VecDeque<f64>,
+    /// Unfinished jobs by submit time (order key → count).
+    pub unfinished: BTreeMap<i64, (f64, u32)>,
+    pub n_unfinished: u64,
+}
+
+impl History {
+    pub fn on_submit(&mut self, t: f64) {
+        self.last_submit = Some(self.last_submit.map_or(t, |l| l.max(t)));
+        self.submits_1h.push_back(t);
+        let e = self.unfinished.entry(order_key(t)).or_insert((t, 0));
+        e.1 += 1;
+        self.n_unfinished += 1;
+    }
+
+    pub fn on_finish(&mut self, submit: f64, end: f64, log_duration: f32, failed: Option<bool>) {
+        if let Some(e) = self.unfinished.get_mut(&order_key(submit)) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                self.unfinished.remove(&order_key(submit));
+            }
+            self.n_unfinished = self.n_unfinished.saturating_sub(1);
+        }
+        if self.recent.len() == KEEP {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(log_duration);
+        self.n_done += 1;
+        if let Some(f) = failed {
+            self.n_with_status += 1;
+            self.n_failed += u64::from(f);
+        }
+        self.last_finish = Some(self.last_finish.map_or(end, |l| l.max(end)));
+    }
+
+    /// Writes the per-key features at instant `now` into `out` (13 slots).
+    pub fn write(&mut self, now: f64, out: &mut [f32]) {
+        while let Some(&t) = self.submits_1h.front() {
+            if now - t > 3600.0 {
+                self.submits_1h.pop_front();
+            } else {
+                break;
+            }
+        }
+        let nan = f32::NAN;
+        let n = self.recent.len();
+        let back = |k: usize| -> f32 {
+            if n == 0 {
+                return nan;
+            }
+            let k = k.min(n);
+            self.recent.iter().rev().take(k).sum::<f32>() / k as f32
+        };
+        out[0] = (self.n_done as f32).ln_1p();
+        out[1] = self.recent.back().copied().unwrap_or(nan);
+        out[2] = back(2);
+        out[3] = back(5);
+        if n > 0 {
+            let mut v: [f32; KEEP] = [0.0; KEEP];
+            for (slot, x) in v.iter_mut().zip(self.recent.iter()) {
+                *slot = *x;
+            }
+            let s = &mut v[..n];
+            s.sort_by(f32::total_cmp);
+            out[4] = if n % 2 == 1 {
+                s[n / 2]
+            } else {
+                0.5 * (s[n / 2 - 1] + s[n / 2])
+            };
+            let mean = s.iter().sum::<f32>() / n as f32;
+            out[5] = (s.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n as f32).sqrt();
+        } else {
+            out[4] = nan;
+            out[5] = nan;
+        }
+        out[6] = if self.n_with_status > 0 {
+            self.n_failed as f32 / self.n_with_status as f32
+        } else {
+            nan
+        };
+        let since = |t: Option<f64>| t.map_or(nan, |t| ((now - t).max(0.0) as f32).ln_1p());
+        out[7] = since(self.last_submit);
+        out[8] = (self.submits_1h.len() as f32).ln_1p();
+        let recent10 = self
+            .submits_1h
+            .iter()
+            .rev()
+            .take_while(|&&t| now - t <= 600.0)
+            .count();
+        out[9] = (recent10 as f32).ln_1p();
+        out[10] = (self.n_unfinished as f32).ln_1p();
+        out[11] = since(self.unfinished.values().next().map(|(t, _)| *t));
+        out[12] = since(self.last_finish);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_key_orders_floats() {
+        let xs = [-5.0, -0.5, 0.0, 1.0, 2.5, 1e9];
+        for w in xs.windows(2) {
+            assert!(order_key(w[0]) < order_key(w[1]), "{w:?}");
+        }
+    }
+
+    #[test]
+    fn history_features() {
+        let mut h = History::default();
+        h.on_submit(0.0);
+        h.on_submit(10.0);
+        h.on_submit(20.0);
+        h.on_finish(0.0, 100.0, 100f32.ln(), Some(false));
+        h.on_finish(10.0, 1010.0, 1000f32.ln(), Some(true));
+        let mut out = [0f32; 13];
+        h.write(1200.0, &mut out);
+        assert_eq!(out[0], 2f32.ln_1p());
+        assert!((out[1] - 1000f32.ln()).abs() < 1e-6);
+        assert!((out[2] - (100f32.ln() + 1000f32.ln()) / 2.0).abs() < 1e-5);
+        assert_eq!(out[6], 0.5);
+        // the one unfinished job was submitted at 20 s
+        assert_eq!(out[10], 1f32.ln_1p());
+        assert!((out[11] - 1180f32.ln_1p()).abs() < 1e-4);
+        // all three submits are within the hour, none within 10 min
+        assert_eq!(out[8], 3f32.ln_1p());
+        assert_eq!(out[9], 0.0);
+        assert!((out[12] - 190f32.ln_1p()).abs() < 1e-4);
+    }
+}

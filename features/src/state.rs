@@ -1,0 +1,263 @@
+//! The incremental feature state and the batch replay over a trace.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use augur_datasets::{JobRecord, JobStatus};
+
+use crate::history::{order_key, History};
+use crate::schema::{FeatureSchema, PER_KEY_FEATURES, STATIC_FEATURES};
+use crate::FeatureError;
+
+/// Identifies a submitted, unfinished job inside a [`FeatureState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobHandle(pub u64);
+
+#[derive(Debug, Clone)]
+struct Unfinished {
+    submit: f64,
+    /// (key kind index, key) for each key kind the job has.
+    keys: Vec<(usize, u64)>,
+}
+
+/// Everything the features of the next job depend on: per-key histories of finished jobs,
+/// recent submissions and unfinished jobs. Fed by events in time order.
+#[derive(Debug, Clone)]
+pub struct FeatureState {
+    schema: FeatureSchema,
+    histories: Vec<HashMap<u64, History>>,
+    unfinished: HashMap<u64, Unfinished>,
+    next_handle: u64,
+}
+
+impl FeatureState {
+    /// An empty state (no history) for a schema.
+    pub fn new(schema: FeatureSchema) -> FeatureState {
+        let histories = schema.keys.iter().map(|_| HashMap::new()).collect();
+        FeatureState {
+            schema,
+            histories,
+            unfinished: HashMap::new(),
+            next_handle: 0,
+        }
+    }
+
+    /// The schema features are laid out by.
+    pub fn schema(&self) -> &FeatureSchema {
+        &self.schema
+    }
+
+    /// Number of jobs submitted and not yet finished.
+    pub fn unfinished_jobs(&self) -> usize {
+        self.unfinished.len()
+    }
+
+    /// Writes the features of `job`, about to be submitted at `now`, into `out`
+    /// ([`FeatureSchema::len`] slots). Only what is known at `now` is used.
+    pub fn features_for(
+        &mut self,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
+        let want = self.schema.len();
+        if out.len() != want {
+            return Err(FeatureError::BufferSize {
+                got: out.len(),
+                want,
+            });
+        }
+        let ln1p = |v: Option<f64>| v.map_or(f32::NAN, |x| (x.max(0.0) as f32).ln_1p());
+        out[0] = ln1p(job.num_gpus);
+        out[1] = ln1p(job.num_nodes);
+        out[2] = ln1p(job.cpus);
+        out[3] = ln1p(job.memory_mib);
+        out[4] = ln1p(job.requested_time);
+        let day = 86_400.0;
+        out[5] = ((now.rem_euclid(day)) / 3600.0) as f32;
+        // 1970-01-01 was a Thursday (day 4 with Sunday = 0)
+        out[6] = (((now / day).floor() + 4.0).rem_euclid(7.0)) as f32;
+        out[7] = job.num_gpus.map_or(f32::NAN, |g| f32::from(u8::from(g.fract() != 0.0)));
+        let per = PER_KEY_FEATURES.len();
+        for (ki, kind) in self.schema.keys.iter().enumerate() {
+            let start = STATIC_FEATURES.len() + ki * per;
+            let slot = &mut out[start..start + per];
+            match kind.key_of(job) {
+                Some(key) => match self.histories[ki].get_mut(&key) {
+                    Some(h) => h.write(now, slot),
+                    None => History::default().write(now, slot),
+                },
+                None => slot.fill(f32::NAN),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that `job` was submitted (at `job.submit_time`); returns its handle for
+    /// [`FeatureState::observe_finish`].
+    pub fn observe_submit(&mut self, job: &JobRecord) -> JobHandle {
+        let t = job.submit_time;
+        let mut keys = Vec::with_capacity(self.schema.keys.len());
+        for (ki, kind) in self.schema.keys.iter().enumerate() {
+            if let Some(key) = kind.key_of(job) {
+                self.histories[ki].entry(key).or_default().on_submit(t);
+                keys.push((ki, key));
+            }
+        }
+        let handle = JobHandle(self.next_handle);
+        self.next_handle += 1;
+        self.unfinished.insert(handle.0, Unfinished { submit: t, keys });
+        handle
+    }
+
+    /// Records that a submitted job finished at `end` after running `duration` seconds.
+    pub fn observe_finish(
+        &mut self,
+        handle: JobHandle,
+        end: f64,
+        duration: f64,
+        status: JobStatus,
+    ) -> Result<(), FeatureError> {
+        let job = self
+            .unfinished
+            .remove(&handle.0)
+            .ok_or(FeatureError::UnknownJob(handle.0))?;
+        let log_d = (duration.max(augur_datasets::split::MIN_DURATION_S) as f32).ln();
+        let failed = match status {
+            JobStatus::Unknown => None,
+            JobStatus::Failed => Some(true),
+            JobStatus::Completed | JobStatus::Killed => Some(false),
+        };
+        for (ki, key) in job.keys {
+            if let Some(h) = self.histories[ki].get_mut(&key) {
+                h.on_finish(job.submit, end, log_d, failed);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// When a job's finish becomes known: its `end_time`, else `submit + wait + duration`
+/// (wait 0 when unknown). `None` for jobs that never finished in the trace.
+pub fn finish_time(job: &JobRecord) -> Option<f64> {
+    if let Some(e) = job.end_time {
+        return Some(e);
+    }
+    let d = job.duration?;
+    Some(job.submit_time + job.queue_wait.unwrap_or(0.0).max(0.0) + d.max(0.0))
+}
+
+/// One event of a trace replay, in time order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TraceEvent {
+    /// Job `index` is submitted.
+    Submit { index: usize, at: f64 },
+    /// Job `index` finishes.
+    Finish { index: usize, at: f64 },
+}
+
+impl TraceEvent {
+    /// The events of a trace in time order: at equal times finishes come before submits
+    /// (a job finishing at the instant another is submitted is known to it).
+    pub fn of_trace(jobs: &[JobRecord]) -> Vec<TraceEvent> {
+        let mut ev = Vec::with_capacity(jobs.len() * 2);
+        for (index, j) in jobs.iter().enumerate() {
+            ev.push(TraceEvent::Submit {
+                index,
+                at: j.submit_time,
+            });
+            if j.duration.is_some() {
+                if let Some(at) = finish_time(j) {
+                    ev.push(TraceEvent::Finish { index, at });
+                }
+            }
+        }
+        ev.sort_by(|a, b| {
+            let key = |e: &TraceEvent| match *e {
+                TraceEvent::Finish { index, at } => (at, 0u8, index),
+                TraceEvent::Submit { index, at } => (at, 1u8, index),
+            };
+            let (ta, ka, ia) = key(a);
+            let (tb, kb, ib) = key(b);
+            ta.total_cmp(&tb).then(ka.cmp(&kb)).then(ia.cmp(&ib))
+        });
+        ev
+    }
+}
+
+/// Features of every job of a trace (row `i` = job `i`, row-major `jobs.len() × schema.len()`),
+/// each computed at its submit time from what was known then. A replay through
+/// [`FeatureState`]: jobs in submit order, finishes applied as their time passes.
+pub fn batch_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
+    let d = schema.len();
+    let mut out = vec![0f32; jobs.len() * d];
+    let mut state = FeatureState::new(schema.clone());
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        jobs[a]
+            .submit_time
+            .total_cmp(&jobs[b].submit_time)
+            .then(a.cmp(&b))
+    });
+    // min-heap of (finish time, job index, handle)
+    let mut pending: BinaryHeap<Reverse<(i64, usize, u64)>> = BinaryHeap::new();
+    for &i in &order {
+        let job = &jobs[i];
+        let now = job.submit_time;
+        while let Some(Reverse((t, j, h))) = pending.peek().copied() {
+            if t > order_key(now) {
+                break;
+            }
+            pending.pop();
+            let fj = &jobs[j];
+            let end = finish_time(fj).unwrap_or(now);
+            let _ = state.observe_finish(JobHandle(h), end, fj.duration.unwrap_or(0.0), fj.status);
+        }
+        let row = &mut out[i * d..(i + 1) * d];
+        // the buffer has the schema's length by construction
+        let _ = state.features_for(job, now, row);
+        let handle = state.observe_submit(job);
+        if job.duration.is_some() {
+            if let Some(end) = finish_time(job) {
+                pending.push(Reverse((order_key(end), i, handle.0)));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::KeyKind;
+
+    fn job(user: &str, submit: f64, dur: f64) -> JobRecord {
+        JobRecord {
+            job_id: format!("{user}-{submit}"),
+            submit_time: submit,
+            duration: Some(dur),
+            num_gpus: Some(1.0),
+            user: Some(user.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn history_only_sees_finished_jobs() {
+        let jobs = vec![job("a", 0.0, 100.0), job("a", 50.0, 10.0), job("a", 200.0, 5.0)];
+        let schema = FeatureSchema {
+            version: 1,
+            keys: vec![KeyKind::User],
+        };
+        let x = batch_features(&jobs, &schema);
+        let d = schema.len();
+        let last1 = STATIC_FEATURES.len() + 1;
+        // job 1 at t=50: job 0 still running (finishes at 100) → no history
+        assert!(x[d + last1].is_nan());
+        // but one unfinished job of the user, 50 s old
+        let unfinished = STATIC_FEATURES.len() + 10;
+        assert_eq!(x[d + unfinished], 1f32.ln_1p());
+        // job 2 at t=200: both finished; the last to finish was job 0 (at 100), after job 1 (at 60)
+        assert!((x[2 * d + last1] - 100f32.ln()).abs() < 1e-6);
+    }
+}

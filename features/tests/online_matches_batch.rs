@@ -1,0 +1,68 @@
+//! The online path (events fed one by one, as the service does) and the batch path (a
+//! replay over a table, as training does) must give identical features on a real trace.
+
+use augur_datasets::bundled::Dataset;
+use augur_datasets::{JobRecord, ReadOptions};
+use augur_features::{batch_features, FeatureSchema, FeatureState, JobHandle, TraceEvent};
+
+fn online_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
+    let d = schema.len();
+    let mut out = vec![0f32; jobs.len() * d];
+    let mut state = FeatureState::new(schema.clone());
+    let mut handles: Vec<Option<JobHandle>> = vec![None; jobs.len()];
+    for ev in TraceEvent::of_trace(jobs) {
+        match ev {
+            TraceEvent::Submit { index, at } => {
+                state
+                    .features_for(&jobs[index], at, &mut out[index * d..(index + 1) * d])
+                    .unwrap();
+                handles[index] = Some(state.observe_submit(&jobs[index]));
+            }
+            TraceEvent::Finish { index, at } => {
+                let j = &jobs[index];
+                let h = handles[index].expect("finish after submit");
+                state
+                    .observe_finish(h, at, j.duration.unwrap(), j.status)
+                    .unwrap();
+            }
+        }
+    }
+    out
+}
+
+fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let same = (x.is_nan() && y.is_nan()) || x == y;
+        assert!(same, "row {} feature {}: batch {x} vs online {y}", i / d, names[i % d]);
+    }
+}
+
+#[test]
+fn philly_online_replay_equals_batch() {
+    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
+    let jobs: Vec<JobRecord> = table.to_records().unwrap().into_iter().take(30_000).collect();
+    let schema = FeatureSchema::for_jobs(&jobs);
+    assert!(schema.keys.len() >= 3, "{schema:?}");
+    let batch = batch_features(&jobs, &schema);
+    let online = online_features(&jobs, &schema);
+    assert_same(&batch, &online, schema.len(), &schema.names());
+    // and the features are not trivially empty: most jobs have VC history
+    let d = schema.len();
+    let with_history = (0..jobs.len())
+        .filter(|i| !batch[i * d + 8 + 13 + 1].is_nan())
+        .count();
+    assert!(with_history > jobs.len() / 2, "{with_history}");
+}
+
+#[test]
+fn mira_online_replay_equals_batch() {
+    let (table, _) = Dataset::Mira.load(&ReadOptions::default()).unwrap();
+    let jobs = table.to_records().unwrap();
+    let schema = FeatureSchema::for_jobs(&jobs);
+    let names = schema.names();
+    assert!(names.iter().any(|n| n.starts_with("user_req:")), "{names:?}");
+    let batch = batch_features(&jobs, &schema);
+    let online = online_features(&jobs, &schema);
+    assert_same(&batch, &online, schema.len(), &names);
+}
