@@ -1,1 +1,32 @@
-//! placeholder
+//! # augur-predictor
+//!
+//! **One job:** the predictors Augur serves — features + model + calibration + evaluation.
+//!
+//! - [`RuntimePredictor`]: job run time from what is known at submit, in log space, with a
+//!   split-conformal 80% interval calibrated on the tail of the training period.
+//! - [`evaluate_runtime`]: the shared evaluation protocol (time-ordered 80/20 split, durations
+//!   clamped to ≥ 1 s, `mae_log`, `within2x`, interval coverage) with the simple baselines
+//!   on the same split: global median, and the mean of the last two finished jobs of the
+//!   same user (or VC/group when the trace has no users).
+
+pub mod metrics;
+mod runtime;
+
+pub use runtime::{
+    evaluate_runtime, EvalRow, RuntimeEvaluation, RuntimePrediction, RuntimePredictor,
+    RuntimeTrainer,
+};
+
+/// Errors of training, prediction and evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum PredictorError {
+    #[error(transparent)]
+    Model(#[from] augur_models::ModelError),
+    #[error(transparent)]
+    Features(#[from] augur_features::FeatureError),
+    #[error(transparent)]
+    Dataset(#[from] augur_datasets::DatasetError),
+    /// Not enough labelled jobs to train or evaluate.
+    #[error("not enough jobs with a known duration: {0}")]
+    NotEnoughData(String),
+}

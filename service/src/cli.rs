@@ -28,6 +28,25 @@ pub enum Command {
     /// Work with trace files: inspect what a file holds and what a reader makes of it.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Evaluate the predictors on a trace: time-ordered 80/20 split, the model beside the
+    /// simple baselines, one table per dataset (or one JSON object per dataset with --json).
+    Evaluate(EvaluateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Bundled datasets to evaluate on (repeat or comma-separate): philly, itp, mira, ...
+    #[arg(long, value_delimiter = ',', default_value = "philly")]
+    pub dataset: Vec<String>,
+    /// A trace file to evaluate on instead of bundled datasets.
+    #[arg(long, conflicts_with = "dataset")]
+    pub trace: Option<PathBuf>,
+    /// Format of --trace when it cannot be detected.
+    #[arg(long, requires = "trace")]
+    pub format: Option<String>,
+    /// Print one JSON object per dataset.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

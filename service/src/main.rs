@@ -5,6 +5,7 @@
 //! renders the result for people (tables, progress bars) or machines (`--json`).
 
 mod cli;
+mod evaluate;
 mod inspect;
 mod render;
 
@@ -22,6 +23,7 @@ fn main() {
 fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Data(cli::DataCommand::Inspect(args)) => inspect::run(&args),
+        cli::Command::Evaluate(args) => evaluate::run(&args),
     }
 }
 
