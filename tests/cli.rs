@@ -4,7 +4,10 @@ use std::process::Command;
 
 fn augur() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_augur"));
-    c.env("AUGUR_DATA_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data"));
+    c.env(
+        "AUGUR_DATA_DIR",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data"),
+    );
     c
 }
 
@@ -20,7 +23,11 @@ fn run_ok(args: &[&str]) -> String {
 
 #[test]
 fn every_subcommand_has_help() {
-    for args in [vec!["--help"], vec!["data", "--help"], vec!["data", "inspect", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["data", "--help"],
+        vec!["data", "inspect", "--help"],
+    ] {
         let out = run_ok(&args);
         assert!(out.contains("Usage:"), "{args:?}: {out}");
     }
@@ -64,11 +71,20 @@ fn bad_rows_are_reported_with_line_and_reason_and_strict_stops() {
     let p = path.to_str().unwrap();
     let out = run_ok(&["data", "inspect", p]);
     assert!(out.contains("5 read, 2 kept, 3 dropped"), "{out}");
-    assert!(out.contains("mini.csv:3: field `duration`: not a number (got \"abc\")"), "{out}");
+    assert!(
+        out.contains("mini.csv:3: field `duration`: not a number (got \"abc\")"),
+        "{out}"
+    );
     assert!(out.contains("mini.csv:4: field `timestamp`"), "{out}");
-    assert!(out.contains("mini.csv:5: field `duration`: negative"), "{out}");
+    assert!(
+        out.contains("mini.csv:5: field `duration`: negative"),
+        "{out}"
+    );
 
-    let out = augur().args(["data", "inspect", "--strict", p]).output().unwrap();
+    let out = augur()
+        .args(["data", "inspect", "--strict", p])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mini.csv:3: field `duration`"), "{err}");
@@ -77,17 +93,29 @@ fn bad_rows_are_reported_with_line_and_reason_and_strict_stops() {
 
 #[test]
 fn unknown_inputs_get_clear_errors() {
-    let out = augur().args(["data", "inspect", "/no/such/file.csv"]).output().unwrap();
+    let out = augur()
+        .args(["data", "inspect", "/no/such/file.csv"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"));
 
-    let out = augur().args(["data", "inspect", "--dataset", "nope"]).output().unwrap();
+    let out = augur()
+        .args(["data", "inspect", "--dataset", "nope"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("known datasets: philly"));
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weird.csv");
     std::fs::write(&path, "a,b,c\n1,2,3\n").unwrap();
-    let out = augur().args(["data", "inspect", path.to_str().unwrap()]).output().unwrap();
+    let out = augur()
+        .args(["data", "inspect", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot tell the format") && err.contains("--format"), "{err}");
+    assert!(
+        err.contains("cannot tell the format") && err.contains("--format"),
+        "{err}"
+    );
 }

@@ -157,7 +157,9 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
     }
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         return detect_json(trimmed, &name).ok_or_else(|| {
-            unknown("JSON, but not a Philly job log, TPC-H DAG, WfCommons, Gavel or node-fault file")
+            unknown(
+                "JSON, but not a Philly job log, TPC-H DAG, WfCommons, Gavel or node-fault file",
+            )
         });
     }
     let first_line = trimmed.lines().next().unwrap_or("").trim();
@@ -170,12 +172,31 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
         ("run_id,submitter,system,benchmark", TraceFormat::MlperfRuns),
         ("run_id,key,value,epoch_num", TraceFormat::MlperfCurves),
         ("progress,iteration,metric", TraceFormat::PolluxValidation),
-        ("placement,local_bsz,step_time", TraceFormat::PolluxPlacements),
-        ("num_nodes,num_replicas,local_bsz", TraceFormat::PolluxScalability),
+        (
+            "placement,local_bsz,step_time",
+            TraceFormat::PolluxPlacements,
+        ),
+        (
+            "num_nodes,num_replicas,local_bsz",
+            TraceFormat::PolluxScalability,
+        ),
     ];
     for (prefix, fmt) in csv_formats {
         if header.starts_with(prefix) {
             return Ok(fmt);
+        }
+    }
+    // Most Sia step-time tables put the columns in another order
+    // (`local_bsz,step_time,sync_time,placement`, `local_bsz,placement,...`,
+    // `local_bsz,step_time,sync_time,num_nodes,num_replicas`): match them by column set.
+    let columns: Vec<&str> = header.split(',').map(str::trim).collect();
+    let has = |c: &str| columns.contains(&c);
+    if has("local_bsz") && has("step_time") && has("sync_time") {
+        if has("placement") {
+            return Ok(TraceFormat::PolluxPlacements);
+        }
+        if has("num_nodes") && has("num_replicas") {
+            return Ok(TraceFormat::PolluxScalability);
         }
     }
     if header.starts_with("id,") && header.contains("job_num") {

@@ -72,7 +72,18 @@ mod tests {
 
     #[test]
     fn split_is_time_ordered_and_stable() {
-        let submit = [50.0, 10.0, 30.0, 10.0, 40.0, f64::NAN, 20.0, 60.0, 70.0, 80.0];
+        let submit = [
+            50.0,
+            10.0,
+            30.0,
+            10.0,
+            40.0,
+            f64::NAN,
+            20.0,
+            60.0,
+            70.0,
+            80.0,
+        ];
         let s = TimeSplit::new(&submit, 0.8);
         assert_eq!(s.order(), &[1, 3, 6, 2, 4, 0, 7, 8, 9, 5]);
         assert_eq!(s.train().len(), 8);
@@ -81,8 +92,15 @@ mod tests {
         assert_eq!(fit, &[1, 3, 6, 2, 4, 0]);
         assert_eq!(cal, &[7, 8]);
         // every training job was submitted no later than every test job
-        let last_train = s.train().iter().map(|&i| submit[i]).fold(f64::MIN, f64::max);
-        assert!(s.test().iter().all(|&i| submit[i].is_nan() || submit[i] >= last_train));
+        let last_train = s
+            .train()
+            .iter()
+            .map(|&i| submit[i])
+            .fold(f64::MIN, f64::max);
+        assert!(s
+            .test()
+            .iter()
+            .all(|&i| submit[i].is_nan() || submit[i] >= last_train));
     }
 
     #[test]

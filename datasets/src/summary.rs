@@ -27,7 +27,7 @@ const EXACT_BELOW_ONE: usize = 10_000;
 impl LogHistogram {
     /// Adds a value (negative values are ignored; callers report them).
     pub fn add(&mut self, v: f64) {
-        if !(v >= 0.0) || !v.is_finite() {
+        if v.is_nan() || v < 0.0 || !v.is_finite() {
             return;
         }
         self.count += 1;
@@ -66,12 +66,17 @@ impl LogHistogram {
         if q >= 1.0 {
             return self.max;
         }
-        let rank = ((q.clamp(0.0, 1.0) * (self.count - 1) as f64).round() as u64).min(self.count - 1);
+        let rank =
+            ((q.clamp(0.0, 1.0) * (self.count - 1) as f64).round() as u64).min(self.count - 1);
         if rank < self.below_one_count {
             let mut small = self.below_one.clone();
             small.sort_by(f64::total_cmp);
-            let idx = ((rank as f64 / self.below_one_count.max(1) as f64) * small.len() as f64) as usize;
-            return small.get(idx.min(small.len().saturating_sub(1))).copied().or(Some(0.5));
+            let idx =
+                ((rank as f64 / self.below_one_count.max(1) as f64) * small.len() as f64) as usize;
+            return small
+                .get(idx.min(small.len().saturating_sub(1)))
+                .copied()
+                .or(Some(0.5));
         }
         let mut seen = self.below_one_count;
         for (&k, &c) in &self.buckets {
@@ -213,7 +218,10 @@ impl JobSummarizer {
         if let Some(w) = r.queue_wait {
             self.wait.add(w);
         }
-        *self.status.entry(r.status.as_str().to_string()).or_insert(0) += 1;
+        *self
+            .status
+            .entry(r.status.as_str().to_string())
+            .or_insert(0) += 1;
         for (set, v) in [
             (&mut self.users, &r.user),
             (&mut self.groups, &r.group),

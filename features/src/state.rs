@@ -77,7 +77,9 @@ impl FeatureState {
         out[5] = ((now.rem_euclid(day)) / 3600.0) as f32;
         // 1970-01-01 was a Thursday (day 4 with Sunday = 0)
         out[6] = (((now / day).floor() + 4.0).rem_euclid(7.0)) as f32;
-        out[7] = job.num_gpus.map_or(f32::NAN, |g| f32::from(u8::from(g.fract() != 0.0)));
+        out[7] = job
+            .num_gpus
+            .map_or(f32::NAN, |g| f32::from(u8::from(g.fract() != 0.0)));
         let per = PER_KEY_FEATURES.len();
         for (ki, kind) in self.schema.keys.iter().enumerate() {
             let start = STATIC_FEATURES.len() + ki * per;
@@ -106,7 +108,8 @@ impl FeatureState {
         }
         let handle = JobHandle(self.next_handle);
         self.next_handle += 1;
-        self.unfinished.insert(handle.0, Unfinished { submit: t, keys });
+        self.unfinished
+            .insert(handle.0, Unfinished { submit: t, keys });
         handle
     }
 
@@ -244,7 +247,11 @@ mod tests {
 
     #[test]
     fn history_only_sees_finished_jobs() {
-        let jobs = vec![job("a", 0.0, 100.0), job("a", 50.0, 10.0), job("a", 200.0, 5.0)];
+        let jobs = vec![
+            job("a", 0.0, 100.0),
+            job("a", 50.0, 10.0),
+            job("a", 200.0, 5.0),
+        ];
         let schema = FeatureSchema {
             version: 1,
             keys: vec![KeyKind::User],

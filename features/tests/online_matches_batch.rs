@@ -34,14 +34,24 @@ fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         let same = (x.is_nan() && y.is_nan()) || x == y;
-        assert!(same, "row {} feature {}: batch {x} vs online {y}", i / d, names[i % d]);
+        assert!(
+            same,
+            "row {} feature {}: batch {x} vs online {y}",
+            i / d,
+            names[i % d]
+        );
     }
 }
 
 #[test]
 fn philly_online_replay_equals_batch() {
     let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
-    let jobs: Vec<JobRecord> = table.to_records().unwrap().into_iter().take(30_000).collect();
+    let jobs: Vec<JobRecord> = table
+        .to_records()
+        .unwrap()
+        .into_iter()
+        .take(30_000)
+        .collect();
     let schema = FeatureSchema::for_jobs(&jobs);
     assert!(schema.keys.len() >= 3, "{schema:?}");
     let batch = batch_features(&jobs, &schema);
@@ -61,7 +71,10 @@ fn mira_online_replay_equals_batch() {
     let jobs = table.to_records().unwrap();
     let schema = FeatureSchema::for_jobs(&jobs);
     let names = schema.names();
-    assert!(names.iter().any(|n| n.starts_with("user_req:")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("user_req:")),
+        "{names:?}"
+    );
     let batch = batch_features(&jobs, &schema);
     let online = online_features(&jobs, &schema);
     assert_same(&batch, &online, schema.len(), &names);

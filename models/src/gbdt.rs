@@ -179,7 +179,7 @@ impl Binner {
                     .collect();
                 v.sort_by(f32::total_cmp);
                 v.dedup();
-                if v.len() <= max_bins - 1 {
+                if v.len() < max_bins {
                     // one bin per distinct value: edges at the values themselves
                     return v;
                 }
@@ -410,7 +410,9 @@ impl GbdtParams {
             }
         }
         if self.objective == Objective::LogLoss && train.y.iter().any(|&v| v != 0.0 && v != 1.0) {
-            return Err(ModelError::InvalidData("log-loss targets must be 0 or 1".into()));
+            return Err(ModelError::InvalidData(
+                "log-loss targets must be 0 or 1".into(),
+            ));
         }
         let binner = Binner::new(&x, self.max_bins);
         let bins: Vec<Vec<u8>> = (0..d)
@@ -418,7 +420,8 @@ impl GbdtParams {
             .map(|j| (0..n).map(|i| binner.bin(j, x.get(i, j))).collect())
             .collect();
         let base_score = {
-            let mut pairs: Vec<(f64, f64)> = train.y.iter().copied().zip(w.iter().copied()).collect();
+            let mut pairs: Vec<(f64, f64)> =
+                train.y.iter().copied().zip(w.iter().copied()).collect();
             match self.objective {
                 Objective::L2 => {
                     let tw: f64 = w.iter().sum();
@@ -428,8 +431,9 @@ impl GbdtParams {
                 Objective::Quantile { alpha } => weighted_quantile(&mut pairs, alpha),
                 Objective::LogLoss => {
                     let tw: f64 = w.iter().sum();
-                    let p = (train.y.iter().zip(w).map(|(y, w)| y * w).sum::<f64>() / tw.max(1e-12))
-                        .clamp(1e-6, 1.0 - 1e-6);
+                    let p = (train.y.iter().zip(w).map(|(y, w)| y * w).sum::<f64>()
+                        / tw.max(1e-12))
+                    .clamp(1e-6, 1.0 - 1e-6);
                     (p / (1.0 - p)).ln()
                 }
             }
@@ -464,7 +468,9 @@ impl GbdtParams {
                 h[i] = hi * w[i];
             }
             let rows: Vec<u32> = if self.subsample < 1.0 {
-                (0..n as u32).filter(|_| rng.unit() < self.subsample).collect()
+                (0..n as u32)
+                    .filter(|_| rng.unit() < self.subsample)
+                    .collect()
             } else {
                 (0..n as u32).collect()
             };
@@ -495,7 +501,11 @@ impl GbdtParams {
                         .for_each(|(i, p)| *p += tree.predict(v.x.row(i)));
                 }
                 let _ = t;
-                let loss: f64 = vp.iter().zip(v.y).map(|(p, y)| self.loss(*p, *y)).sum::<f64>()
+                let loss: f64 = vp
+                    .iter()
+                    .zip(v.y)
+                    .map(|(p, y)| self.loss(*p, *y))
+                    .sum::<f64>()
                     / v.y.len().max(1) as f64;
                 if loss < best_loss - 1e-12 {
                     best_loss = loss;
@@ -561,8 +571,10 @@ impl GbdtParams {
             let (j, b) = (split.feature, split.bin);
             gain_acc[j] += split.gain;
             let col = &grower.bins[j];
-            let (left, right): (Vec<u32>, Vec<u32>) =
-                task.rows.iter().partition(|&&r| (col[r as usize] as usize) <= b);
+            let (left, right): (Vec<u32>, Vec<u32>) = task
+                .rows
+                .iter()
+                .partition(|&&r| (col[r as usize] as usize) <= b);
             let (small, large, small_is_left) = if left.len() <= right.len() {
                 (&left, &right, true)
             } else {
@@ -585,8 +597,9 @@ impl GbdtParams {
                 })
                 .collect();
             let sum = |rs: &[u32]| {
-                rs.iter()
-                    .fold((0.0, 0.0), |(a, c), &r| (a + g[r as usize], c + h[r as usize]))
+                rs.iter().fold((0.0, 0.0), |(a, c), &r| {
+                    (a + g[r as usize], c + h[r as usize])
+                })
             };
             let (sgs, shs) = sum(small);
             let (sgl, shl) = (task.g - sgs, task.h - shs);
@@ -609,7 +622,11 @@ impl GbdtParams {
                 right: li as u32 + 1,
                 value: 0.0,
             };
-            let (small_node, large_node) = if small_is_left { (li, li + 1) } else { (li + 1, li) };
+            let (small_node, large_node) = if small_is_left {
+                (li, li + 1)
+            } else {
+                (li + 1, li)
+            };
             let small_rows = small.clone();
             let large_rows = large.clone();
             drop(left);
@@ -677,7 +694,13 @@ mod tests {
             let x2 = rng.unit() as f32;
             let missing = i % 10 == 0;
             x.extend([if missing { f32::NAN } else { x0 }, x1, x2]);
-            let step = if missing { -2.0 } else if x0 > 0.5 { 3.0 } else { 0.0 };
+            let step = if missing {
+                -2.0
+            } else if x0 > 0.5 {
+                3.0
+            } else {
+                0.0
+            };
             y.push(step + f64::from(x1));
         }
         (x, y)
@@ -726,7 +749,10 @@ mod tests {
         }
         .fit(&train)
         .unwrap();
-        let below = (0..n).filter(|&i| y[i] <= model.predict_row(m.row(i))).count() as f64 / n as f64;
+        let below = (0..n)
+            .filter(|&i| y[i] <= model.predict_row(m.row(i)))
+            .count() as f64
+            / n as f64;
         assert!((below - 0.9).abs() < 0.03, "{below}");
     }
 

@@ -70,7 +70,9 @@ impl<'a> TrainSet<'a> {
             return Err(ModelError::InvalidData("no rows".into()));
         }
         if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-            return Err(ModelError::InvalidData(format!("target of row {i} is not finite")));
+            return Err(ModelError::InvalidData(format!(
+                "target of row {i} is not finite"
+            )));
         }
         if let Some(w) = weights {
             if w.len() != y.len() {

@@ -13,8 +13,8 @@ pub mod metrics;
 mod runtime;
 
 pub use runtime::{
-    evaluate_runtime, EvalRow, RuntimeEvaluation, RuntimePrediction, RuntimePredictor,
-    RuntimeTrainer,
+    evaluate_runtime, ConformalWindow, EvalRow, RuntimeEvaluation, RuntimePrediction,
+    RuntimePredictor, RuntimeTrainer,
 };
 
 /// Errors of training, prediction and evaluation.

@@ -72,7 +72,10 @@ mod tests {
         let want = (0.0 + 3f64.ln() + 0.0 + 2f64.ln()) / 4.0;
         assert!((mae_log(&pred, &actual) - want).abs() < 1e-12);
         assert_eq!(within2x(&pred, &actual), 0.75);
-        assert_eq!(coverage(&[50.0, 50.0, 0.5, 0.0], &[150.0, 90.0, 2.0, 10.0], &actual), 0.5);
+        assert_eq!(
+            coverage(&[50.0, 50.0, 0.5, 0.0], &[150.0, 90.0, 2.0, 10.0], &actual),
+            0.5
+        );
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
         assert_eq!(quantile(&[1.0, 2.0], 0.25), 1.25);
     }

@@ -159,6 +159,68 @@ impl RuntimeTrainer {
     }
 }
 
+/// Online split-conformal calibration: the residuals (ln actual − ln predicted) of the most
+/// recent finished jobs. Fed as jobs finish, so intervals follow drift in the cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConformalWindow {
+    capacity: usize,
+    residuals: VecDeque<f64>,
+    coverage: f64,
+    #[serde(skip)]
+    cached: Option<(f64, f64)>,
+}
+
+impl ConformalWindow {
+    /// A window of the last `capacity` residuals for intervals of `coverage`.
+    pub fn new(capacity: usize, coverage: f64) -> ConformalWindow {
+        ConformalWindow {
+            capacity: capacity.max(10),
+            residuals: VecDeque::new(),
+            coverage,
+            cached: None,
+        }
+    }
+
+    /// Adds the residual of a job that finished.
+    pub fn observe(&mut self, residual_log: f64) {
+        if !residual_log.is_finite() {
+            return;
+        }
+        if self.residuals.len() == self.capacity {
+            self.residuals.pop_front();
+        }
+        self.residuals.push_back(residual_log);
+        self.cached = None;
+    }
+
+    /// Number of residuals held.
+    pub fn len(&self) -> usize {
+        self.residuals.len()
+    }
+
+    /// True when no residual was observed.
+    pub fn is_empty(&self) -> bool {
+        self.residuals.is_empty()
+    }
+
+    /// The (lower, upper) offsets in ln space, with the finite-sample correction.
+    pub fn offsets(&mut self) -> Option<(f64, f64)> {
+        if self.residuals.is_empty() {
+            return None;
+        }
+        if let Some(c) = self.cached {
+            return Some(c);
+        }
+        let v: Vec<f64> = self.residuals.iter().copied().collect();
+        let m = v.len() as f64;
+        let alpha = 1.0 - self.coverage;
+        let adj = ((1.0 - alpha / 2.0) * (m + 1.0)).ceil() / m;
+        let c = (quantile(&v, 1.0 - adj.min(1.0)), quantile(&v, adj.min(1.0)));
+        self.cached = Some(c);
+        Some(c)
+    }
+}
+
 /// One row of an evaluation table.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalRow {
@@ -265,7 +327,10 @@ pub fn evaluate_runtime(
     });
     // baseline: mean of the last two finished jobs of the same user/group
     let last2 = last_two_baseline(jobs);
-    let pred_last2: Vec<f64> = test_rows.iter().map(|&i| last2[i].unwrap_or(median)).collect();
+    let pred_last2: Vec<f64> = test_rows
+        .iter()
+        .map(|&i| last2[i].unwrap_or(median))
+        .collect();
     let key_name = if jobs.iter().any(|j| j.user.is_some()) {
         "user"
     } else if jobs.iter().any(|j| j.group.is_some()) {
@@ -303,10 +368,57 @@ pub fn evaluate_runtime(
     let lo: Vec<f64> = preds.iter().map(|p| p.lower).collect();
     let hi: Vec<f64> = preds.iter().map(|p| p.upper).collect();
     rows.push(EvalRow {
-        method: "augur gbdt (L1, history features)".into(),
+        method: "augur gbdt, static conformal".into(),
         mae_log: mae_log(&p, &actual),
         within2x: within2x(&p, &actual),
         coverage80: Some(coverage(&lo, &hi, &actual)),
+        train_s: Some(train_s),
+        predict_us: Some(predict_us),
+    });
+    // Online conformal: as the service does, intervals come from the residuals of the most
+    // recent jobs that had finished by each test job's submit (calibration-slice jobs first).
+    let (_, cal_rows) = {
+        let n = train_rows.len();
+        let n_cal = ((n as f64) * trainer.calib_fraction) as usize;
+        train_rows.split_at(n - n_cal)
+    };
+    let mut all_log_pred: HashMap<usize, f64> = HashMap::new();
+    {
+        let cx = gather(&x, d, cal_rows);
+        let cm = Matrix::new(&cx, cal_rows.len(), d)?;
+        let mut cp = vec![0.0; cal_rows.len()];
+        predictor.model.predict_into(&cm, &mut cp)?;
+        all_log_pred.extend(cal_rows.iter().copied().zip(cp));
+        all_log_pred.extend(test_rows.iter().copied().zip(p.iter().map(|v| v.ln())));
+    }
+    let mut window = ConformalWindow::new(cal_rows.len().max(500), trainer.coverage);
+    let mut online_lo = vec![0.0; jobs.len()];
+    let mut online_hi = vec![0.0; jobs.len()];
+    let is_test: std::collections::HashSet<usize> = test_rows.iter().copied().collect();
+    for ev in TraceEvent::of_trace(jobs) {
+        match ev {
+            TraceEvent::Finish { index, .. } => {
+                if let Some(lp) = all_log_pred.get(&index) {
+                    window.observe(y_log[index] - lp);
+                }
+            }
+            TraceEvent::Submit { index, .. } => {
+                if is_test.contains(&index) {
+                    let lp = all_log_pred.get(&index).copied().unwrap_or(0.0);
+                    let (a, b) = window.offsets().unwrap_or(predictor.interval_log);
+                    online_lo[index] = (lp + a).exp();
+                    online_hi[index] = (lp + b).exp();
+                }
+            }
+        }
+    }
+    let olo: Vec<f64> = test_rows.iter().map(|&i| online_lo[i]).collect();
+    let ohi: Vec<f64> = test_rows.iter().map(|&i| online_hi[i]).collect();
+    rows.push(EvalRow {
+        method: "augur gbdt, online conformal".into(),
+        mae_log: mae_log(&p, &actual),
+        within2x: within2x(&p, &actual),
+        coverage80: Some(coverage(&olo, &ohi, &actual)),
         train_s: Some(train_s),
         predict_us: Some(predict_us),
     });

@@ -68,7 +68,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-        spinner.set_message(format!("{name}: features + training on {} jobs", jobs.len()));
+        spinner.set_message(format!(
+            "{name}: features + training on {} jobs",
+            jobs.len()
+        ));
         let eval = evaluate_runtime(&jobs, &RuntimeTrainer::default())
             .with_context(|| format!("evaluating on {name}"))?;
         spinner.finish_and_clear();

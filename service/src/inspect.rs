@@ -21,8 +21,8 @@ enum Inspection {
     Jobs {
         path: String,
         format: TraceFormat,
-        report: ReadReport,
-        summary: JobSummary,
+        report: Box<ReadReport>,
+        summary: Box<JobSummary>,
     },
     Other {
         path: String,
@@ -85,11 +85,19 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<()> {
 fn input_files(args: &InspectArgs) -> anyhow::Result<Vec<(PathBuf, Option<TraceFormat>)>> {
     if let Some(name) = &args.dataset {
         let ds = Dataset::parse(name)?;
-        return Ok(ds.files()?.into_iter().map(|p| (p, Some(ds.format()))).collect());
+        return Ok(ds
+            .files()?
+            .into_iter()
+            .map(|p| (p, Some(ds.format())))
+            .collect());
     }
     if args.paths.is_empty() {
         let ds = Dataset::Philly;
-        return Ok(ds.files()?.into_iter().map(|p| (p, Some(ds.format()))).collect());
+        return Ok(ds
+            .files()?
+            .into_iter()
+            .map(|p| (p, Some(ds.format())))
+            .collect());
     }
     let mut out = Vec::new();
     for p in &args.paths {
@@ -172,8 +180,8 @@ fn inspect_file(path: &Path, format: Option<TraceFormat>, opts: &ReadOptions) ->
         Ok(report) => Inspection::Jobs {
             path: shown,
             format,
-            summary: summarizer.finish(),
-            report,
+            summary: Box::new(summarizer.finish()),
+            report: Box::new(report),
         },
         Err(e) => Inspection::Error {
             path: shown,

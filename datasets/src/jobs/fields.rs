@@ -60,7 +60,10 @@ pub(crate) struct Row<'a> {
 
 /// Values that mean "missing" in the traces we read.
 fn is_missing(raw: &str) -> bool {
-    matches!(raw, "" | "None" | "none" | "null" | "NULL" | "NA" | "N/A" | "nan" | "NaN")
+    matches!(
+        raw,
+        "" | "None" | "none" | "null" | "NULL" | "NA" | "N/A" | "nan" | "NaN"
+    )
 }
 
 impl<'a> Row<'a> {

@@ -22,7 +22,9 @@ pub fn read(
         time_origin: TimeOrigin::Relative,
         ..Default::default()
     };
-    report.note("itp: submission_time is relative to the trace start; cluster taken from the file name");
+    report.note(
+        "itp: submission_time is relative to the trace start; cluster taken from the file name",
+    );
     read_csv_rows(
         path,
         None,
@@ -50,7 +52,7 @@ pub fn read(
                 ..Default::default()
             })
         },
-        |r| sink(r),
+        sink,
     )?;
     Ok(report)
 }

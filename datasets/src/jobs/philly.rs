@@ -61,7 +61,7 @@ pub fn read(
                 ..Default::default()
             })
         },
-        |r| sink(r),
+        sink,
     )?;
     Ok(report)
 }
@@ -73,8 +73,14 @@ mod tests {
     #[test]
     fn timestamps_are_utc_seconds() {
         assert_eq!(parse_timestamp("1970-01-01 00:01:00"), Some(60.0));
-        assert_eq!(parse_timestamp("2017-10-09 07:01:55"), Some(1_507_532_515.0));
-        assert_eq!(parse_timestamp("2017-10-09T07:01:55.5"), Some(1_507_532_515.5));
+        assert_eq!(
+            parse_timestamp("2017-10-09 07:01:55"),
+            Some(1_507_532_515.0)
+        );
+        assert_eq!(
+            parse_timestamp("2017-10-09T07:01:55.5"),
+            Some(1_507_532_515.5)
+        );
         assert_eq!(parse_timestamp("yesterday"), None);
     }
 }

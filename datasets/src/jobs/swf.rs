@@ -55,9 +55,7 @@ pub fn read(
         ),
     }
     let mut unix_start: Option<f64> = None;
-    let mut line_no: u64 = 0;
-    for line in reader.lines() {
-        line_no += 1;
+    for (line_no, line) in (1u64..).zip(reader.lines()) {
         let line = match line {
             Ok(l) => l,
             Err(e) => {
@@ -116,7 +114,11 @@ fn known(row: &Row, idx: usize, field: &str) -> Result<Option<f64>, RowIssue> {
     Ok((v >= 0.0).then_some(v))
 }
 
-fn parse_row(row: &Row, variant: SwfVariant, unix_start: Option<f64>) -> Result<JobRecord, RowIssue> {
+fn parse_row(
+    row: &Row,
+    variant: SwfVariant,
+    unix_start: Option<f64>,
+) -> Result<JobRecord, RowIssue> {
     if row.fields.len() != 18 {
         return Err(row.issue(
             "row",
