@@ -20,8 +20,14 @@ fn mira_runtime_beats_baselines_with_calibrated_interval() {
     let median = row("global median");
     let last2 = row("last-2");
     let model = row("augur gbdt, online");
-    assert!(model.mae_log < last2.mae_log - 0.1, "{model:?} vs {last2:?}");
-    assert!(model.mae_log < median.mae_log - 0.3, "{model:?} vs {median:?}");
+    assert!(
+        model.mae_log < last2.mae_log - 0.1,
+        "{model:?} vs {last2:?}"
+    );
+    assert!(
+        model.mae_log < median.mae_log - 0.3,
+        "{model:?} vs {median:?}"
+    );
     let cov = model.coverage80.unwrap();
     assert!((0.70..=0.90).contains(&cov), "coverage {cov}");
     // the point predictions behind the table are real numbers with ordered intervals
