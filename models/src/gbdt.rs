@@ -493,14 +493,11 @@ impl GbdtParams {
             }
             trees.push(tree);
             if let (Some(v), Some(vp)) = (valid.as_ref(), valid_pred.as_mut()) {
-                let t = trees.last().map(|t| t as *const Tree);
-                let tree = trees.last();
-                if let Some(tree) = tree {
+                if let Some(tree) = trees.last() {
                     vp.par_iter_mut()
                         .enumerate()
                         .for_each(|(i, p)| *p += tree.predict(v.x.row(i)));
                 }
-                let _ = t;
                 let loss: f64 = vp
                     .iter()
                     .zip(v.y)
@@ -576,11 +573,11 @@ impl GbdtParams {
                 .iter()
                 .partition(|&&r| (col[r as usize] as usize) <= b);
             let (small, large, small_is_left) = if left.len() <= right.len() {
-                (&left, &right, true)
+                (left, right, true)
             } else {
-                (&right, &left, false)
+                (right, left, false)
             };
-            let small_hist = grower.histogram(small, g, h);
+            let small_hist = grower.histogram(&small, g, h);
             let large_hist: Hist = task
                 .hist
                 .iter()
@@ -601,7 +598,7 @@ impl GbdtParams {
                     (a + g[r as usize], c + h[r as usize])
                 })
             };
-            let (sgs, shs) = sum(small);
+            let (sgs, shs) = sum(&small);
             let (sgl, shl) = (task.g - sgs, task.h - shs);
             let depth = task.depth + 1;
             let small_split = grower.best_split(&small_hist, sgs, shs, small.len(), depth);
@@ -627,12 +624,8 @@ impl GbdtParams {
             } else {
                 (li + 1, li)
             };
-            let small_rows = small.clone();
-            let large_rows = large.clone();
-            drop(left);
-            drop(right);
             heap.push(LeafTask {
-                rows: small_rows,
+                rows: small,
                 hist: small_hist,
                 depth,
                 node: small_node,
@@ -641,7 +634,7 @@ impl GbdtParams {
                 split: small_split,
             });
             heap.push(LeafTask {
-                rows: large_rows,
+                rows: large,
                 hist: large_hist,
                 depth,
                 node: large_node,

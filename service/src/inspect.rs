@@ -169,10 +169,12 @@ fn inspect_file(path: &Path, format: Option<TraceFormat>, opts: &ReadOptions) ->
     );
     progress.set_message(format!("reading {}", path.display()));
     let mut summarizer = JobSummarizer::default();
+    let mut seen: u64 = 0;
     let result = read_jobs(path, Some(format), opts, &mut |r| {
         summarizer.observe(&r);
-        if summarizer_count_tick(&progress) {
-            progress.inc(65_536);
+        seen += 1;
+        if seen.is_multiple_of(65_536) {
+            progress.set_position(seen);
         }
     });
     progress.finish_and_clear();
@@ -188,17 +190,6 @@ fn inspect_file(path: &Path, format: Option<TraceFormat>, opts: &ReadOptions) ->
             error: e.to_string(),
         },
     }
-}
-
-/// True once every 65,536 calls (cheap progress updates).
-fn summarizer_count_tick(progress: &ProgressBar) -> bool {
-    thread_local!(static N: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
-    let _ = progress;
-    N.with(|n| {
-        let v = n.get().wrapping_add(1);
-        n.set(v);
-        v % 65_536 == 0
-    })
 }
 
 fn print_report(report: &ReadReport, show_issues: usize) {
