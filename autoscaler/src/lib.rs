@@ -1,7 +1,57 @@
 //! # augur-autoscaler
 //!
-//! **One job:** decide and carry out elastic scaling. The `ClusterBackend` trait (observe a
-//! snapshot; act: scale a job within its min/max, admit, suspend), the elastic policy and the
-//! baseline policies, the discrete-event simulator backend and the Kubernetes backend.
+//! **One job:** decide and carry out elastic scaling of GPU training jobs, and prove on real
+//! traces that the decisions beat static allocation and the best-known schedulers.
 //!
-//! Not written yet: this crate is reserved for issues #6 and #8.
+//! - [`ClusterBackend`]: observe a [`ClusterSnapshot`] (nodes and GPUs by type, running jobs
+//!   with current/min/max workers, queued jobs with their requests, utilisation) and act
+//!   (admit, set a job's workers, suspend), each act able to fail with a retryable or a
+//!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend (issue #8).
+//! - [`Policy`]: one trait for every scheduler: [`Fifo`], [`SjfPredicted`], [`SrtfOracle`],
+//!   [`Tiresias`], [`Optimus`] and Augur's [`ElasticController`]. A policy reads a snapshot and
+//!   returns [`Decision`]s (an [`Action`] and its [`Reason`]).
+//! - [`Controller`]: the reconcile loop over any backend: observe, decide, act, retry what is
+//!   retryable, log every decision.
+//! - [`sim::Simulator`]: the discrete-event simulator backend replaying a job table (gang
+//!   scheduling, PACK/SPREAD, locality relaxing with wait, elastic jobs on a fitted
+//!   [`ScalingModel`], checkpoint-restart pauses, node failures), deterministic with a seed.
+//!
+//! Predicted runtimes come in with the jobs ([`sim::SimJob::predicted`], or the snapshot's
+//! `predicted_runtime` on a live cluster): this crate does not care how they are made.
+//!
+//! ```
+//! use augur_autoscaler::sim::{ClusterSpec, SimConfig, SimJob, Simulator};
+//! use augur_autoscaler::Fifo;
+//! let jobs = vec![
+//!     SimJob { row: 0, submit: 0.0, duration: 100.0, gpus: 2, predicted: None },
+//!     SimJob { row: 1, submit: 10.0, duration: 50.0, gpus: 2, predicted: None },
+//! ];
+//! let cfg = SimConfig::new(ClusterSpec::homogeneous(2, 2, 1)?);
+//! let result = Simulator::new(jobs, cfg)?.run(&mut Fifo::default());
+//! let s = result.summary();
+//! assert_eq!(s.makespan, 150.0); // the second job waits for the first
+//! # Ok::<(), augur_autoscaler::SimError>(())
+//! ```
+
+pub mod backend;
+mod controller;
+pub mod elastic;
+mod error;
+pub mod metrics;
+pub mod optimus;
+pub mod placement;
+pub mod policy;
+pub mod scaling;
+pub mod sim;
+
+pub use backend::{
+    Action, ClusterBackend, ClusterSnapshot, Decision, DecisionRecord, GpuType, JobId, NodeInfo,
+    QueuedJob, Reason, RunningJob, Slot,
+};
+pub use controller::{Controller, ReconcileReport};
+pub use elastic::{ElasticController, ElasticParams};
+pub use error::{BackendError, ErrorKind, SimError};
+pub use metrics::{SimResult, Summary};
+pub use optimus::Optimus;
+pub use policy::{by_name, Fifo, Policy, SjfPredicted, SrtfOracle, Tiresias, POLICY_NAMES};
+pub use scaling::ScalingModel;
