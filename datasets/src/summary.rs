@@ -149,7 +149,7 @@ pub struct JobSummarizer {
     submit_min: f64,
     submit_max: f64,
     nulls: [u64; COLUMNS.len()],
-    gpus: BTreeMap<(u32, String), u64>,
+    gpus: BTreeMap<(u64, String), u64>,
     runtime: LogHistogram,
     wait: LogHistogram,
     status: BTreeMap<String, u64>,
@@ -160,18 +160,18 @@ pub struct JobSummarizer {
 
 const DISTINCT_CAP: usize = 1_000_000;
 
-fn gpu_bucket(g: f64) -> (u32, String) {
+fn gpu_bucket(g: f64) -> (u64, String) {
     if g.fract() != 0.0 {
-        return (u32::MAX, "fractional".into());
+        return (u64::MAX, "fractional".into());
     }
+    // Saturates: any count from 2^63 up lands in the last bucket.
     let g = g as u64;
     match g {
-        0..=2 => (g as u32, g.to_string()),
-        _ => {
-            let hi = g.next_power_of_two();
-            let lo = hi / 2 + 1;
-            (hi as u32, format!("{lo}-{hi}"))
-        }
+        0..=2 => (g, g.to_string()),
+        _ => match g.checked_next_power_of_two() {
+            Some(hi) => (hi, format!("{}-{hi}", hi / 2 + 1)),
+            None => (u64::MAX - 1, format!("{}-", (1u64 << 63) + 1)),
+        },
     }
 }
 
@@ -318,5 +318,27 @@ mod tests {
             ]
         );
         assert_eq!(sum.submit_span, Some((0.0, 8.0)));
+    }
+
+    /// Found by `tests/fuzz_readers.rs`: a GPU count of 2^63 or more (`1e30` in a Philly
+    /// `num_gpus`) overflowed `next_power_of_two` (a panic in debug builds, a `1-0` bucket in
+    /// release), and counts above 2^32 sorted as small ones.
+    #[test]
+    fn huge_gpu_counts_get_their_own_buckets() {
+        let mut s = JobSummarizer::default();
+        for g in [1e30, 5e9, 3.0, f64::MAX] {
+            s.observe(&JobRecord {
+                num_gpus: Some(g),
+                ..Default::default()
+            });
+        }
+        assert_eq!(
+            s.gpu_rows(),
+            vec![
+                ("3-4".to_string(), 1),
+                ("4294967297-8589934592".to_string(), 1),
+                ("9223372036854775809-".to_string(), 2),
+            ]
+        );
     }
 }

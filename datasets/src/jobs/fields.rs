@@ -1,8 +1,11 @@
 //! Shared row parsing for the delimited readers: column lookup by header name and typed
 //! field access that turns every bad value into a [`RowIssue`].
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::io::Read;
 use std::path::Path;
+use std::rc::Rc;
 
 use crate::error::DatasetError;
 use crate::report::{shown_value, RowIssue};
@@ -121,6 +124,81 @@ impl<'a> Row<'a> {
     }
 }
 
+/// Where a file's line breaks are, as far as the CSV parser has read it. The parser's own line
+/// numbers are wrong after CRLF line ends and blank lines (rust-csv issues #395 and #208), so
+/// rows are numbered from the bytes: `\n`, `\r\n` and a lone `\r` each end one line.
+#[derive(Default)]
+struct LineBreaks {
+    /// Offsets of line breaks read but not yet passed by [`LineBreaks::line_at`]: at most the
+    /// parser's read-ahead buffer's worth.
+    pending: VecDeque<u64>,
+    /// Line breaks before the offset last asked about.
+    passed: u64,
+}
+
+impl LineBreaks {
+    /// 1-based line of the byte at `offset`; offsets must not decrease between calls.
+    fn line_at(&mut self, offset: u64) -> u64 {
+        while self.pending.front().is_some_and(|&b| b < offset) {
+            self.pending.pop_front();
+            self.passed += 1;
+        }
+        self.passed + 1
+    }
+}
+
+/// Passes bytes through, noting where the line breaks are in a shared [`LineBreaks`].
+struct CountLines<R> {
+    inner: R,
+    offset: u64,
+    /// A `\r` whose next byte is not read yet (a lone `\r` breaks a line, `\r\n` once).
+    pending_cr: Option<u64>,
+    breaks: Rc<RefCell<LineBreaks>>,
+}
+
+impl<R: Read> Read for CountLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut breaks = self.breaks.borrow_mut();
+        if n == 0 {
+            breaks.pending.extend(self.pending_cr.take());
+        }
+        for (i, &b) in buf[..n].iter().enumerate() {
+            if b != b'\n' && b != b'\r' && self.pending_cr.is_none() {
+                continue;
+            }
+            let at = self.offset + i as u64;
+            if b == b'\n' {
+                self.pending_cr = None;
+                breaks.pending.push_back(at);
+            } else if let Some(cr) = self.pending_cr.take() {
+                // The `\r` before was a lone one.
+                breaks.pending.push_back(cr);
+            }
+            if b == b'\r' {
+                self.pending_cr = Some(at);
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// Line breaks inside a row's fields (a quoted field may span lines).
+fn breaks_in(rec: &csv::ByteRecord) -> u64 {
+    let all = rec.as_slice();
+    if !all.contains(&b'\n') && !all.contains(&b'\r') {
+        return 0;
+    }
+    let mut n = 0;
+    for field in rec {
+        for (i, &b) in field.iter().enumerate() {
+            n += u64::from(b == b'\n' || (b == b'\r' && field.get(i + 1) != Some(&b'\n')));
+        }
+    }
+    n
+}
+
 /// Drives a CSV file row by row: checks the header for `required` columns, hands each row to
 /// `parse`, passes what it returns to `keep`, and records every failure in `report` (or stops
 /// on the first in strict mode). `headers` supplies column names for header-less files.
@@ -134,10 +212,16 @@ pub(crate) fn read_csv_rows<T>(
     mut keep: impl FnMut(T),
 ) -> Result<(), DatasetError> {
     let file = crate::input::display_name(path);
+    let breaks = Rc::new(RefCell::new(LineBreaks::default()));
     let mut rdr = csv::ReaderBuilder::new()
         .flexible(true)
         .has_headers(headers.is_none())
-        .from_reader(crate::input::open(path)?);
+        .from_reader(CountLines {
+            inner: crate::input::open(path)?,
+            offset: 0,
+            pending_cr: None,
+            breaks: Rc::clone(&breaks),
+        });
     let cols = match headers {
         Some(h) => CsvColumns::new(path, h.iter().copied(), required)?,
         None => {
@@ -148,21 +232,18 @@ pub(crate) fn read_csv_rows<T>(
             CsvColumns::new(path, h.iter(), required)?
         }
     };
-    let mut rec = csv::StringRecord::new();
+    let mut rec = csv::ByteRecord::new();
     let mut last_line = if headers.is_none() { 1 } else { 0 };
     loop {
-        let outcome = rdr.read_record(&mut rec);
-        let line = rec.position().map(|p| p.line()).unwrap_or(last_line + 1);
-        match outcome {
+        match rdr.read_byte_record(&mut rec) {
             Ok(false) => break,
             Ok(true) => {}
             Err(e) => {
                 report.rows_read += 1;
-                let line = e.position().map(|p| p.line()).unwrap_or(last_line + 1);
-                last_line = line;
+                last_line += 1;
                 let issue = RowIssue {
                     file: file.clone(),
-                    line,
+                    line: last_line,
                     field: "row".into(),
                     reason: "unreadable CSV row".into(),
                     value: shown_value(&e.to_string()),
@@ -171,13 +252,34 @@ pub(crate) fn read_csv_rows<T>(
                 continue;
             }
         }
+        // The parser stops just past the first byte of the row's terminator: the row's last
+        // line is the one before it, less the line breaks inside quoted fields.
+        let end = rdr.position().byte().saturating_sub(1);
+        let line = breaks
+            .borrow_mut()
+            .line_at(end)
+            .saturating_sub(breaks_in(&rec))
+            .max(1);
         last_line = line;
-        report.rows_read += 1;
-        let fields: Vec<&str> = rec.iter().collect();
-        if fields.iter().all(|f| f.trim().is_empty()) {
-            report.rows_read -= 1;
+        if rec.iter().all(|f| f.trim_ascii().is_empty()) {
             continue;
         }
+        report.rows_read += 1;
+        let fields: Vec<&str> = match rec.iter().map(std::str::from_utf8).collect() {
+            Ok(fields) => fields,
+            Err(_) => {
+                let raw = String::from_utf8_lossy(rec.as_slice()).into_owned();
+                let issue = RowIssue {
+                    file: file.clone(),
+                    line,
+                    field: "row".into(),
+                    reason: "not valid UTF-8".into(),
+                    value: shown_value(&raw),
+                };
+                report.drop_row(issue, opts)?;
+                continue;
+            }
+        };
         let row = Row {
             file: &file,
             line,

@@ -38,7 +38,7 @@ pub fn read(
     sink: &mut dyn FnMut(JobRecord),
 ) -> Result<ReadReport, DatasetError> {
     let file = input::display_name(path);
-    let reader = input::open(path)?;
+    let mut reader = input::open(path)?;
     let mut report = ReadReport {
         time_origin: match variant {
             SwfVariant::Alcf => TimeOrigin::Unix,
@@ -55,12 +55,17 @@ pub fn read(
         ),
     }
     let mut unix_start: Option<f64> = None;
-    for (line_no, line) in (1u64..).zip(reader.lines()) {
-        let line = match line {
-            Ok(l) => l,
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        buf.clear();
+        line_no += 1;
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
-                // A read error (corrupt gzip, invalid UTF-8) ends the file: report it as a row
-                // issue so what was read so far is kept.
+                // A read error (corrupt gzip) ends the file: report it as a row issue so what
+                // was read so far is kept.
                 report.rows_read += 1;
                 let issue = RowIssue {
                     file: file.clone(),
@@ -72,9 +77,24 @@ pub fn read(
                 report.drop_row(issue, opts)?;
                 break;
             }
-        };
+        }
+        // Invalid UTF-8 costs only its own line: a comment in another encoding (Latin-1
+        // headers exist) is still a comment, a data row with it is dropped.
+        let line = String::from_utf8_lossy(&buf);
         let trimmed = line.trim();
         if trimmed.is_empty() {
+            continue;
+        }
+        if !trimmed.starts_with(';') && matches!(line, std::borrow::Cow::Owned(_)) {
+            report.rows_read += 1;
+            let issue = RowIssue {
+                file: file.clone(),
+                line: line_no,
+                field: "row".into(),
+                reason: "not valid UTF-8".into(),
+                value: shown_value(trimmed),
+            };
+            report.drop_row(issue, opts)?;
             continue;
         }
         if let Some(comment) = trimmed.strip_prefix(';') {
