@@ -2,8 +2,20 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::schema::{PER_KEY_FEATURES, RATIO_FEATURES};
+
 /// Finished durations kept per key.
 const KEEP: usize = 20;
+
+/// Weight of the newest finished job in the exponentially weighted mean.
+const EWM_ALPHA: f32 = 0.2;
+
+/// Job counts above this are written as this: a count that only grows with the age of the
+/// trace (cluster-wide) would otherwise act as a clock the model cannot extrapolate.
+const COUNT_CAP: u64 = 200;
+
+/// Ages above this (seconds) are written as this, for the same reason.
+const AGE_CAP_S: f64 = 2.0 * 86_400.0;
 
 /// Orders finite floats (submit times) as integers, for the unfinished-jobs index.
 pub(crate) fn order_key(t: f64) -> i64 {
@@ -17,6 +29,12 @@ pub(crate) struct History {
     /// ln(duration) of the last [`KEEP`] finished jobs, oldest first.
     pub recent: VecDeque<f32>,
     pub n_done: u64,
+    /// ln(duration / requested time) of the last [`KEEP`] finished jobs that had a request.
+    pub recent_ratio: VecDeque<f32>,
+    /// Running mean of every finished ln(duration).
+    pub sum_log: f64,
+    /// Exponentially weighted mean of finished ln(duration) (weight [`EWM_ALPHA`] on the newest).
+    pub ewm: Option<f32>,
     pub n_failed: u64,
     pub n_with_status: u64,
     pub last_submit: Option<f64>,
@@ -37,7 +55,20 @@ impl History {
         self.n_unfinished += 1;
     }
 
-    pub fn on_finish(&mut self, submit: f64, end: f64, log_duration: f32, failed: Option<bool>) {
+    pub fn on_finish(
+        &mut self,
+        submit: f64,
+        end: f64,
+        log_duration: f32,
+        log_ratio: Option<f32>,
+        failed: Option<bool>,
+    ) {
+        if let Some(r) = log_ratio {
+            if self.recent_ratio.len() == KEEP {
+                self.recent_ratio.pop_front();
+            }
+            self.recent_ratio.push_back(r);
+        }
         if let Some(e) = self.unfinished.get_mut(&order_key(submit)) {
             e.1 -= 1;
             if e.1 == 0 {
@@ -50,6 +81,11 @@ impl History {
         }
         self.recent.push_back(log_duration);
         self.n_done += 1;
+        self.sum_log += f64::from(log_duration);
+        self.ewm = Some(match self.ewm {
+            Some(m) => m + EWM_ALPHA * (log_duration - m),
+            None => log_duration,
+        });
         if let Some(f) = failed {
             self.n_with_status += 1;
             self.n_failed += u64::from(f);
@@ -57,7 +93,8 @@ impl History {
         self.last_finish = Some(self.last_finish.map_or(end, |l| l.max(end)));
     }
 
-    /// Writes the per-key features at instant `now` into `out` (13 slots).
+    /// Writes the per-key features at instant `now` into `out` (one slot per
+    /// [`crate::schema::PER_KEY_FEATURES`]).
     pub fn write(&mut self, now: f64, out: &mut [f32]) {
         while let Some(&t) = self.submits_1h.front() {
             if now - t > 3600.0 {
@@ -68,17 +105,17 @@ impl History {
         }
         let nan = f32::NAN;
         let n = self.recent.len();
-        let back = |k: usize| -> f32 {
-            if n == 0 {
+        let back = |q: &VecDeque<f32>, k: usize| -> f32 {
+            let k = k.min(q.len());
+            if k == 0 {
                 return nan;
             }
-            let k = k.min(n);
-            self.recent.iter().rev().take(k).sum::<f32>() / k as f32
+            q.iter().rev().take(k).sum::<f32>() / k as f32
         };
-        out[0] = (self.n_done as f32).ln_1p();
+        out[0] = (self.n_done.min(COUNT_CAP) as f32).ln_1p();
         out[1] = self.recent.back().copied().unwrap_or(nan);
-        out[2] = back(2);
-        out[3] = back(5);
+        out[2] = back(&self.recent, 2);
+        out[3] = back(&self.recent, 5);
         if n > 0 {
             let mut v: [f32; KEEP] = [0.0; KEEP];
             for (slot, x) in v.iter_mut().zip(self.recent.iter()) {
@@ -86,23 +123,30 @@ impl History {
             }
             let s = &mut v[..n];
             s.sort_by(f32::total_cmp);
-            out[4] = if n % 2 == 1 {
-                s[n / 2]
-            } else {
-                0.5 * (s[n / 2 - 1] + s[n / 2])
-            };
+            out[4] = median_sorted(s);
             let mean = s.iter().sum::<f32>() / n as f32;
             out[5] = (s.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n as f32).sqrt();
+            out[13] = s[(n - 1) / 4];
+            out[14] = s[(3 * (n - 1)).div_ceil(4)];
         } else {
             out[4] = nan;
             out[5] = nan;
+            out[13] = nan;
+            out[14] = nan;
         }
+        out[15] = if self.n_done > 0 {
+            (self.sum_log / self.n_done as f64) as f32
+        } else {
+            nan
+        };
+        out[16] = self.ewm.unwrap_or(nan);
         out[6] = if self.n_with_status > 0 {
             self.n_failed as f32 / self.n_with_status as f32
         } else {
             nan
         };
-        let since = |t: Option<f64>| t.map_or(nan, |t| ((now - t).max(0.0) as f32).ln_1p());
+        let since =
+            |t: Option<f64>| t.map_or(nan, |t| ((now - t).clamp(0.0, AGE_CAP_S) as f32).ln_1p());
         out[7] = since(self.last_submit);
         out[8] = (self.submits_1h.len() as f32).ln_1p();
         let recent10 = self
@@ -115,6 +159,33 @@ impl History {
         out[10] = (self.n_unfinished as f32).ln_1p();
         out[11] = since(self.unfinished.values().next().map(|(t, _)| *t));
         out[12] = since(self.last_finish);
+        let per = PER_KEY_FEATURES.len();
+        if out.len() >= per + RATIO_FEATURES.len() {
+            let q = &self.recent_ratio;
+            out[per] = q.back().copied().unwrap_or(nan);
+            out[per + 1] = back(q, 2);
+            out[per + 2] = if q.is_empty() {
+                nan
+            } else {
+                let mut v: [f32; KEEP] = [0.0; KEEP];
+                for (slot, x) in v.iter_mut().zip(q.iter()) {
+                    *slot = *x;
+                }
+                let s = &mut v[..q.len()];
+                s.sort_by(f32::total_cmp);
+                median_sorted(s)
+            };
+        }
+    }
+}
+
+/// Median of a sorted, non-empty slice.
+fn median_sorted(s: &[f32]) -> f32 {
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
     }
 }
 
@@ -136,9 +207,9 @@ mod tests {
         h.on_submit(0.0);
         h.on_submit(10.0);
         h.on_submit(20.0);
-        h.on_finish(0.0, 100.0, 100f32.ln(), Some(false));
-        h.on_finish(10.0, 1010.0, 1000f32.ln(), Some(true));
-        let mut out = [0f32; 13];
+        h.on_finish(0.0, 100.0, 100f32.ln(), None, Some(false));
+        h.on_finish(10.0, 1010.0, 1000f32.ln(), None, Some(true));
+        let mut out = [0f32; PER_KEY_FEATURES.len()];
         h.write(1200.0, &mut out);
         assert_eq!(out[0], 2f32.ln_1p());
         assert!((out[1] - 1000f32.ln()).abs() < 1e-6);

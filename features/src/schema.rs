@@ -4,7 +4,7 @@ use augur_datasets::JobRecord;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever the meaning or order of features changes; stored with every model.
-pub const FEATURE_SCHEMA_VERSION: u32 = 1;
+pub const FEATURE_SCHEMA_VERSION: u32 = 2;
 
 /// What a history is keyed by. Each key kind contributes [`PER_KEY_FEATURES`] features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -151,7 +151,7 @@ pub const STATIC_FEATURES: [&str; 8] = [
 ];
 
 /// History features per key kind, in order (each prefixed with the key kind's name).
-pub const PER_KEY_FEATURES: [&str; 13] = [
+pub const PER_KEY_FEATURES: [&str; 17] = [
     "n_done",
     "last1",
     "mean2",
@@ -165,7 +165,16 @@ pub const PER_KEY_FEATURES: [&str; 13] = [
     "unfinished",
     "oldest_unfinished_age",
     "since_last_finish",
+    "q25_20",
+    "q75_20",
+    "mean_all",
+    "ewm",
 ];
+
+/// Extra history features per key kind when the trace has requested wall times: the same
+/// key's finished jobs' ln(duration / requested time). Users who ask for 6 h and stop at
+/// 2 h tend to keep doing so.
+pub const RATIO_FEATURES: [&str; 3] = ["ratio_last1", "ratio_mean2", "ratio_median20"];
 
 /// The feature layout for one model: static features then, per key kind, the history ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,6 +183,9 @@ pub struct FeatureSchema {
     pub version: u32,
     /// History key kinds, in feature order.
     pub keys: Vec<KeyKind>,
+    /// Whether each key kind also has the [`RATIO_FEATURES`].
+    #[serde(default)]
+    pub ratio: bool,
 }
 
 impl FeatureSchema {
@@ -205,15 +217,22 @@ impl FeatureSchema {
                 n * 100 >= sample.len().max(1)
             })
             .collect();
+        let with_req = sample.iter().filter(|j| j.requested_time.is_some()).count();
         FeatureSchema {
             version: FEATURE_SCHEMA_VERSION,
             keys,
+            ratio: with_req * 100 >= sample.len().max(1),
         }
     }
 
     /// Number of features.
     pub fn len(&self) -> usize {
-        STATIC_FEATURES.len() + self.keys.len() * PER_KEY_FEATURES.len()
+        STATIC_FEATURES.len() + self.keys.len() * self.per_key_len()
+    }
+
+    /// Number of features each key kind contributes.
+    pub fn per_key_len(&self) -> usize {
+        PER_KEY_FEATURES.len() + if self.ratio { RATIO_FEATURES.len() } else { 0 }
     }
 
     /// Always false: there are static features.
@@ -227,6 +246,11 @@ impl FeatureSchema {
         for k in &self.keys {
             for f in PER_KEY_FEATURES {
                 out.push(format!("{}:{f}", k.name()));
+            }
+            if self.ratio {
+                for f in RATIO_FEATURES {
+                    out.push(format!("{}:{f}", k.name()));
+                }
             }
         }
         out

@@ -6,7 +6,7 @@ use std::collections::{BinaryHeap, HashMap};
 use augur_datasets::{JobRecord, JobStatus};
 
 use crate::history::{order_key, History};
-use crate::schema::{FeatureSchema, PER_KEY_FEATURES, STATIC_FEATURES};
+use crate::schema::{FeatureSchema, STATIC_FEATURES};
 use crate::FeatureError;
 
 /// Identifies a submitted, unfinished job inside a [`FeatureState`].
@@ -16,6 +16,8 @@ pub struct JobHandle(pub u64);
 #[derive(Debug, Clone)]
 struct Unfinished {
     submit: f64,
+    /// ln(requested wall time), when the job has one.
+    log_requested: Option<f32>,
     /// (key kind index, key) for each key kind the job has.
     keys: Vec<(usize, u64)>,
 }
@@ -80,7 +82,7 @@ impl FeatureState {
         out[7] = job
             .num_gpus
             .map_or(f32::NAN, |g| f32::from(u8::from(g.fract() != 0.0)));
-        let per = PER_KEY_FEATURES.len();
+        let per = self.schema.per_key_len();
         for (ki, kind) in self.schema.keys.iter().enumerate() {
             let start = STATIC_FEATURES.len() + ki * per;
             let slot = &mut out[start..start + per];
@@ -108,8 +110,18 @@ impl FeatureState {
         }
         let handle = JobHandle(self.next_handle);
         self.next_handle += 1;
-        self.unfinished
-            .insert(handle.0, Unfinished { submit: t, keys });
+        let log_requested = job
+            .requested_time
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| (r.max(augur_datasets::split::MIN_DURATION_S) as f32).ln());
+        self.unfinished.insert(
+            handle.0,
+            Unfinished {
+                submit: t,
+                log_requested,
+                keys,
+            },
+        );
         handle
     }
 
@@ -131,9 +143,10 @@ impl FeatureState {
             JobStatus::Failed => Some(true),
             JobStatus::Completed | JobStatus::Killed => Some(false),
         };
+        let log_ratio = job.log_requested.map(|r| log_d - r);
         for (ki, key) in job.keys {
             if let Some(h) = self.histories[ki].get_mut(&key) {
-                h.on_finish(job.submit, end, log_d, failed);
+                h.on_finish(job.submit, end, log_d, log_ratio, failed);
             }
         }
         Ok(())
@@ -255,6 +268,7 @@ mod tests {
         let schema = FeatureSchema {
             version: 1,
             keys: vec![KeyKind::User],
+            ratio: false,
         };
         let x = batch_features(&jobs, &schema);
         let d = schema.len();

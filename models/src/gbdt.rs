@@ -398,6 +398,17 @@ impl GbdtParams {
         train: &TrainSet,
         valid: Option<Validation>,
     ) -> Result<GbdtModel, ModelError> {
+        self.fit_with_progress(train, valid, &mut |_, _| {})
+    }
+
+    /// [`fit_with_validation`](Self::fit_with_validation), calling `progress(trees_done,
+    /// n_trees)` after each tree (early stopping may end before `n_trees`).
+    pub fn fit_with_progress(
+        &self,
+        train: &TrainSet,
+        valid: Option<Validation>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<GbdtModel, ModelError> {
         let x = train.x;
         let (n, d) = (x.rows(), x.cols());
         let ones = vec![1.0; n];
@@ -492,6 +503,7 @@ impl GbdtParams {
                 *p += tree.predict(x.row(i));
             }
             trees.push(tree);
+            progress(it + 1, self.n_trees);
             if let (Some(v), Some(vp)) = (valid.as_ref(), valid_pred.as_mut()) {
                 if let Some(tree) = trees.last() {
                     vp.par_iter_mut()
@@ -725,6 +737,25 @@ mod tests {
             }
             assert!(model.predict_row(&[f32::NAN, 0.5, 0.5]) < -1.0);
         }
+    }
+
+    #[test]
+    fn progress_is_reported_once_per_tree_and_matches_fit() {
+        let (x, y) = data(1000);
+        let m = Matrix::new(&x, 1000, 3).unwrap();
+        let train = TrainSet::new(m, &y, None).unwrap();
+        let params = GbdtParams {
+            n_trees: 25,
+            ..Default::default()
+        };
+        let mut calls = Vec::new();
+        let with = params
+            .fit_with_progress(&train, None, &mut |done, total| calls.push((done, total)))
+            .unwrap();
+        let expected: Vec<(usize, usize)> = (1..=25).map(|i| (i, 25)).collect();
+        assert_eq!(calls, expected);
+        // the callback changes nothing about the model
+        assert_eq!(with, params.fit(&train).unwrap());
     }
 
     #[test]

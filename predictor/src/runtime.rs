@@ -23,20 +23,114 @@ pub struct RuntimePrediction {
     pub coverage: f64,
 }
 
-/// A trained runtime predictor: feature schema, model (on ln seconds) and interval offsets.
+/// The starting point a member's trees correct: for each row, the first non-missing of a
+/// ranked list of history features (e.g. the median of the last 20 jobs of the same user ×
+/// requested time, then of the same user, ...), else a constant. Ranked on the training
+/// period by how well each feature alone predicts ln(duration).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaseMargin {
+    /// Feature columns, best first.
+    pub columns: Vec<usize>,
+    /// Used when every column is missing (the training median, ln seconds).
+    pub default: f64,
+}
+
+impl BaseMargin {
+    /// The base value of one row (ln seconds).
+    pub fn of(&self, row: &[f32]) -> f64 {
+        for &c in &self.columns {
+            if let Some(v) = row.get(c) {
+                if !v.is_nan() {
+                    return f64::from(*v);
+                }
+            }
+        }
+        self.default
+    }
+
+    /// Ranks the `*:median20` history features of `schema` on `rows` of `x` by mean absolute
+    /// error against `y_log`, keeping those available for at least 5% of the rows.
+    fn rank(schema: &FeatureSchema, x: &[f32], y_log: &[f64], rows: &[usize]) -> BaseMargin {
+        let d = schema.len();
+        let mut ranked: Vec<(f64, usize)> = schema
+            .names()
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.ends_with(":median20"))
+            .filter_map(|(c, _)| {
+                let (mut err, mut n) = (0.0, 0usize);
+                for &r in rows {
+                    let v = x[r * d + c];
+                    if !v.is_nan() {
+                        err += (f64::from(v) - y_log[r]).abs();
+                        n += 1;
+                    }
+                }
+                (n * 20 >= rows.len() && n > 0).then(|| (err / n as f64, c))
+            })
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let ys: Vec<f64> = rows.iter().map(|&r| y_log[r]).collect();
+        BaseMargin {
+            columns: ranked.into_iter().map(|(_, c)| c).collect(),
+            default: quantile(&ys, 0.5),
+        }
+    }
+}
+
+/// One model of the ensemble: trees on ln seconds, optionally correcting a [`BaseMargin`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeMember {
+    /// What this member is, for reports ("gbdt", "gbdt on history median", ...).
+    pub name: String,
+    pub model: AnyModel,
+    pub margin: Option<BaseMargin>,
+    /// Weight in the ensemble (weights sum to 1).
+    pub weight: f64,
+}
+
+/// A trained runtime predictor: feature schema, a weighted ensemble of models on ln seconds,
+/// and the interval offsets.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimePredictor {
     pub schema: FeatureSchema,
-    pub model: AnyModel,
+    pub members: Vec<RuntimeMember>,
     /// Residual quantiles (ln space) added to the point estimate for the interval.
     pub interval_log: (f64, f64),
     pub coverage: f64,
+    /// The validation residuals (ln actual − ln predicted, most recent last) the interval
+    /// was calibrated on; they seed the online [`ConformalWindow`].
+    #[serde(default)]
+    pub calibration_residuals: Vec<f64>,
 }
 
 impl RuntimePredictor {
-    /// Prediction from a feature row laid out by `self.schema`.
-    pub fn predict_row(&self, features: &[f32]) -> RuntimePrediction {
-        let log = self.model.predict_row(features);
+    /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
+    pub fn predict_log(&self, features: &[f32]) -> f64 {
+        self.members
+            .iter()
+            .map(|m| {
+                let base = m.margin.as_ref().map_or(0.0, |b| b.of(features));
+                m.weight * (base + m.model.predict_row(features))
+            })
+            .sum()
+    }
+
+    /// Point estimates in ln seconds for every row of `x`.
+    pub fn predict_log_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+        let mut out = vec![0.0; x.rows()];
+        let mut tmp = vec![0.0; x.rows()];
+        for m in &self.members {
+            m.model.predict_into(x, &mut tmp)?;
+            for (i, (o, t)) in out.iter_mut().zip(&tmp).enumerate() {
+                let base = m.margin.as_ref().map_or(0.0, |b| b.of(x.row(i)));
+                *o += m.weight * (base + t);
+            }
+        }
+        Ok(out)
+    }
+
+    fn with_interval(&self, log: f64) -> RuntimePrediction {
         RuntimePrediction {
             seconds: log.exp(),
             lower: (log + self.interval_log.0).exp(),
@@ -45,30 +139,38 @@ impl RuntimePredictor {
         }
     }
 
+    /// Prediction from a feature row laid out by `self.schema`.
+    pub fn predict_row(&self, features: &[f32]) -> RuntimePrediction {
+        self.with_interval(self.predict_log(features))
+    }
+
     /// Predictions for every row of `x`.
     pub fn predict_batch(&self, x: &Matrix) -> Result<Vec<RuntimePrediction>, PredictorError> {
-        let mut log = vec![0.0; x.rows()];
-        self.model.predict_into(x, &mut log)?;
-        Ok(log
+        Ok(self
+            .predict_log_batch(x)?
             .into_iter()
-            .map(|l| RuntimePrediction {
-                seconds: l.exp(),
-                lower: (l + self.interval_log.0).exp(),
-                upper: (l + self.interval_log.1).exp(),
-                coverage: self.coverage,
-            })
+            .map(|l| self.with_interval(l))
             .collect())
     }
 }
 
 /// How to train a [`RuntimePredictor`].
+///
+/// Two members are fitted: trees on ln(duration) directly, and trees correcting a
+/// [`BaseMargin`] (the best history median available for the job). Their blend weight is
+/// picked on a validation slice at the end of the training period (the last
+/// `valid_fraction` of it, by submit time), which also sets the number of trees (early
+/// stopping) and calibrates the interval (split-conformal on the validation residuals).
+/// With `refit`, both members are then refitted on the whole training period with that
+/// number of trees (+ the validation share), so the most recent jobs are learnt from too.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimeTrainer {
     pub params: GbdtParams,
-    /// Share of the training period (after the fit part) used for early stopping.
+    /// Share at the end of the training period used for early stopping, blending and
+    /// interval calibration.
     pub valid_fraction: f64,
-    /// Share at the end of the training period used to calibrate the interval.
-    pub calib_fraction: f64,
+    /// Refit on the whole training period after validation.
+    pub refit: bool,
     /// Interval coverage to calibrate for.
     pub coverage: f64,
 }
@@ -78,18 +180,18 @@ impl Default for RuntimeTrainer {
         RuntimeTrainer {
             params: GbdtParams {
                 objective: Objective::L1,
-                n_trees: 1500,
-                learning_rate: 0.05,
+                n_trees: 1000,
+                learning_rate: 0.1,
                 num_leaves: 63,
                 min_data_in_leaf: 40,
                 lambda_l2: 1.0,
                 subsample: 0.8,
                 colsample: 0.8,
-                early_stopping_rounds: 100,
+                early_stopping_rounds: 50,
                 ..Default::default()
             },
-            valid_fraction: 0.1,
-            calib_fraction: 0.1,
+            valid_fraction: 0.15,
+            refit: true,
             coverage: 0.8,
         }
     }
@@ -103,15 +205,55 @@ fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
     out
 }
 
+/// Split-conformal offsets (lower, upper) in ln space for `coverage`, with the finite-sample
+/// correction.
+fn conformal_offsets(resid: &[f64], coverage: f64) -> (f64, f64) {
+    let alpha = 1.0 - coverage;
+    let m = resid.len().max(1) as f64;
+    let adj = |q: f64| ((q * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
+    (
+        quantile(resid, 1.0 - adj(1.0 - alpha / 2.0)),
+        quantile(resid, adj(1.0 - alpha / 2.0)),
+    )
+}
+
+/// Blend weight of member 1 (member 0 gets `1 − w`) minimising validation MAE, on a grid.
+fn best_blend(p0: &[f64], p1: &[f64], y: &[f64]) -> f64 {
+    let mae = |w: f64| -> f64 {
+        p0.iter()
+            .zip(p1)
+            .zip(y)
+            .map(|((a, b), t)| ((1.0 - w) * a + w * b - t).abs())
+            .sum::<f64>()
+    };
+    (0..=20)
+        .map(|k| f64::from(k) / 20.0)
+        .min_by(|a, b| mae(*a).total_cmp(&mae(*b)))
+        .unwrap_or(0.0)
+}
+
 impl RuntimeTrainer {
-    /// Trains on `train_rows` (in submit order) of a feature matrix `x` (row-major, `d`
-    /// columns) with targets `y_log` (ln seconds, indexed like the rows of `x`).
+    /// Trains on `train_rows` (in submit order) of a feature matrix `x` (row-major,
+    /// `schema.len()` columns) with targets `y_log` (ln seconds, indexed like the rows of `x`).
     pub fn train(
         &self,
         schema: &FeatureSchema,
         x: &[f32],
         y_log: &[f64],
         train_rows: &[usize],
+    ) -> Result<RuntimePredictor, PredictorError> {
+        self.train_with_progress(schema, x, y_log, train_rows, &mut |_, _| {})
+    }
+
+    /// [`train`](Self::train), calling `progress(trees_done, max_trees)` as trees are grown
+    /// (over all members and refits; `max_trees` may shrink once early stopping has spoken).
+    pub fn train_with_progress(
+        &self,
+        schema: &FeatureSchema,
+        x: &[f32],
+        y_log: &[f64],
+        train_rows: &[usize],
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<RuntimePredictor, PredictorError> {
         let d = schema.len();
         let n = train_rows.len();
@@ -120,71 +262,210 @@ impl RuntimeTrainer {
                 "{n} training jobs; at least 100 are needed"
             )));
         }
-        let n_cal = ((n as f64) * self.calib_fraction) as usize;
-        let n_val = ((n as f64) * self.valid_fraction) as usize;
-        let n_fit = n - n_cal - n_val;
-        let (fit_rows, rest) = train_rows.split_at(n_fit);
-        let (val_rows, cal_rows) = rest.split_at(n_val);
+        if x.len() != y_log.len() * d {
+            return Err(PredictorError::NotEnoughData(format!(
+                "{} feature values for {} jobs × {d} features",
+                x.len(),
+                y_log.len()
+            )));
+        }
+        let n_val = (((n as f64) * self.valid_fraction) as usize).clamp(20, n / 2);
+        let (fit_rows, val_rows) = train_rows.split_at(n - n_val);
+        let margin = BaseMargin::rank(schema, x, y_log, fit_rows);
         let fx = gather(x, d, fit_rows);
-        let fy: Vec<f64> = fit_rows.iter().map(|&r| y_log[r]).collect();
         let vx = gather(x, d, val_rows);
+        let fm = Matrix::new(&fx, fit_rows.len(), d)?;
+        let vm = Matrix::new(&vx, val_rows.len(), d)?;
         let vy: Vec<f64> = val_rows.iter().map(|&r| y_log[r]).collect();
-        let train = TrainSet::new(Matrix::new(&fx, fit_rows.len(), d)?, &fy, None)?;
-        let valid = (!val_rows.is_empty()).then(|| Validation {
-            x: Matrix::new(&vx, val_rows.len(), d).unwrap_or(train.x),
-            y: &vy,
-        });
-        let model = self.params.fit_with_validation(&train, valid)?;
-        let cx = gather(x, d, cal_rows);
-        let cm = Matrix::new(&cx, cal_rows.len(), d)?;
-        let mut cp = vec![0.0; cal_rows.len()];
-        model.predict_into(&cm, &mut cp)?;
-        let resid: Vec<f64> = cal_rows
+        let base_of = |m: &Matrix, i: usize| margin.of(m.row(i));
+
+        let max_trees = self.params.n_trees;
+        let mut planned = 2 * max_trees * if self.refit { 2 } else { 1 };
+        let mut done = 0usize;
+
+        // member 0: trees on ln(duration); member 1: trees on ln(duration) − base margin
+        let mut members: Vec<(String, Option<BaseMargin>, usize, Vec<f64>)> = Vec::new();
+        let mut fitted = Vec::new();
+        for with_margin in [false, true] {
+            let shift = |m: &Matrix, rows: &[usize], i: usize| -> f64 {
+                if with_margin {
+                    y_log[rows[i]] - base_of(m, i)
+                } else {
+                    y_log[rows[i]]
+                }
+            };
+            let fy: Vec<f64> = (0..fit_rows.len())
+                .map(|i| shift(&fm, fit_rows, i))
+                .collect();
+            let vy_shift: Vec<f64> = (0..val_rows.len())
+                .map(|i| shift(&vm, val_rows, i))
+                .collect();
+            let train = TrainSet::new(fm, &fy, None)?;
+            let valid = Validation {
+                x: vm,
+                y: &vy_shift,
+            };
+            let offset = done;
+            let total = planned;
+            let model = self
+                .params
+                .fit_with_progress(&train, Some(valid), &mut |k, _| progress(offset + k, total))?;
+            done = offset + model.n_trees();
+            planned -= max_trees.saturating_sub(model.n_trees());
+            progress(done, planned);
+            let mut vp = vec![0.0; val_rows.len()];
+            model.predict_into(&vm, &mut vp)?;
+            if with_margin {
+                for (i, p) in vp.iter_mut().enumerate() {
+                    *p += base_of(&vm, i);
+                }
+            }
+            let name = if with_margin {
+                "gbdt on history median"
+            } else {
+                "gbdt"
+            };
+            members.push((
+                name.to_string(),
+                with_margin.then(|| margin.clone()),
+                model.n_trees(),
+                vp,
+            ));
+            fitted.push(model);
+        }
+        let w = best_blend(&members[0].3, &members[1].3, &vy);
+        let blended: Vec<f64> = members[0]
+            .3
             .iter()
-            .zip(&cp)
-            .map(|(&r, p)| y_log[r] - p)
+            .zip(&members[1].3)
+            .map(|(a, b)| (1.0 - w) * a + w * b)
             .collect();
-        let alpha = 1.0 - self.coverage;
-        // split-conformal with the finite-sample correction
-        let m = resid.len().max(1) as f64;
-        let adj = |q: f64| ((q * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
-        let lo = quantile(&resid, 1.0 - adj(1.0 - alpha / 2.0));
-        let hi = quantile(&resid, adj(1.0 - alpha / 2.0));
+        let resid: Vec<f64> = vy.iter().zip(&blended).map(|(t, p)| t - p).collect();
+        let interval_log = conformal_offsets(&resid, self.coverage);
+
+        let mut out = Vec::new();
+        for (k, ((name, member_margin, n_trees, _), model)) in
+            members.into_iter().zip(fitted).enumerate()
+        {
+            let weight = if k == 0 { 1.0 - w } else { w };
+            if weight == 0.0 {
+                continue;
+            }
+            let model = if self.refit {
+                let all = gather(x, d, train_rows);
+                let am = Matrix::new(&all, n, d)?;
+                let ay: Vec<f64> = (0..n)
+                    .map(|i| {
+                        y_log[train_rows[i]]
+                            - member_margin.as_ref().map_or(0.0, |b| b.of(am.row(i)))
+                    })
+                    .collect();
+                let trees = ((n_trees as f64) * (1.0 + self.valid_fraction)).ceil() as usize;
+                let params = GbdtParams {
+                    n_trees: trees.max(1),
+                    early_stopping_rounds: 0,
+                    ..self.params.clone()
+                };
+                let (offset, total) = (done, planned.max(done + params.n_trees));
+                let m = params.fit_with_progress(
+                    &TrainSet::new(am, &ay, None)?,
+                    None,
+                    &mut |k, _| progress(offset + k, total),
+                )?;
+                done += m.n_trees();
+                progress(done, planned.max(done));
+                m
+            } else {
+                model
+            };
+            out.push(RuntimeMember {
+                name,
+                model: AnyModel::Gbdt(model),
+                margin: member_margin,
+                weight,
+            });
+        }
+        progress(done, done);
         Ok(RuntimePredictor {
             schema: schema.clone(),
-            model: AnyModel::Gbdt(model),
-            interval_log: (lo, hi),
+            members: out,
+            interval_log,
             coverage: self.coverage,
+            calibration_residuals: resid,
         })
     }
 }
 
-/// Online split-conformal calibration: the residuals (ln actual − ln predicted) of the most
-/// recent finished jobs. Fed as jobs finish, so intervals follow drift in the cluster.
+/// Online conformal calibration: the residuals (ln actual − ln predicted) of the most
+/// recent finished jobs, fed as jobs finish, so intervals follow drift in the cluster; plus
+/// adaptive conformal inference (Gibbs & Candès, 2021): each finished job whose interval was
+/// issued at submit nudges the working miscoverage level by `gamma · (α − missed)`, so the
+/// long-run share of jobs inside their interval converges to the nominal coverage even when
+/// residuals are not exchangeable.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConformalWindow {
     capacity: usize,
     residuals: VecDeque<f64>,
     coverage: f64,
+    /// Working miscoverage level (starts at 1 − coverage).
+    alpha_t: f64,
+    /// ACI step size (0 = plain sliding-window conformal).
+    gamma: f64,
     #[serde(skip)]
     cached: Option<(f64, f64)>,
 }
 
+/// Default ACI step size.
+pub const ACI_GAMMA: f64 = 0.005;
+
 impl ConformalWindow {
-    /// A window of the last `capacity` residuals for intervals of `coverage`.
+    /// A window of the last `capacity` residuals for intervals of `coverage`, with the
+    /// default ACI step.
     pub fn new(capacity: usize, coverage: f64) -> ConformalWindow {
         ConformalWindow {
             capacity: capacity.max(10),
             residuals: VecDeque::new(),
             coverage,
+            alpha_t: 1.0 - coverage,
+            gamma: ACI_GAMMA,
             cached: None,
         }
     }
 
-    /// Adds the residual of a job that finished.
+    /// The same window with ACI step `gamma` (0 turns adaptation off).
+    pub fn with_gamma(mut self, gamma: f64) -> ConformalWindow {
+        self.gamma = gamma.max(0.0);
+        self
+    }
+
+    /// A window seeded with a predictor's calibration residuals.
+    pub fn seeded(predictor: &RuntimePredictor, capacity: usize) -> ConformalWindow {
+        let mut w = ConformalWindow::new(capacity, predictor.coverage);
+        for r in &predictor.calibration_residuals {
+            w.observe(*r);
+        }
+        w
+    }
+
+    /// Adds the residual of a job that finished (no interval was issued for it).
     pub fn observe(&mut self, residual_log: f64) {
+        self.observe_outcome(residual_log, None);
+    }
+
+    /// Adds the residual of a finished job and, when the interval offsets `issued` to it at
+    /// submit are given, adapts the working level to whether it fell inside.
+    pub fn observe_outcome(&mut self, residual_log: f64, issued: Option<(f64, f64)>) {
         if !residual_log.is_finite() {
             return;
+        }
+        if let Some((lo, hi)) = issued {
+            let missed = if lo <= residual_log && residual_log <= hi {
+                0.0
+            } else {
+                1.0
+            };
+            let alpha = 1.0 - self.coverage;
+            self.alpha_t = (self.alpha_t + self.gamma * (alpha - missed)).clamp(0.0, 1.0);
         }
         if self.residuals.len() == self.capacity {
             self.residuals.pop_front();
@@ -203,7 +484,13 @@ impl ConformalWindow {
         self.residuals.is_empty()
     }
 
-    /// The (lower, upper) offsets in ln space, with the finite-sample correction.
+    /// The working miscoverage level.
+    pub fn alpha(&self) -> f64 {
+        self.alpha_t
+    }
+
+    /// The (lower, upper) offsets in ln space at the working level, with the finite-sample
+    /// correction.
     pub fn offsets(&mut self) -> Option<(f64, f64)> {
         if self.residuals.is_empty() {
             return None;
@@ -212,14 +499,14 @@ impl ConformalWindow {
             return Some(c);
         }
         let v: Vec<f64> = self.residuals.iter().copied().collect();
-        let m = v.len() as f64;
-        let alpha = 1.0 - self.coverage;
-        let adj = ((1.0 - alpha / 2.0) * (m + 1.0)).ceil() / m;
-        let c = (quantile(&v, 1.0 - adj.min(1.0)), quantile(&v, adj.min(1.0)));
+        let c = conformal_offsets(&v, 1.0 - self.alpha_t);
         self.cached = Some(c);
         Some(c)
     }
 }
+
+/// Residuals the online window holds.
+pub const ONLINE_WINDOW: usize = 1000;
 
 /// One row of an evaluation table.
 #[derive(Debug, Clone, Serialize)]
@@ -247,6 +534,21 @@ pub struct RuntimeEvaluation {
     /// The trained predictor.
     #[serde(skip)]
     pub predictor: Option<RuntimePredictor>,
+    /// Per-test-job predictions of the other rows (baselines, online conformal), aligned
+    /// with `test_actual`, for plots. Not serialised.
+    #[serde(skip)]
+    pub test_methods: Vec<MethodPredictions>,
+}
+
+/// One method's predictions on the test jobs of a [`RuntimeEvaluation`].
+#[derive(Debug, Clone)]
+pub struct MethodPredictions {
+    /// As in [`EvalRow::method`].
+    pub method: String,
+    /// Predicted seconds per test job.
+    pub seconds: Vec<f64>,
+    /// Its (lower, upper) interval per test job, for methods with one.
+    pub interval: Option<Vec<(f64, f64)>>,
 }
 
 /// Mean of the last two finished jobs of the same user (else group, else cluster), known at
@@ -291,6 +593,15 @@ fn last_two_baseline(jobs: &[JobRecord]) -> Vec<Option<f64>> {
 pub fn evaluate_runtime(
     jobs: &[JobRecord],
     trainer: &RuntimeTrainer,
+) -> Result<RuntimeEvaluation, PredictorError> {
+    evaluate_runtime_with_progress(jobs, trainer, &mut |_, _| {})
+}
+
+/// [`evaluate_runtime`], calling `progress(trees_done, max_trees)` as trees are grown.
+pub fn evaluate_runtime_with_progress(
+    jobs: &[JobRecord],
+    trainer: &RuntimeTrainer,
+    progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RuntimeEvaluation, PredictorError> {
     let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
     let split = TimeSplit::default_for(&submit);
@@ -356,7 +667,7 @@ pub fn evaluate_runtime(
         .iter()
         .map(|j| clamp_duration(j.duration.unwrap_or(1.0)).ln())
         .collect();
-    let predictor = trainer.train(&schema, &x, &y_log, &train_rows)?;
+    let predictor = trainer.train_with_progress(&schema, &x, &y_log, &train_rows, progress)?;
     let train_s = t0.elapsed().as_secs_f64();
     let d = schema.len();
     let tx = gather(&x, d, &test_rows);
@@ -368,7 +679,7 @@ pub fn evaluate_runtime(
     let lo: Vec<f64> = preds.iter().map(|p| p.lower).collect();
     let hi: Vec<f64> = preds.iter().map(|p| p.upper).collect();
     rows.push(EvalRow {
-        method: "augur gbdt, static conformal".into(),
+        method: "augur, static conformal".into(),
         mae_log: mae_log(&p, &actual),
         within2x: within2x(&p, &actual),
         coverage80: Some(coverage(&lo, &hi, &actual)),
@@ -376,36 +687,28 @@ pub fn evaluate_runtime(
         predict_us: Some(predict_us),
     });
     // Online conformal: as the service does, intervals come from the residuals of the most
-    // recent jobs that had finished by each test job's submit (calibration-slice jobs first).
-    let (_, cal_rows) = {
-        let n = train_rows.len();
-        let n_cal = ((n as f64) * trainer.calib_fraction) as usize;
-        train_rows.split_at(n - n_cal)
-    };
-    let mut all_log_pred: HashMap<usize, f64> = HashMap::new();
-    {
-        let cx = gather(&x, d, cal_rows);
-        let cm = Matrix::new(&cx, cal_rows.len(), d)?;
-        let mut cp = vec![0.0; cal_rows.len()];
-        predictor.model.predict_into(&cm, &mut cp)?;
-        all_log_pred.extend(cal_rows.iter().copied().zip(cp));
-        all_log_pred.extend(test_rows.iter().copied().zip(p.iter().map(|v| v.ln())));
-    }
-    let mut window = ConformalWindow::new(cal_rows.len().max(500), trainer.coverage);
+    // recent jobs that had finished by each test job's submit (seeded with the predictor's
+    // validation residuals), with adaptive conformal inference on the intervals issued.
+    let log_pred: HashMap<usize, f64> = test_rows
+        .iter()
+        .copied()
+        .zip(p.iter().map(|v| v.ln()))
+        .collect();
+    let mut window = ConformalWindow::seeded(&predictor, ONLINE_WINDOW);
     let mut online_lo = vec![0.0; jobs.len()];
     let mut online_hi = vec![0.0; jobs.len()];
-    let is_test: std::collections::HashSet<usize> = test_rows.iter().copied().collect();
+    let mut issued: HashMap<usize, (f64, f64)> = HashMap::new();
     for ev in TraceEvent::of_trace(jobs) {
         match ev {
             TraceEvent::Finish { index, .. } => {
-                if let Some(lp) = all_log_pred.get(&index) {
-                    window.observe(y_log[index] - lp);
+                if let Some(lp) = log_pred.get(&index) {
+                    window.observe_outcome(y_log[index] - lp, issued.get(&index).copied());
                 }
             }
             TraceEvent::Submit { index, .. } => {
-                if is_test.contains(&index) {
-                    let lp = all_log_pred.get(&index).copied().unwrap_or(0.0);
+                if let Some(lp) = log_pred.get(&index) {
                     let (a, b) = window.offsets().unwrap_or(predictor.interval_log);
+                    issued.insert(index, (a, b));
                     online_lo[index] = (lp + a).exp();
                     online_hi[index] = (lp + b).exp();
                 }
@@ -415,13 +718,30 @@ pub fn evaluate_runtime(
     let olo: Vec<f64> = test_rows.iter().map(|&i| online_lo[i]).collect();
     let ohi: Vec<f64> = test_rows.iter().map(|&i| online_hi[i]).collect();
     rows.push(EvalRow {
-        method: "augur gbdt, online conformal".into(),
+        method: "augur, online conformal".into(),
         mae_log: mae_log(&p, &actual),
         within2x: within2x(&p, &actual),
         coverage80: Some(coverage(&olo, &ohi, &actual)),
         train_s: Some(train_s),
         predict_us: Some(predict_us),
     });
+    let test_methods = vec![
+        MethodPredictions {
+            method: rows[0].method.clone(),
+            seconds: pred_median,
+            interval: None,
+        },
+        MethodPredictions {
+            method: rows[1].method.clone(),
+            seconds: pred_last2,
+            interval: None,
+        },
+        MethodPredictions {
+            method: "augur, online conformal".into(),
+            seconds: p,
+            interval: Some(olo.into_iter().zip(ohi).collect()),
+        },
+    ];
     Ok(RuntimeEvaluation {
         n_train: train_rows.len(),
         n_test: test_rows.len(),
@@ -429,5 +749,80 @@ pub fn evaluate_runtime(
         test_actual: actual,
         test_pred: preds,
         predictor: Some(predictor),
+        test_methods,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic standard normals (xorshift + Box-Muller), for the calibration tests.
+    struct Normals(u64);
+    impl Normals {
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+        fn next(&mut self) -> f64 {
+            let (u, v) = (self.uniform(), self.uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+    }
+
+    /// Share of residuals inside the interval issued just before each was observed, when
+    /// the residual spread doubles after calibration.
+    fn coverage_under_drift(gamma: f64) -> f64 {
+        let mut rng = Normals(0x9e37_79b9_7f4a_7c15);
+        let mut w = ConformalWindow::new(1000, 0.8).with_gamma(gamma);
+        for _ in 0..1000 {
+            w.observe(rng.next());
+        }
+        let (mut inside, n) = (0usize, 6_000);
+        // each job finishes 50 submissions after it was issued its interval
+        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
+        for _ in 0..n {
+            let r = 2.0 * rng.next() + 0.5;
+            let issued = w.offsets().expect("seeded");
+            inside += usize::from(issued.0 <= r && r <= issued.1);
+            pending.push_back((r, issued));
+            if pending.len() > 50 {
+                if let Some((r, iss)) = pending.pop_front() {
+                    w.observe_outcome(r, Some(iss));
+                }
+            }
+        }
+        inside as f64 / n as f64
+    }
+
+    #[test]
+    fn adaptive_conformal_holds_coverage_under_drift() {
+        let adaptive = coverage_under_drift(ACI_GAMMA);
+        assert!((0.77..=0.83).contains(&adaptive), "{adaptive}");
+        // the same stream with adaptation off: the window lags the drift and undercovers
+        let plain = coverage_under_drift(0.0);
+        assert!(plain < adaptive - 0.01, "{plain} vs {adaptive}");
+    }
+
+    #[test]
+    fn base_margin_falls_back_in_rank_order() {
+        let b = BaseMargin {
+            columns: vec![2, 0],
+            default: 7.0,
+        };
+        assert_eq!(b.of(&[1.0, 5.0, 3.0]), 3.0);
+        assert_eq!(b.of(&[1.0, 5.0, f32::NAN]), 1.0);
+        assert_eq!(b.of(&[f32::NAN, 5.0, f32::NAN]), 7.0);
+    }
+
+    #[test]
+    fn blend_weight_follows_the_better_member() {
+        let y = [1.0, 2.0, 3.0, 4.0];
+        let good = [1.0, 2.0, 3.0, 4.0];
+        let bad = [3.0, 0.0, 5.0, 1.0];
+        assert_eq!(best_blend(&bad, &good, &y), 1.0);
+        assert_eq!(best_blend(&good, &bad, &y), 0.0);
+    }
 }

@@ -19,7 +19,7 @@ fn mira_runtime_beats_baselines_with_calibrated_interval() {
     };
     let median = row("global median");
     let last2 = row("last-2");
-    let model = row("augur gbdt, online");
+    let model = row("augur, online");
     assert!(
         model.mae_log < last2.mae_log - 0.1,
         "{model:?} vs {last2:?}"
@@ -28,8 +28,12 @@ fn mira_runtime_beats_baselines_with_calibrated_interval() {
         model.mae_log < median.mae_log - 0.3,
         "{model:?} vs {median:?}"
     );
+    // the bar set by the team's LightGBM on this split (issue #3): 0.644 / 74.0%
+    assert!(model.mae_log < 0.644, "{model:?}");
+    assert!(model.within2x > 0.740, "{model:?}");
+    // adaptive online conformal holds the nominal 80% (issue: 78-82%)
     let cov = model.coverage80.unwrap();
-    assert!((0.70..=0.90).contains(&cov), "coverage {cov}");
+    assert!((0.78..=0.82).contains(&cov), "coverage {cov}");
     // the point predictions behind the table are real numbers with ordered intervals
     assert!(eval
         .test_pred
