@@ -119,3 +119,217 @@ fn unknown_inputs_get_clear_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn new_subcommands_have_help() {
+    for args in [
+        vec!["train", "--help"],
+        vec!["models", "--help"],
+        vec!["models", "list", "--help"],
+        vec!["models", "show", "--help"],
+        vec!["models", "promote", "--help"],
+        vec!["models", "rollback", "--help"],
+        vec!["evaluate", "--help"],
+    ] {
+        let out = run_ok(&args);
+        assert!(out.contains("Usage:"), "{args:?}: {out}");
+    }
+}
+
+fn run_err(args: &[&str]) -> String {
+    let out = augur().args(args).output().expect("run augur");
+    assert!(!out.status.success(), "augur {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn train_saves_versions_that_list_show_promote_and_refuse_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("models");
+    let r = reg.to_str().unwrap();
+    let out = run_ok(&[
+        "train",
+        "--dataset",
+        "mira",
+        "--registry",
+        r,
+        "--trees",
+        "25",
+    ]);
+    assert!(out.contains("saved runtime v1"), "{out}");
+    assert!(out.contains("18,006 jobs"), "{out}");
+
+    let out = run_ok(&["models", "list", "--registry", r]);
+    assert!(out.contains("runtime models"), "{out}");
+    let v1 = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("v1"))
+        .unwrap();
+    assert!(v1.contains("mira") && v1.contains("18,006"), "{out}");
+
+    // the stored metrics are real held-out numbers: the model beats the global median
+    let out = run_ok(&["models", "list", "--registry", r, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let metrics = &v[0]["versions"][0]["meta"]["metrics"];
+    let mae = metrics["mae_log"].as_f64().unwrap();
+    let median = metrics["baseline mae_log: global median"].as_f64().unwrap();
+    assert!(mae < median - 0.2, "{metrics}");
+    assert_eq!(metrics["test_jobs"], 4502.0);
+    assert!(v[0]["versions"][0]["meta"]["feature_schema_version"].as_u64() >= Some(1));
+
+    let out = run_ok(&["models", "show", "v1", "--registry", r]);
+    assert!(
+        out.contains("runtime v1") && out.contains("verified"),
+        "{out}"
+    );
+
+    // a second training run is v2 and is served; promotion and rollback move the pointer
+    let out = run_ok(&[
+        "train",
+        "--dataset",
+        "mira",
+        "--registry",
+        r,
+        "--trees",
+        "5",
+    ]);
+    assert!(out.contains("saved runtime v2"), "{out}");
+    let out = run_ok(&["models", "show", "--registry", r]);
+    assert!(out.contains("runtime v2"), "{out}");
+    run_ok(&["models", "promote", "v1", "--registry", r]);
+    let out = run_ok(&["models", "promote", "v2", "--registry", r]);
+    assert!(out.contains("serving v2 (promoted before: v1)"), "{out}");
+    let out = run_ok(&["models", "rollback", "--registry", r]);
+    assert!(out.contains("serving v1"), "{out}");
+    let err = run_err(&["models", "rollback", "--registry", r]);
+    assert!(err.contains("nothing to roll back to"), "{err}");
+    let out = run_ok(&["models", "list", "--registry", r]);
+    assert!(out.contains("promoted v1"), "{out}");
+
+    // a flipped byte in the payload: loading refuses it, naming the file and the reason
+    let payload = reg.join("runtime/v1/model.json.gz");
+    let mut bytes = std::fs::read(&payload).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&payload, &bytes).unwrap();
+    let err = run_err(&["models", "show", "v1", "--registry", r]);
+    assert!(
+        err.contains("runtime/v1/model.json.gz") && err.contains("SHA-256 mismatch"),
+        "{err}"
+    );
+    let out = run_ok(&["models", "list", "--registry", r, "--verify"]);
+    assert!(out.contains("unusable") && out.contains("SHA-256"), "{out}");
+    // a truncated one too; an unknown version lists what exists
+    let payload = reg.join("runtime/v2/model.json.gz");
+    let bytes = std::fs::read(&payload).unwrap();
+    std::fs::write(&payload, &bytes[..bytes.len() / 3]).unwrap();
+    let err = run_err(&["models", "show", "v2", "--registry", r]);
+    assert!(err.contains("truncated"), "{err}");
+    let err = run_err(&["models", "show", "v9", "--registry", r]);
+    assert!(
+        err.contains("no version v9") && err.contains("v1, v2"),
+        "{err}"
+    );
+}
+
+/// Checks a PNG file fully decodes and is a real plot: not blank, not one colour.
+fn assert_real_png(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() > 10_000,
+        "{}: {} bytes",
+        path.display(),
+        bytes.len()
+    );
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display());
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (900, 640));
+    let px = &buf[..info.buffer_size()];
+    let non_white = px.chunks(3).filter(|p| p != &[255, 255, 255]).count();
+    let share = non_white as f64 / (px.len() / 3) as f64;
+    assert!(
+        (0.02..0.9).contains(&share),
+        "{}: {share} non-white",
+        path.display()
+    );
+    // drawn in colour (the model's series), not only black text
+    assert!(
+        px.chunks(3).any(|p| p[2] > 150 && p[0] < 100),
+        "{}",
+        path.display()
+    );
+}
+
+#[test]
+fn evaluate_writes_a_report_folder_with_table_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    let out = run_ok(&[
+        "evaluate",
+        "--dataset",
+        "mira",
+        "--trees",
+        "25",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(rep.join("mira/report.md")).unwrap();
+    // the same rows as printed, as a Markdown table
+    let methods: Vec<&str> = out
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.trim_start().split("  ").next())
+        .collect();
+    for method in [
+        "global median",
+        "last-2 mean of same user",
+        "LightGBM, stronger (peer)",
+    ] {
+        assert!(methods.contains(&method), "{methods:?}");
+    }
+    assert!(
+        methods.iter().any(|m| m.contains("online conformal")),
+        "{methods:?}"
+    );
+    for method in &methods {
+        assert!(md.contains(&format!("| {method} |")), "{method}: {md}");
+    }
+    assert!(md.contains("18006 train / 4502 test jobs"), "{md}");
+    for png in ["pred_vs_actual.png", "error_cdf.png", "coverage.png"] {
+        assert!(md.contains(&format!("]({png})")), "{md}");
+        assert_real_png(&rep.join("mira").join(png));
+    }
+    // ten decile rows of coverage
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| ")
+                && l.split('|')
+                    .nth(1)
+                    .is_some_and(|c| c.trim().parse::<u32>().is_ok()))
+            .count(),
+        10,
+        "{md}"
+    );
+
+    // --no-report writes nothing (the default folder would be ./augur-report)
+    let out = augur()
+        .current_dir(dir.path())
+        .args([
+            "evaluate",
+            "--dataset",
+            "mira",
+            "--trees",
+            "3",
+            "--no-report",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!dir.path().join("augur-report").exists());
+}

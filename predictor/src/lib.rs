@@ -8,13 +8,17 @@
 //!   clamped to ≥ 1 s, `mae_log`, `within2x`, interval coverage) with the simple baselines
 //!   on the same split: global median, and the mean of the last two finished jobs of the
 //!   same user (or VC/group when the trace has no users).
+//! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
+//!   kind) with a promoted pointer and rollback.
 
 pub mod metrics;
+pub mod registry;
 mod runtime;
 
+pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
-    evaluate_runtime, ConformalWindow, EvalRow, RuntimeEvaluation, RuntimePrediction,
-    RuntimePredictor, RuntimeTrainer,
+    evaluate_runtime, evaluate_runtime_with_progress, ConformalWindow, EvalRow, MethodPredictions,
+    RuntimeEvaluation, RuntimePrediction, RuntimePredictor, RuntimeTrainer,
 };
 
 /// Errors of training, prediction and evaluation.

@@ -30,7 +30,110 @@ pub enum Command {
     Data(DataCommand),
     /// Evaluate the predictors on a trace: time-ordered 80/20 split, the model beside the
     /// simple baselines, one table per dataset (or one JSON object per dataset with --json).
+    ///
+    /// Also writes a report folder per dataset (DIR/<dataset>/report.md with the table and
+    /// PNG plots: predicted vs actual, error CDF, interval coverage) unless --no-report.
     Evaluate(EvaluateArgs),
+    /// Train the runtime predictor on a trace and save it as the next version in the model
+    /// registry, with its held-out metrics.
+    ///
+    /// The model is the one `augur evaluate` measures: trained on the first 80% of jobs (by
+    /// submit time), its metrics measured on the last 20%. With --all-jobs it is then
+    /// retrained on every labelled job (the stored metrics stay those of the 80% model).
+    Train(TrainArgs),
+    /// Work with the model registry: list versions, show (and verify) one, promote, roll back.
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+/// Where saved models live (`--registry`, or `AUGUR_REGISTRY`).
+#[derive(Debug, Args)]
+pub struct RegistryArg {
+    /// Model registry folder.
+    #[arg(long, env = "AUGUR_REGISTRY", default_value = "augur-data/models")]
+    pub registry: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Bundled dataset to train on: philly, itp, mira, ...
+    #[arg(long, required_unless_present = "trace")]
+    pub dataset: Option<String>,
+    /// A trace file to train on instead of a bundled dataset.
+    #[arg(long, conflicts_with = "dataset")]
+    pub trace: Option<PathBuf>,
+    /// Format of --trace when it cannot be detected.
+    #[arg(long, requires = "trace")]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// Maximum boosting rounds (default 1500; early stopping usually ends sooner). Lower it
+    /// for a quick, weaker model.
+    #[arg(long)]
+    pub trees: Option<usize>,
+    /// After measuring, retrain on every labelled job (the newest included) and save that.
+    #[arg(long)]
+    pub all_jobs: bool,
+    /// Print the saved artifact's metadata as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// List the saved versions of every model kind with their metrics (newest last).
+    List(ModelsListArgs),
+    /// Load a version (verifying its hash, format and feature schema) and describe it.
+    Show(ModelsShowArgs),
+    /// Make a version the one to serve.
+    Promote(ModelsPromoteArgs),
+    /// Serve the version promoted before the current one again.
+    Rollback(ModelsRollbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsListArgs {
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// Also check every payload's size and SHA-256 (reads every model file).
+    #[arg(long)]
+    pub verify: bool,
+    /// Print JSON (one object per kind).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsShowArgs {
+    /// Which version: v1, v2, ..., latest, promoted, or serving (promoted, else latest).
+    #[arg(value_name = "VERSION", default_value = "serving")]
+    pub which: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// Print the metadata as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsPromoteArgs {
+    /// The version to serve: v1, v2, ... or latest.
+    #[arg(value_name = "VERSION")]
+    pub which: String,
+    /// Model kind.
+    #[arg(long, default_value = "runtime")]
+    pub kind: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsRollbackArgs {
+    /// Model kind.
+    #[arg(long, default_value = "runtime")]
+    pub kind: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +150,16 @@ pub struct EvaluateArgs {
     /// Print one JSON object per dataset.
     #[arg(long)]
     pub json: bool,
+    /// Report folder: DIR/<dataset>/report.md and PNG plots.
+    #[arg(long, default_value = "augur-report")]
+    pub report: PathBuf,
+    /// Do not write the report folder.
+    #[arg(long, conflicts_with = "report")]
+    pub no_report: bool,
+    /// Maximum boosting rounds (default 1500; early stopping usually ends sooner). Lower it
+    /// for a quick, weaker run.
+    #[arg(long)]
+    pub trees: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,11 +3,13 @@
 use anyhow::Context;
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{load_jobs, JobRecord, ReadOptions, TraceFormat};
-use augur_predictor::{evaluate_runtime, RuntimeEvaluation, RuntimeTrainer};
-use indicatif::{ProgressBar, ProgressStyle};
+use std::path::Path;
+
+use augur_predictor::{evaluate_runtime_with_progress, RuntimeEvaluation, RuntimeTrainer};
 use serde::Serialize;
 
 use crate::cli::EvaluateArgs;
+use crate::progress::TrainingBar;
 
 /// Peer numbers measured by the team with LightGBM on exactly this split (issue #3).
 fn peers(dataset: &str) -> Vec<(&'static str, f64, f64)> {
@@ -36,17 +38,22 @@ struct DatasetEvaluation {
 }
 
 #[derive(Serialize)]
-struct PeerRow {
-    method: String,
-    mae_log: f64,
-    within2x: f64,
+pub(crate) struct PeerRow {
+    pub method: String,
+    pub mae_log: f64,
+    pub within2x: f64,
 }
 
-pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
+/// The jobs of `--trace PATH [--format F]`, else of each bundled `--dataset`, by name.
+pub(crate) fn load_inputs(
+    datasets: &[String],
+    trace: Option<&Path>,
+    format: Option<&str>,
+) -> anyhow::Result<Vec<(String, Vec<JobRecord>)>> {
     let opts = ReadOptions::default();
     let mut inputs: Vec<(String, Vec<JobRecord>)> = Vec::new();
-    if let Some(path) = &args.trace {
-        let format = match &args.format {
+    if let Some(path) = trace {
+        let format = match format {
             Some(f) => Some(TraceFormat::parse(f).with_context(|| {
                 format!("unknown --format `{f}`; known: {}", TraceFormat::names())
             })?),
@@ -55,26 +62,32 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         let (table, _) = load_jobs(path, format, &opts)?;
         inputs.push((path.display().to_string(), table.to_records()?));
     } else {
-        for name in &args.dataset {
+        for name in datasets {
             let ds = Dataset::parse(name)?;
             let (table, _) = ds.load(&opts)?;
             inputs.push((ds.name().to_string(), table.to_records()?));
         }
     }
+    Ok(inputs)
+}
+
+/// The runtime trainer of `augur evaluate` / `augur train`, with `--trees` applied.
+pub(crate) fn trainer(trees: Option<usize>) -> RuntimeTrainer {
+    let mut trainer = RuntimeTrainer::default();
+    if let Some(n) = trees {
+        trainer.params.n_trees = n.max(1);
+    }
+    trainer
+}
+
+pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
+    let inputs = load_inputs(&args.dataset, args.trace.as_deref(), args.format.as_deref())?;
+    let trainer = trainer(args.trees);
     for (name, jobs) in inputs {
-        let spinner = ProgressBar::new_spinner();
-        spinner.set_style(
-            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-        spinner.set_message(format!(
-            "{name}: features + training on {} jobs",
-            jobs.len()
-        ));
-        let eval = evaluate_runtime(&jobs, &RuntimeTrainer::default())
+        let mut bar = TrainingBar::start(&name, jobs.len());
+        let eval = evaluate_runtime_with_progress(&jobs, &trainer, &mut |d, t| bar.trees(d, t))
             .with_context(|| format!("evaluating on {name}"))?;
-        spinner.finish_and_clear();
+        bar.finish();
         let peer_rows: Vec<PeerRow> = peers(&name)
             .into_iter()
             .map(|(m, a, b)| PeerRow {
@@ -83,6 +96,11 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 within2x: b,
             })
             .collect();
+        if !args.no_report {
+            let dir = crate::report::write(&args.report, &name, &eval, &peer_rows)
+                .with_context(|| format!("writing the {name} report"))?;
+            eprintln!("report: {}", dir.join("report.md").display());
+        }
         if args.json {
             let out = DatasetEvaluation {
                 dataset: name.clone(),

@@ -7,7 +7,11 @@
 mod cli;
 mod evaluate;
 mod inspect;
+mod models;
+mod progress;
 mod render;
+mod report;
+mod train;
 
 use clap::Parser;
 
@@ -24,6 +28,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Data(cli::DataCommand::Inspect(args)) => inspect::run(&args),
         cli::Command::Evaluate(args) => evaluate::run(&args),
+        cli::Command::Train(args) => train::run(&args),
+        cli::Command::Models(cmd) => models::run(&cmd),
     }
 }
 
