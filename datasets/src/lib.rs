@@ -11,6 +11,7 @@
 //! - [`ReadReport`]: rows read, kept and dropped, with file, line, field and reason for each
 //!   drop; [`ReadOptions::strict`] stops at the first.
 //! - [`split`]: the time-ordered train/test split that every predictor is evaluated on.
+//! - [`synthetic`]: a **synthetic** SWF generator (made-up jobs) for load benchmarks only.
 //!
 //! Readers stream: they parse one row at a time into a [`JobRecord`] and hand it to a sink, so
 //! a summary of a file of any size runs in bounded memory ([`read_jobs`]); [`load_jobs`]
@@ -36,6 +37,7 @@ mod report;
 pub mod schema;
 pub mod split;
 pub mod summary;
+pub mod synthetic;
 
 pub use error::DatasetError;
 pub use format::{detect_format, TraceFormat};
