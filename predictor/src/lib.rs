@@ -8,13 +8,21 @@
 //!   clamped to ≥ 1 s, `mae_log`, `within2x`, interval coverage) with the simple baselines
 //!   on the same split: global median, and the mean of the last two finished jobs of the
 //!   same user (or VC/group when the trace has no users).
+//! - [`QueueWaitPredictor`]: queue wait from the job's request, its history and the cluster's
+//!   queue state at submit ([`QueueState`], with a forward simulation of the queue), with a
+//!   conformalised 95% upper bound; [`evaluate_queue_wait`] on the same split.
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
 pub mod metrics;
+pub mod queue_wait;
 pub mod registry;
 mod runtime;
 
+pub use queue_wait::{
+    evaluate_queue_wait, QueueError, QueueEvent, QueueJob, QueueState, QueueWaitEvaluation,
+    QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, WaitEvalRow,
+};
 pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
     evaluate_runtime, evaluate_runtime_with_progress, ConformalWindow, EvalRow, MethodPredictions,
@@ -30,6 +38,9 @@ pub enum PredictorError {
     Features(#[from] augur_features::FeatureError),
     #[error(transparent)]
     Dataset(#[from] augur_datasets::DatasetError),
+    /// An inconsistent queue event (queue-wait predictor).
+    #[error(transparent)]
+    Queue(#[from] queue_wait::QueueError),
     /// Not enough labelled jobs to train or evaluate.
     #[error("not enough jobs with a known duration: {0}")]
     NotEnoughData(String),

@@ -160,6 +160,17 @@ pub struct EvaluateArgs {
     /// for a quick, weaker run.
     #[arg(long)]
     pub trees: Option<usize>,
+    /// What to predict: job run time, or queue wait (mira, openb: MAE, share within 60 s and
+    /// 600 s, 95%-bound coverage and median bound; no report folder yet).
+    #[arg(long, value_enum, default_value_t = EvalTask::Runtime)]
+    pub task: EvalTask,
+}
+
+/// The predictor `augur evaluate` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvalTask {
+    Runtime,
+    QueueWait,
 }
 
 #[derive(Debug, Subcommand)]

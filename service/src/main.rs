@@ -9,6 +9,7 @@ mod evaluate;
 mod inspect;
 mod models;
 mod progress;
+mod queue_eval;
 mod render;
 mod report;
 mod train;
@@ -27,6 +28,9 @@ fn main() {
 fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Data(cli::DataCommand::Inspect(args)) => inspect::run(&args),
+        cli::Command::Evaluate(args) if args.task == cli::EvalTask::QueueWait => {
+            queue_eval::run(&args)
+        }
         cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Train(args) => train::run(&args),
         cli::Command::Models(cmd) => models::run(&cmd),
