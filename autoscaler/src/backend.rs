@@ -217,6 +217,8 @@ pub enum Reason {
     StartShrunk { free_gpus: u32 },
     /// GPUs sat idle: grow the job.
     IdleGpus { idle_gpus: u32 },
+    /// Workers lent to the job above its request are taken back for a queued job.
+    Reclaimed { by: JobId },
     /// The queue's predicted wait is high: shrink the job towards its minimum.
     QueueWaitHigh { predicted_wait_s: f64 },
 }

@@ -1,27 +1,38 @@
 //! Augur's elastic controller.
 //!
-//! Each decision, in this order:
-//! 1. **Admit** queued jobs shortest predicted GPU-time first (jobs that waited
-//!    `starvation_s` go first and keep the GPUs that free up). An elastic job that does not fit
-//!    at its requested size starts smaller, down to its minimum (`StartShrunk`).
-//! 2. **Scale down** when the queue's predicted wait is high: for a job still waiting whose
-//!    predicted wait (time until running jobs, by their predicted remaining time, free enough
-//!    GPUs) exceeds `scale_down_wait_s`, shrink running elastic jobs towards their minimum —
-//!    first those grown above their request, longest predicted remaining first — just enough
-//!    to start it, and start it. Nothing is shrunk unless the job then starts.
-//! 3. **Scale up** when GPUs sit idle and nobody waits: give idle GPUs (beyond a headroom) to
-//!    running elastic jobs with the longest predicted remaining time, up to their maximum,
-//!    when the time saved is worth the restart pause.
+//! Jobs are ranked by **predicted remaining GPU-time** (Augur's runtime prediction minus the
+//! work done, times the requested GPUs; a job that outran its prediction is assumed half done,
+//! so its estimate grows with its age, as least-attained-service would rank it). Each decision,
+//! for the queued jobs in that order (jobs that waited `starvation_s` first; they block the
+//! rest until they start):
 //!
-//! Hysteresis: growing needs an empty queue and at least `scale_up_idle_share` of the GPUs
-//! idle, shrinking needs a predicted wait above `scale_down_wait_s`, and a job is rescaled at
-//! most once per `cooldown_s`, so it never flaps. Every decision carries its [`Reason`].
+//! 1. **Admit** at the requested size when it fits.
+//! 2. **Reclaim** workers lent to running jobs above their request (longest predicted remaining
+//!    first), just enough to start the job. Lent GPUs are given back at once: the hysteresis is
+//!    on the growing side.
+//! 3. **Start shrunk**: an elastic job starts below its request, down to its minimum.
+//! 4. **Preempt** running jobs whose predicted remaining GPU-time is `preempt_factor` times
+//!    the queued job's (worst first, each having run `min_run_s`): they checkpoint and requeue.
+//! 5. **Scale down** when the queue's predicted wait is high: if the job's predicted wait
+//!    (until running jobs, by predicted remaining time, free enough GPUs) exceeds
+//!    `scale_down_wait_s`, shrink running elastic jobs towards their minimum (out of cooldown,
+//!    longest predicted remaining first) just enough to start it.
+//!
+//! Nothing is shrunk or preempted unless the queued job then starts. Finally, **scale up**:
+//! when nobody waits and at least `scale_up_idle_share` of the GPUs are idle, idle GPUs beyond
+//! a `headroom_share` go to running elastic jobs with the longest predicted remaining time, up
+//! to their maximum, when it saves at least `min_gain_s` beyond the restart pause.
+//!
+//! No flapping: a job is grown at most once per `cooldown_s` after any rescale; shrinking
+//! below the request also waits for the cooldown; only lent workers come back at once, and a
+//! job that gave them back is not grown again before its cooldown ends. Every decision carries
+//! its [`Reason`].
 
 use crate::backend::{
     Action, ClusterSnapshot, Decision, JobId, QueuedJob, Reason, RunningJob, Slot,
 };
 use crate::optimus::{predicted_remaining, time_at};
-use crate::policy::{next_relax, sjf_order, Planner, Policy};
+use crate::policy::{next_relax, Planner, Policy};
 use crate::scaling::ScalingModel;
 
 /// Knobs of the elastic controller.
@@ -31,23 +42,30 @@ pub struct ElasticParams {
     pub starvation_s: f64,
     /// Run time assumed for a job without a prediction (seconds).
     pub unknown_runtime_s: f64,
-    /// Least time between two rescales of one job (seconds).
+    /// Least time between a rescale of a job and growing or shrinking it below its request
+    /// again (seconds).
     pub cooldown_s: f64,
-    /// Shrink running jobs for a queued one only when its predicted wait exceeds this (seconds).
+    /// Shrink running jobs below their request for a queued one only when its predicted wait
+    /// exceeds this (seconds).
     pub scale_down_wait_s: f64,
     /// Grow jobs only when at least this share of healthy GPUs is idle (and nobody waits).
     pub scale_up_idle_share: f64,
     /// Share of healthy GPUs kept free when growing (room for arrivals).
     pub headroom_share: f64,
     /// Grow a job only if it saves at least this many seconds of its predicted remaining time
-    /// (on top of the restart pause).
+    /// (beyond the restart pause).
     pub min_gain_s: f64,
     /// Restart pause of a rescale the policy plans with (seconds).
     pub rescale_pause_s: f64,
     /// Start elastic jobs below their request when the request does not fit.
     pub start_shrunk: bool,
-    /// Queued jobs considered for scale-down per decision.
-    pub max_scale_down_jobs: usize,
+    /// Preempt a running job when its predicted remaining GPU-time is this many times the
+    /// queued job's; `None` never preempts.
+    pub preempt_factor: Option<f64>,
+    /// A running job is not preempted before it ran this long in its current run (seconds).
+    pub min_run_s: f64,
+    /// Queued jobs that may reclaim, preempt or shrink per decision.
+    pub max_pressure_jobs: usize,
 }
 
 impl Default for ElasticParams {
@@ -58,11 +76,13 @@ impl Default for ElasticParams {
             cooldown_s: 1800.0,
             scale_down_wait_s: 1800.0,
             scale_up_idle_share: 0.02,
-            headroom_share: 0.0,
+            headroom_share: 0.05,
             min_gain_s: 600.0,
             rescale_pause_s: 30.0,
             start_shrunk: true,
-            max_scale_down_jobs: 4,
+            preempt_factor: Some(2.0),
+            min_run_s: 300.0,
+            max_pressure_jobs: 16,
         }
     }
 }
@@ -74,8 +94,20 @@ pub struct ElasticController {
     pub scaling: ScalingModel,
     planner: Planner,
     keyed: Vec<(bool, f64, JobId, usize)>,
-    order: Vec<usize>,
     freed: Vec<Slot>,
+}
+
+/// Per-running-job facts of one decision.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Predicted remaining seconds at its current size.
+    time: f64,
+    /// Predicted remaining GPU-seconds at its requested size (the ranking key).
+    key: f64,
+    /// Workers it has now in the plan.
+    workers: u32,
+    /// Taken by this decision already (shrunk, preempted).
+    touched: bool,
 }
 
 impl ElasticController {
@@ -86,12 +118,11 @@ impl ElasticController {
             scaling,
             planner: Planner::default(),
             keyed: Vec::new(),
-            order: Vec::new(),
             freed: Vec::new(),
         }
     }
 
-    fn remaining_work(&self, r: &RunningJob) -> f64 {
+    fn remaining_work_r(&self, r: &RunningJob) -> f64 {
         predicted_remaining(
             r.predicted_runtime,
             r.progress_s,
@@ -99,14 +130,12 @@ impl ElasticController {
         )
     }
 
-    /// Predicted remaining seconds of `r` at its current size.
-    fn remaining_time(&self, r: &RunningJob) -> f64 {
-        time_at(
-            &self.scaling,
-            self.remaining_work(r),
-            r.requested,
-            r.workers,
-        )
+    fn key_q(&self, q: &QueuedJob) -> f64 {
+        predicted_remaining(
+            q.predicted_runtime,
+            q.progress_s,
+            self.params.unknown_runtime_s,
+        ) * f64::from(q.requested)
     }
 
     fn cooled(&self, r: &RunningJob, now: f64) -> bool {
@@ -114,9 +143,52 @@ impl ElasticController {
             .is_none_or(|t| now - t >= self.params.cooldown_s)
     }
 
-    fn predicted_gpu_s(&self, q: &QueuedJob) -> f64 {
-        crate::policy::predicted_gpu_s(q, self.params.unknown_runtime_s)
+    /// Shrinks running jobs `cands` (indices into `snap.running`) in order to free `deficit`
+    /// GPUs, each down to `floor(r)`; returns the plan (job index, new size, freed slots) when
+    /// it frees enough, undoing it otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_shrinks(
+        &mut self,
+        snap: &ClusterSnapshot,
+        planner: &mut Planner,
+        runs: &[Run],
+        cands: &[usize],
+        floor: &dyn Fn(&RunningJob) -> u32,
+        mut deficit: u32,
+        plan: &mut Vec<(usize, u32, Vec<Slot>)>,
+    ) -> bool {
+        plan.clear();
+        for &k in cands {
+            if deficit == 0 {
+                break;
+            }
+            let (Some(r), Some(run)) = (snap.running.get(k), runs.get(k)) else {
+                continue;
+            };
+            let f = floor(r);
+            if run.touched || run.workers <= f {
+                continue;
+            }
+            let give = (run.workers - f).min(deficit);
+            let mut freed = std::mem::take(&mut self.freed);
+            planner.shrink(snap, r, run.workers - give, &mut freed);
+            plan.push((k, run.workers - give, freed.clone()));
+            self.freed = freed;
+            deficit -= give;
+        }
+        if deficit > 0 {
+            undo(planner, plan);
+            return false;
+        }
+        true
     }
+}
+
+fn undo(planner: &mut Planner, plan: &mut Vec<(usize, u32, Vec<Slot>)>) {
+    for (_, _, freed) in plan.iter().rev() {
+        planner.cap.occupy(freed);
+    }
+    plan.clear();
 }
 
 fn min_wake(w: &mut f64, t: f64, now: f64) {
@@ -135,62 +207,126 @@ impl Policy for ElasticController {
         let now = snap.time;
         let mut planner = std::mem::take(&mut self.planner);
         let mut keyed = std::mem::take(&mut self.keyed);
-        let mut order = std::mem::take(&mut self.order);
         planner.reset(snap);
-        sjf_order(
-            snap,
-            p.starvation_s,
-            p.unknown_runtime_s,
-            &mut keyed,
-            &mut order,
-        );
         let mut wake = f64::INFINITY;
 
-        // 1. admissions
-        let mut waiting: Vec<usize> = Vec::new();
+        // queue order: starving first (oldest first), then predicted remaining GPU-time
+        keyed.clear();
+        keyed.extend(snap.queued.iter().enumerate().map(|(k, q)| {
+            let starving = now - q.queued_since >= p.starvation_s;
+            let key = if starving {
+                q.queued_since
+            } else {
+                self.key_q(q)
+            };
+            (!starving, key, q.id, k)
+        }));
+        keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+
+        // running jobs, computed on first need
+        let mut runs: Vec<Run> = Vec::new();
+        let mut lenders: Vec<usize> = Vec::new();
+        let mut victims: Vec<usize> = Vec::new();
+        let mut shrinkable: Vec<usize> = Vec::new();
+        let mut frees: Vec<(f64, u32)> = Vec::new();
+        let mut plan: Vec<(usize, u32, Vec<Slot>)> = Vec::new();
+        let mut pressure = 0usize;
         let mut blocked = false;
-        for &k in &order {
+        let mut waiting = 0usize;
+
+        for &(not_starving, key, _, k) in keyed.iter() {
             let Some(q) = snap.queued.get(k) else {
                 continue;
             };
-            if blocked || planner.cap.total_free() == 0 {
-                waiting.push(k);
+            if blocked {
+                waiting += 1;
                 continue;
             }
-            let starving = now - q.queued_since >= p.starvation_s;
+            let starving = !not_starving;
             let reason = if starving {
                 Reason::Starving {
                     waited_s: now - q.queued_since,
                 }
             } else {
                 Reason::ShortestPredicted {
-                    predicted_gpu_s: self.predicted_gpu_s(q),
+                    predicted_gpu_s: key,
                 }
             };
-            if planner.admit(snap, q, q.requested) {
-                out.push(Decision {
-                    action: Action::Admit {
-                        job: q.id,
-                        workers: q.requested,
-                    },
-                    reason,
-                });
+            // 1. as requested
+            if planner.cap.total_free() > 0 && planner.admit(snap, q, q.requested) {
+                out.push(admit(q.id, q.requested, reason));
                 continue;
             }
+            if pressure >= p.max_pressure_jobs {
+                waiting += 1;
+                if starving {
+                    blocked = true;
+                }
+                continue;
+            }
+            pressure += 1;
+            if runs.is_empty() && !snap.running.is_empty() {
+                runs = snap
+                    .running
+                    .iter()
+                    .map(|r| {
+                        let work = self.remaining_work_r(r);
+                        Run {
+                            time: time_at(&self.scaling, work, r.requested, r.workers),
+                            key: work * f64::from(r.requested),
+                            workers: r.workers,
+                            touched: false,
+                        }
+                    })
+                    .collect();
+                let by_time_desc = |v: &mut Vec<usize>| {
+                    v.sort_by(|&a, &b| runs[b].time.total_cmp(&runs[a].time).then(a.cmp(&b)));
+                };
+                lenders = (0..snap.running.len())
+                    .filter(|&i| snap.running[i].workers > snap.running[i].requested)
+                    .collect();
+                by_time_desc(&mut lenders);
+                victims = (0..snap.running.len()).collect();
+                victims.sort_by(|&a, &b| runs[b].key.total_cmp(&runs[a].key).then(a.cmp(&b)));
+                shrinkable = (0..snap.running.len())
+                    .filter(|&i| {
+                        let r = &snap.running[i];
+                        r.elastic() && r.workers > r.min_workers && !r.restarting
+                    })
+                    .collect();
+                by_time_desc(&mut shrinkable);
+                frees = runs.iter().map(|r| (r.time, r.workers)).collect();
+                frees.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            // 2. reclaim lent workers
+            let deficit = q.requested.saturating_sub(planner.cap.total_free());
+            if deficit > 0
+                && self.plan_shrinks(
+                    snap,
+                    &mut planner,
+                    &runs,
+                    &lenders,
+                    &|r| r.requested,
+                    deficit,
+                    &mut plan,
+                )
+            {
+                if planner.admit(snap, q, q.requested) {
+                    emit_shrinks(snap, &mut runs, &plan, Reason::Reclaimed { by: q.id }, out);
+                    out.push(admit(q.id, q.requested, reason));
+                    plan.clear();
+                    continue;
+                }
+                undo(&mut planner, &mut plan);
+            }
+            // 3. start shrunk
             if p.start_shrunk && q.elastic() {
                 let free = planner.cap.total_free();
                 let first = q.requested.saturating_sub(1).min(free);
-                let tries = [first, q.min_workers];
                 let mut started = false;
-                for w in tries {
+                for w in [first, q.min_workers] {
                     if w >= q.min_workers && w > 0 && planner.admit(snap, q, w) {
-                        out.push(Decision {
-                            action: Action::Admit {
-                                job: q.id,
-                                workers: w,
-                            },
-                            reason: Reason::StartShrunk { free_gpus: free },
-                        });
+                        out.push(admit(q.id, w, Reason::StartShrunk { free_gpus: free }));
                         started = true;
                         break;
                     }
@@ -199,141 +335,130 @@ impl Policy for ElasticController {
                     continue;
                 }
             }
-            waiting.push(k);
-            if starving {
-                blocked = true;
-                if let Some(t) = next_relax(snap, q) {
-                    min_wake(&mut wake, t, now);
-                }
-            }
-        }
-        for &k in &waiting {
-            if let Some(q) = snap.queued.get(k) {
-                min_wake(&mut wake, q.queued_since + p.starvation_s, now);
-            }
-        }
-
-        // 2. scale down for jobs whose predicted wait is high
-        if !waiting.is_empty() {
-            // when running jobs are predicted to free their GPUs
-            let mut frees: Vec<(f64, u32)> = snap
-                .running
-                .iter()
-                .map(|r| (self.remaining_time(r), r.workers))
-                .collect();
-            frees.sort_by(|a, b| a.0.total_cmp(&b.0));
-            // shrink candidates: grown jobs first, then longest predicted remaining first
-            let mut cands: Vec<(bool, f64, usize)> = snap
-                .running
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.elastic() && r.workers > r.min_workers && !r.restarting)
-                .filter(|(_, r)| {
-                    let ok = self.cooled(r, now);
-                    if !ok {
-                        if let Some(t) = r.last_rescale {
-                            min_wake(&mut wake, t + p.cooldown_s, now);
-                        }
-                    }
-                    ok
-                })
-                .map(|(k, r)| (r.workers <= r.requested, -self.remaining_time(r), k))
-                .collect();
-            cands.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
-            let mut used = vec![false; cands.len()];
-            for &k in waiting.iter().take(p.max_scale_down_jobs) {
-                let Some(q) = snap.queued.get(k) else {
-                    continue;
-                };
-                let need = q.min_workers;
-                let free = planner.cap.total_free();
-                // predicted wait: until finishing jobs free `need` GPUs
-                let mut acc = free;
-                let mut predicted_wait = f64::INFINITY;
-                for &(t, w) in &frees {
-                    if acc >= need {
-                        break;
-                    }
-                    acc += w;
-                    if acc >= need {
-                        predicted_wait = t;
-                    }
-                }
-                if acc >= need && free >= need {
-                    predicted_wait = 0.0;
-                }
-                if predicted_wait < p.scale_down_wait_s {
-                    continue;
-                }
-                let mut deficit = need.saturating_sub(free);
-                let mut plan: Vec<(usize, u32, Vec<Slot>)> = Vec::new();
-                for (ci, &(_, _, rk)) in cands.iter().enumerate() {
-                    if deficit == 0 {
-                        break;
-                    }
-                    if used[ci] {
-                        continue;
-                    }
-                    let Some(r) = snap.running.get(rk) else {
+            // 4. preempt jobs with far more predicted remaining work
+            if let Some(factor) = p.preempt_factor {
+                let mut taken: Vec<usize> = Vec::new();
+                let mut fits = false;
+                for &vi in &victims {
+                    let (Some(r), Some(run)) = (snap.running.get(vi), runs.get(vi)) else {
                         continue;
                     };
-                    let give = (r.workers - r.min_workers).min(deficit);
-                    let mut freed = std::mem::take(&mut self.freed);
-                    planner.shrink(snap, r, r.workers - give, &mut freed);
-                    plan.push((ci, r.workers - give, freed.clone()));
-                    self.freed = freed;
-                    deficit -= give;
+                    if run.key <= factor * key.max(1.0) || starving && run.key <= key {
+                        break;
+                    }
+                    if run.touched || r.restarting || now - r.started < p.min_run_s {
+                        continue;
+                    }
+                    planner.suspend(snap, r);
+                    taken.push(vi);
+                    if q.requested <= planner.cap.total_free()
+                        && planner.admit(snap, q, q.requested)
+                    {
+                        fits = true;
+                        break;
+                    }
                 }
-                let workers = if q.requested <= planner.cap.total_free() {
-                    q.requested
-                } else {
-                    need
-                };
-                let admitted = if deficit != 0 {
-                    None
-                } else if planner.admit(snap, q, workers) {
-                    Some(workers)
-                } else if workers != need && planner.admit(snap, q, need) {
-                    Some(need)
-                } else {
-                    None
-                };
-                if let Some(w) = admitted {
-                    for (ci, to, _) in &plan {
-                        used[*ci] = true;
-                        if let Some(r) = cands.get(*ci).and_then(|c| snap.running.get(c.2)) {
+                if fits {
+                    for &vi in &taken {
+                        if let (Some(r), Some(run)) = (snap.running.get(vi), runs.get_mut(vi)) {
+                            run.touched = true;
                             out.push(Decision {
-                                action: Action::SetWorkers {
-                                    job: r.id,
-                                    workers: *to,
-                                },
-                                reason: Reason::QueueWaitHigh {
-                                    predicted_wait_s: predicted_wait,
-                                },
+                                action: Action::Suspend { job: r.id },
+                                reason: Reason::Preempted { by: q.id },
                             });
                         }
                     }
-                    out.push(Decision {
-                        action: Action::Admit {
-                            job: q.id,
-                            workers: w,
-                        },
-                        reason: Reason::QueueWaitHigh {
-                            predicted_wait_s: predicted_wait,
-                        },
-                    });
-                } else {
-                    for (_, _, freed) in plan.iter().rev() {
-                        planner.cap.occupy(freed);
+                    out.push(admit(q.id, q.requested, reason));
+                    continue;
+                }
+                for &vi in taken.iter().rev() {
+                    if let Some(r) = snap.running.get(vi) {
+                        planner.unsuspend(snap, r);
                     }
                 }
             }
-        } else {
-            // 3. scale up into idle GPUs
+            // 5. shrink below request when the predicted wait is high
+            let need = q.min_workers;
+            let free = planner.cap.total_free();
+            let mut acc = free;
+            let mut predicted_wait = if free >= need { 0.0 } else { f64::INFINITY };
+            for &(t, w) in &frees {
+                if acc >= need {
+                    break;
+                }
+                acc += w;
+                if acc >= need {
+                    predicted_wait = t;
+                }
+            }
+            if predicted_wait >= p.scale_down_wait_s {
+                let cands: Vec<usize> = shrinkable
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        let r = &snap.running[i];
+                        let ok = self.cooled(r, now);
+                        if !ok {
+                            if let Some(t) = r.last_rescale {
+                                min_wake(&mut wake, t + p.cooldown_s, now);
+                            }
+                        }
+                        ok
+                    })
+                    .collect();
+                let deficit = need.saturating_sub(free);
+                if self.plan_shrinks(
+                    snap,
+                    &mut planner,
+                    &runs,
+                    &cands,
+                    &|r| r.min_workers,
+                    deficit,
+                    &mut plan,
+                ) {
+                    let w = if planner.admit(snap, q, need) {
+                        Some(need)
+                    } else {
+                        None
+                    };
+                    if let Some(w) = w {
+                        emit_shrinks(
+                            snap,
+                            &mut runs,
+                            &plan,
+                            Reason::QueueWaitHigh {
+                                predicted_wait_s: predicted_wait,
+                            },
+                            out,
+                        );
+                        out.push(admit(
+                            q.id,
+                            w,
+                            Reason::QueueWaitHigh {
+                                predicted_wait_s: predicted_wait,
+                            },
+                        ));
+                        plan.clear();
+                        continue;
+                    }
+                    undo(&mut planner, &mut plan);
+                }
+            }
+            waiting += 1;
+            if let Some(t) = next_relax(snap, q) {
+                min_wake(&mut wake, t, now);
+            }
+            if starving {
+                blocked = true;
+            }
+        }
+
+        // scale up into idle GPUs when nobody waits
+        if waiting == 0 {
             let healthy = snap.healthy_gpus();
             let idle = planner.cap.total_free();
             let threshold = ((f64::from(healthy) * p.scale_up_idle_share).ceil() as u32).max(1);
-            let headroom = (f64::from(healthy) * p.headroom_share).floor() as u32;
+            let headroom = (f64::from(healthy) * p.headroom_share).ceil() as u32;
             if idle >= threshold && idle > headroom {
                 let mut budget = idle - headroom;
                 let mut cands: Vec<(f64, usize)> = snap
@@ -350,7 +475,10 @@ impl Policy for ElasticController {
                         }
                         ok
                     })
-                    .map(|(k, r)| (self.remaining_time(r), k))
+                    .map(|(k, r)| {
+                        let work = self.remaining_work_r(r);
+                        (time_at(&self.scaling, work, r.requested, r.workers), k)
+                    })
                     .collect();
                 cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 for (rem_t, k) in cands {
@@ -361,7 +489,7 @@ impl Policy for ElasticController {
                         continue;
                     };
                     let to = (r.workers + budget).min(r.max_workers);
-                    let work = self.remaining_work(r);
+                    let work = self.remaining_work_r(r);
                     let saved =
                         rem_t - time_at(&self.scaling, work, r.requested, to) - p.rescale_pause_s;
                     if saved < p.min_gain_s {
@@ -382,7 +510,35 @@ impl Policy for ElasticController {
         }
         self.planner = planner;
         self.keyed = keyed;
-        self.order = order;
         wake.is_finite().then_some(wake)
+    }
+}
+
+fn admit(job: JobId, workers: u32, reason: Reason) -> Decision {
+    Decision {
+        action: Action::Admit { job, workers },
+        reason,
+    }
+}
+
+fn emit_shrinks(
+    snap: &ClusterSnapshot,
+    runs: &mut [Run],
+    plan: &[(usize, u32, Vec<Slot>)],
+    reason: Reason,
+    out: &mut Vec<Decision>,
+) {
+    for (k, to, _) in plan {
+        if let (Some(r), Some(run)) = (snap.running.get(*k), runs.get_mut(*k)) {
+            run.workers = *to;
+            run.touched = true;
+            out.push(Decision {
+                action: Action::SetWorkers {
+                    job: r.id,
+                    workers: *to,
+                },
+                reason,
+            });
+        }
     }
 }

@@ -174,11 +174,34 @@ pub fn admit_in_order(
     wake
 }
 
-/// First-in first-out, static sizes, strict: the head of the queue blocks everything behind it.
-#[derive(Debug, Default)]
+/// First-in first-out, static sizes: jobs start in submit order; a job that does not fit is
+/// skipped (later, smaller jobs may start) until it has waited `block_after_s`, then it blocks
+/// everything behind it until it starts. `block_after_s = 0` is strict FIFO.
+#[derive(Debug)]
 pub struct Fifo {
+    pub block_after_s: f64,
     planner: Planner,
     order: Vec<usize>,
+}
+
+impl Default for Fifo {
+    fn default() -> Self {
+        Fifo {
+            block_after_s: 12.0 * 3600.0,
+            planner: Planner::default(),
+            order: Vec::new(),
+        }
+    }
+}
+
+impl Fifo {
+    /// Strict FIFO: the head of the queue blocks everything behind it.
+    pub fn strict() -> Fifo {
+        Fifo {
+            block_after_s: 0.0,
+            ..Fifo::default()
+        }
+    }
 }
 
 impl Policy for Fifo {
@@ -195,11 +218,12 @@ impl Policy for Fifo {
             let (x, y) = (&snap.queued[a], &snap.queued[b]);
             x.submitted.total_cmp(&y.submitted).then(x.id.cmp(&y.id))
         });
+        // (a job that starts to block needs no wake-up: blocking only matters when GPUs free up)
         admit_in_order(
             snap,
             &mut self.planner,
             &self.order,
-            0.0,
+            self.block_after_s,
             &|_| Reason::Fifo,
             out,
         )
@@ -276,7 +300,7 @@ impl Policy for SjfPredicted {
         let starvation = self.starvation_s;
         let fallback = self.unknown_runtime_s;
         let now = snap.time;
-        let wake = admit_in_order(
+        admit_in_order(
             snap,
             &mut self.planner,
             &self.order,
@@ -293,15 +317,7 @@ impl Policy for SjfPredicted {
                 }
             },
             out,
-        );
-        // a job that is not starving yet will be: look again then
-        let next_starve = snap
-            .queued
-            .iter()
-            .map(|q| q.queued_since + starvation)
-            .filter(|&t| t > now)
-            .fold(f64::INFINITY, f64::min);
-        min_opt(wake, next_starve.is_finite().then_some(next_starve))
+        )
     }
 }
 

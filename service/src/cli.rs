@@ -44,6 +44,13 @@ pub enum Command {
     /// Work with the model registry: list versions, show (and verify) one, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Replay a trace on a simulated GPU cluster under several scheduling policies: one row
+    /// per policy (avg / p50 / p99 JCT, avg / p99 queue wait, makespan, GPU utilisation,
+    /// rescales, preemptions), and a report folder with plots (--report).
+    ///
+    /// The runtime predictor is trained on the first 80% of the trace (by submit time) and
+    /// the last 20% is replayed with its out-of-sample predictions.
+    Simulate(SimulateArgs),
 }
 
 /// Where saved models live (`--registry`, or `AUGUR_REGISTRY`).
@@ -203,4 +210,84 @@ pub struct InspectArgs {
     /// How many dropped rows to list in full per file.
     #[arg(long, default_value_t = 10)]
     pub show_issues: usize,
+}
+
+/// Which part of the trace `augur simulate` replays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayPart {
+    /// The last 20% by submit time: every job has an out-of-sample prediction.
+    Test,
+    /// Every job; only the last 20% have predictions (the rest get a 1-hour guess).
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Bundled job trace: philly, itp (clusters 01-07 pooled), mira, openb, ...
+    #[arg(long, default_value = "philly")]
+    pub trace: String,
+    /// A trace file instead of a bundled trace.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Format of --file when it cannot be detected.
+    #[arg(long, requires = "file")]
+    pub format: Option<String>,
+    /// Cluster size(s) in GPUs (comma-separate for several load levels).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub gpus: Vec<u32>,
+    /// Policies to compare: fifo, sjf-pred, srtf-oracle, tiresias, optimus, elastic.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fifo,sjf-pred,srtf-oracle,tiresias,optimus,elastic"
+    )]
+    pub policies: Vec<String>,
+    /// Share of jobs that are elastic (chosen with --seed).
+    #[arg(long, default_value_t = 0.5)]
+    pub elastic_share: f64,
+    /// An elastic job may grow to this many times its requested GPUs.
+    #[arg(long, default_value_t = 4.0)]
+    pub elastic_max_factor: f64,
+    /// Seed of the simulation (which jobs are elastic).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// Nodes per rack.
+    #[arg(long, default_value_t = 16)]
+    pub nodes_per_rack: u32,
+    /// Heterogeneous GPU types as `name:share` (speeds from the bundled Gavel throughputs,
+    /// relative to the first type, on which the trace durations are assumed measured), e.g.
+    /// `v100:0.5,p100:0.25,k80:0.25`.
+    #[arg(long)]
+    pub gpu_types: Option<String>,
+    /// Placement: pack or spread.
+    #[arg(long, default_value = "pack")]
+    pub placement: String,
+    /// Checkpoint-restart pause of a rescale or resume, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub rescale_pause: f64,
+    /// Inject node failures from the bundled StepFun node-fault episodes.
+    #[arg(long)]
+    pub faults: bool,
+    /// Which part of the trace to replay.
+    #[arg(long, value_enum, default_value_t = ReplayPart::Test)]
+    pub replay: ReplayPart,
+    /// Use only the first N jobs of the trace (by submit time) before splitting: a quick slice.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Do not train the predictor (prediction-driven policies then use a 1-hour guess).
+    #[arg(long)]
+    pub no_predictor: bool,
+    /// Maximum boosting rounds of the predictor (default 1500).
+    #[arg(long)]
+    pub trees: Option<usize>,
+    /// Print one JSON object per cluster size.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a report folder per cluster size into DIR (summary.md, JCT CDF, queue length and
+    /// utilisation plots, decision logs).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }

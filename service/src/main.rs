@@ -12,6 +12,7 @@ mod progress;
 mod queue_eval;
 mod render;
 mod report;
+mod simulate;
 mod train;
 
 use clap::Parser;
@@ -34,6 +35,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Train(args) => train::run(&args),
         cli::Command::Models(cmd) => models::run(&cmd),
+        cli::Command::Simulate(args) => simulate::run(&args),
     }
 }
 
