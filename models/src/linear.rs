@@ -26,12 +26,18 @@
 //!   - u-step: `u += Ẑβ + r − y`,
 //!
 //!   warm-started from the ridge solution with the intercept moved to the α-quantile of
-//!   its residuals, with residual balancing of `σ` (refactoring costs `O(d³)`, far below
-//!   one pass over the data) and Boyd's primal/dual stopping rule. Each iteration is one
-//!   fused, parallel pass over the rows, so a fit costs one Gram matrix plus
-//!   `iterations × O(n·d)`. ADMM converges to the exact minimiser of the convex objective;
-//!   [`LinearModel::converged`] says whether the tolerance was met within
-//!   [`LinearParams::max_iter`].
+//!   its residuals, over-relaxed (1.6) and with residual balancing of `σ` (refactoring
+//!   costs `O(d³)`, far below one pass over the data). Each iteration is one fused,
+//!   parallel pass over the rows, so a fit costs one Gram matrix plus
+//!   `iterations × O(n·d)`. ADMM converges to the exact minimiser of the convex objective.
+//!   It stops on a *certificate*: every 10 iterations the multipliers `ν = −σu`, projected
+//!   onto the dual feasible set, give the Lagrange dual bound
+//!   `g(ν) = νᵀy − ‖Ẑ_pᵀν‖²/(2Sλ)`, and the fit is accepted once
+//!   `(objective − g) / objective ≤ tol` ([`LinearModel::duality_gap`]); with `l2 = 0`
+//!   the bound is vacuous and Boyd's primal/dual residual rule is used.
+//!   [`LinearModel::converged`] says whether this happened within
+//!   [`LinearParams::max_iter`]. On the bundled Mira / Philly / ITP traces (≈ 15–53k rows,
+//!   ≈ 80–135 preprocessed columns) a 0.1 % gap took 290–780 iterations, 0.9–2.2 s.
 
 use linfa_linalg::cholesky::CholeskyInplace;
 use linfa_linalg::triangular::{SolveTriangularInplace, UPLO};
@@ -56,7 +62,8 @@ pub struct LinearParams {
     pub preprocess: PreprocessParams,
     /// Maximum ADMM iterations (L1 / quantile).
     pub max_iter: usize,
-    /// Relative ADMM tolerance (L1 / quantile).
+    /// L1 / quantile: stop once the relative duality gap (certified suboptimality of the
+    /// objective) is below `tol`; with `l2 = 0`, Boyd's relative residual tolerance.
     pub tol: f64,
 }
 
@@ -64,10 +71,10 @@ impl Default for LinearParams {
     fn default() -> Self {
         LinearParams {
             objective: Objective::L2,
-            l2: 1e-3,
+            l2: 1e-2,
             preprocess: PreprocessParams::default(),
-            max_iter: 500,
-            tol: 1e-4,
+            max_iter: 1000,
+            tol: 1e-3,
         }
     }
 }
