@@ -233,6 +233,7 @@ impl Policy for ElasticController {
         let mut pressure = 0usize;
         let mut blocked = false;
         let mut waiting = 0usize;
+        let mut admitted_elastic = false;
 
         for &(not_starving, key, _, k) in keyed.iter() {
             let Some(q) = snap.queued.get(k) else {
@@ -255,6 +256,7 @@ impl Policy for ElasticController {
             // 1. as requested
             if planner.cap.total_free() > 0 && planner.admit(snap, q, q.requested) {
                 out.push(admit(q.id, q.requested, reason));
+                admitted_elastic |= q.elastic();
                 continue;
             }
             if pressure >= p.max_pressure_jobs {
@@ -459,6 +461,10 @@ impl Policy for ElasticController {
             let idle = planner.cap.total_free();
             let threshold = ((f64::from(healthy) * p.scale_up_idle_share).ceil() as u32).max(1);
             let headroom = (f64::from(healthy) * p.headroom_share).ceil() as u32;
+            if idle >= threshold && idle > headroom && admitted_elastic {
+                // jobs started now can grow once they run: look again in a second
+                min_wake(&mut wake, now + 1.0, now);
+            }
             if idle >= threshold && idle > headroom {
                 let mut budget = idle - headroom;
                 let mut cands: Vec<(f64, usize)> = snap

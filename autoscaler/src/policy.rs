@@ -28,6 +28,15 @@ pub trait Policy {
     fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64>;
 }
 
+impl<P: Policy + ?Sized> Policy for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+        (**self).decide(snap, out)
+    }
+}
+
 /// Names accepted by [`by_name`].
 pub const POLICY_NAMES: [&str; 6] = [
     "fifo",

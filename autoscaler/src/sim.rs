@@ -241,7 +241,7 @@ pub fn faults_from_episodes(
                 h = h.wrapping_mul(0x0100_0000_01b3);
             }
             let slot = h % slots;
-            (slot < u64::from(n_nodes)).then(|| NodeFault {
+            (slot < u64::from(n_nodes)).then_some(NodeFault {
                 node: slot as u32,
                 start: t0 + e.start_s,
                 end: t0 + e.end_s,
@@ -298,19 +298,23 @@ impl SimConfig {
     fn validate(&self) -> Result<(), SimError> {
         let e = &self.elastic;
         let ok = |x: f64| x.is_finite() && x >= 0.0;
-        if !(0.0..=1.0).contains(&e.share)
-            || !(0.0..=1.0).contains(&e.min_fraction)
-            || !(e.max_factor.is_finite() && e.max_factor >= 1.0)
-        {
+        let elastic_ok = (0.0..=1.0).contains(&e.share)
+            && (0.0..=1.0).contains(&e.min_fraction)
+            && e.max_factor.is_finite()
+            && e.max_factor >= 1.0;
+        if !elastic_ok {
             return Err(SimError::Config(
                 "elastic share and min fraction must be in [0, 1], max factor ≥ 1".into(),
             ));
         }
-        if !ok(self.rescale_pause_s)
-            || !(self.checkpoint_interval_s.is_finite() && self.checkpoint_interval_s > 0.0)
-            || !(self.spread_penalty > 0.0 && self.spread_penalty <= 1.0)
-            || !(self.cross_rack_penalty > 0.0 && self.cross_rack_penalty <= 1.0)
-        {
+        let times_ok = ok(self.rescale_pause_s)
+            && self.checkpoint_interval_s.is_finite()
+            && self.checkpoint_interval_s > 0.0
+            && self.spread_penalty > 0.0
+            && self.spread_penalty <= 1.0
+            && self.cross_rack_penalty > 0.0
+            && self.cross_rack_penalty <= 1.0;
+        if !times_ok {
             return Err(SimError::Config(
                 "pause ≥ 0, checkpoint interval > 0, penalties in (0, 1]".into(),
             ));
