@@ -18,6 +18,7 @@ mod train;
 use clap::Parser;
 
 fn main() {
+    restore_default_sigpipe();
     let cli = cli::Cli::parse();
     init_tracing(&cli.log_format);
     if let Err(err) = run(cli) {
@@ -50,3 +51,17 @@ fn init_tracing(format: &cli::LogFormat) {
         cli::LogFormat::Text => builder.init(),
     }
 }
+
+/// `augur … | head` must end quietly when the reader goes away, as Unix tools do, not panic
+/// in `println!`: restore the default SIGPIPE action that the Rust runtime sets to ignore.
+#[cfg(unix)]
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in main, before any thread is spawned; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_default_sigpipe() {}
