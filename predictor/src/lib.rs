@@ -25,8 +25,9 @@ pub use queue_wait::{
 };
 pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
-    evaluate_runtime, evaluate_runtime_with_progress, ConformalWindow, EvalRow, MethodPredictions,
-    RuntimeEvaluation, RuntimePrediction, RuntimePredictor, RuntimeTrainer,
+    evaluate_runtime, evaluate_runtime_with_progress, BaseMargin, ConformalWindow, EvalRow,
+    MethodPredictions, RuntimeEvaluation, RuntimeMember, RuntimePrediction, RuntimePredictor,
+    RuntimeTrainer, ACI_GAMMA, ONLINE_WINDOW,
 };
 
 /// Errors of training, prediction and evaluation.
