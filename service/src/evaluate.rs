@@ -150,5 +150,13 @@ fn print_table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) {
             "-"
         );
     }
+    if let Some(pred) = &eval.predictor {
+        let members: Vec<String> = pred
+            .members
+            .iter()
+            .map(|m| format!("{:.2} × {}", m.weight, m.name))
+            .collect();
+        println!("  augur = {}", members.join(" + "));
+    }
     println!();
 }
