@@ -156,7 +156,7 @@ fn print_table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) {
             .iter()
             .map(|m| format!("{:.2} × {}", m.weight, m.name))
             .collect();
-        println!("  augur = {}", members.join(" + "));
+        println!("ensemble: {}", members.join(" + "));
     }
     println!();
 }
