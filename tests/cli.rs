@@ -333,3 +333,55 @@ fn evaluate_writes_a_report_folder_with_table_and_plots() {
     assert!(out.status.success());
     assert!(!dir.path().join("augur-report").exists());
 }
+
+#[test]
+fn simulate_compares_policies_on_a_philly_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().to_str().unwrap();
+    let out = run_ok(&[
+        "simulate", "--trace", "philly", "--limit", "3000", "--gpus", "32", "--trees", "30",
+        "--json", "--report", report,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["gpus"], 32);
+    assert_eq!(v["jobs"], 600, "the test 20% of the slice is replayed");
+    assert_eq!(v["predictions"]["predicted_jobs"], 600);
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "fifo",
+            "sjf-pred",
+            "srtf-oracle",
+            "tiresias",
+            "optimus",
+            "elastic"
+        ]
+    );
+    let jct = |name: &str| {
+        rows.iter().find(|r| r["policy"] == name).unwrap()["avg_jct"]
+            .as_f64()
+            .unwrap()
+    };
+    for r in rows {
+        assert_eq!(r["unfinished"], 0, "{r}");
+        assert!(r["avg_jct"].as_f64().unwrap() >= r["avg_wait"].as_f64().unwrap());
+        assert!(r["utilisation"].as_f64().unwrap() > 0.0);
+    }
+    assert!(jct("srtf-oracle") <= jct("fifo"));
+    assert_eq!(rows[0]["rescales"], 0, "fifo is static");
+    assert_eq!(v["versus_fifo"].as_array().unwrap().len(), 5);
+    let folder = dir.path().join("simulate-philly-32gpus");
+    for f in ["jct_cdf.png", "queue_length.png", "utilisation.png"] {
+        assert_real_png(&folder.join(f));
+    }
+    let md = std::fs::read_to_string(folder.join("summary.md")).unwrap();
+    assert!(
+        md.contains("srtf-oracle") && md.contains("jct_cdf.png"),
+        "{md}"
+    );
+
+    let err = run_err(&["simulate", "--gpus", "8", "--policies", "fifo,lottery"]);
+    assert!(err.contains("unknown policy `lottery`"), "{err}");
+}

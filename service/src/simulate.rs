@@ -421,7 +421,7 @@ fn table(r: &SizeReport, skipped: usize) -> String {
 // Report folder: summary.md, JCT CDF, queue length and utilisation over time, decision log.
 
 const WIDTH: u32 = 900;
-const HEIGHT: u32 = 560;
+const HEIGHT: u32 = 640;
 const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
 const COLORS: [RGBColor; 6] = [
