@@ -435,6 +435,9 @@ const COLORS: [RGBColor; 6] = [
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
+/// Draws one labelled series.
+type SeriesFn<'a> = dyn FnMut(&str, RGBColor, &[(f64, f64)]) -> anyhow::Result<()> + 'a;
+
 fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
@@ -496,12 +499,7 @@ fn lines(
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64);
-    let legend = |chart_series: &mut dyn FnMut(
-        &str,
-        RGBColor,
-        &[(f64, f64)],
-    ) -> anyhow::Result<()>|
-     -> anyhow::Result<()> {
+    let legend = |chart_series: &mut SeriesFn| -> anyhow::Result<()> {
         for ((label, pts), color) in series.iter().zip(COLORS.iter().cycle()) {
             chart_series(label, *color, pts)?;
         }
