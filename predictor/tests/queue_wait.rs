@@ -192,52 +192,10 @@ fn replay_and_online_events_agree() {
     }
 }
 
-/// The trainer, with overrides from the environment for experiments (QW_TARGET=log).
-fn trainer() -> QueueWaitTrainer {
-    let mut t = QueueWaitTrainer::default();
-    if std::env::var("QW_TARGET").is_ok_and(|v| v == "log") {
-        t.point_target = augur_predictor::queue_wait::WaitTarget::Log1p;
-    }
-    if let Ok(q) = std::env::var("QW_STEP") {
-        t.adaptive_step = q.parse().unwrap();
-    }
-    if let Ok(q) = std::env::var("QW_SLACK") {
-        t.short_mae_slack = Some(q.parse().unwrap());
-    }
-    if let Ok(q) = std::env::var("QW_CAPQ") {
-        t.capacity_quantile = q.parse().unwrap();
-    }
-    t
-}
-
 #[test]
 fn mira_queue_wait_against_issue_targets() {
     let jobs = mira();
-    let eval = evaluate_queue_wait(&jobs, &trainer()).unwrap();
-    for r in &eval.rows {
-        eprintln!("{r:?}");
-    }
-    if std::env::var("QW_CURVE").is_ok() {
-        for k in 0..16 {
-            let delta = k as f64 * 0.1;
-            let mut u: Vec<f64> = eval
-                .test_pred
-                .iter()
-                .map(|p| (p.upper.ln_1p() + delta).exp_m1())
-                .collect();
-            let cov = u
-                .iter()
-                .zip(&eval.test_actual)
-                .filter(|(u, a)| a <= u)
-                .count() as f64
-                / u.len() as f64;
-            u.sort_by(f64::total_cmp);
-            eprintln!(
-                "delta {delta:.1} coverage {cov:.3} median {:.0}",
-                u[u.len() / 2]
-            );
-        }
-    }
+    let eval = evaluate_queue_wait(&jobs, &QueueWaitTrainer::default()).unwrap();
     let row = |prefix: &str| {
         eval.rows
             .iter()
@@ -268,40 +226,4 @@ fn mira_queue_wait_against_issue_targets() {
         .test_pred
         .iter()
         .all(|p| p.seconds.is_finite() && p.seconds >= 0.0 && p.upper >= p.seconds));
-}
-
-/// Not a check (run with --ignored): writes the feature matrix and waits to /tmp/queue_wait.csv for analysis.
-#[test]
-#[ignore]
-fn dump_features() {
-    use augur_predictor::queue_wait::{known_wait, QueueWaitData};
-    use std::io::Write;
-    let jobs = mira();
-    let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
-    let split = augur_datasets::TimeSplit::default_for(&submit);
-    let data = QueueWaitData::build(&jobs, split.train(), &QueueWaitTrainer::default()).unwrap();
-    let mut test = vec![false; jobs.len()];
-    for &i in split.test() {
-        test[i] = true;
-    }
-    let mut f = std::io::BufWriter::new(std::fs::File::create("/tmp/queue_wait.csv").unwrap());
-    let mut names = data.runtime.schema.names();
-    names.extend(QUEUE_FEATURES.iter().map(|s| s.to_string()));
-    writeln!(f, "submit,test,wait,duration,{}", names.join(",")).unwrap();
-    for &i in split.order() {
-        let row: Vec<String> = data.x[i * data.n_features..(i + 1) * data.n_features]
-            .iter()
-            .map(|v| v.to_string())
-            .collect();
-        writeln!(
-            f,
-            "{},{},{},{},{}",
-            jobs[i].submit_time,
-            u8::from(test[i]),
-            known_wait(&jobs[i]).unwrap_or(f64::NAN),
-            jobs[i].duration.unwrap_or(f64::NAN),
-            row.join(",")
-        )
-        .unwrap();
-    }
 }
