@@ -26,7 +26,8 @@ use crate::evaluate::PeerRow;
 const WIDTH: u32 = 900;
 const HEIGHT: u32 = 640;
 const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
+/// The embedded font's family name in plot text styles.
+pub(crate) const FAMILY: &str = "sans-serif";
 
 /// File names of the plots, in the order they appear in the report.
 pub const PLOTS: [&str; 3] = ["pred_vs_actual.png", "error_cdf.png", "coverage.png"];
@@ -213,15 +214,16 @@ fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[
     s
 }
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+/// A bitmap plot area, as [`render`] hands it to a drawing function.
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 type PlotFn = fn(&Area, &str, &RuntimeEvaluation, &[Decile]) -> anyhow::Result<()>;
 
-fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
 
-/// Draws into an RGB buffer with `draw` and encodes it as PNG.
-fn render(draw: impl FnOnce(&Area) -> anyhow::Result<()>) -> anyhow::Result<Vec<u8>> {
+/// Draws into an RGB buffer with `draw` and encodes it as PNG (report and simulate plots).
+pub(crate) fn render(draw: impl FnOnce(&Area) -> anyhow::Result<()>) -> anyhow::Result<Vec<u8>> {
     static FONT_OK: OnceLock<bool> = OnceLock::new();
     let font_ok = *FONT_OK
         .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());

@@ -11,7 +11,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context};
 use augur_autoscaler::metrics::{SimResult, Summary};
@@ -32,6 +31,7 @@ use serde::Serialize;
 
 use crate::cli::{ReplayPart, SimulateArgs};
 use crate::render::{duration, thousands};
+use crate::report::{plot_err, render, Area, FAMILY};
 
 /// One cluster size: the rows of every policy.
 #[derive(Serialize)]
@@ -420,10 +420,6 @@ fn table(r: &SizeReport, skipped: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Report folder: summary.md, JCT CDF, queue length and utilisation over time, decision log.
 
-const WIDTH: u32 = 900;
-const HEIGHT: u32 = 640;
-const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
 const COLORS: [RGBColor; 6] = [
     RGBColor(127, 127, 127),
     RGBColor(255, 127, 14),
@@ -433,41 +429,8 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
 ];
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
-
 /// Draws one labelled series.
 type SeriesFn<'a> = dyn FnMut(&str, RGBColor, &[(f64, f64)]) -> anyhow::Result<()> + 'a;
-
-fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
-}
-
-fn render(draw: impl FnOnce(&Area) -> anyhow::Result<()>) -> anyhow::Result<Vec<u8>> {
-    static FONT_OK: OnceLock<bool> = OnceLock::new();
-    let ok = *FONT_OK
-        .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
-    if !ok {
-        bail!("the embedded plot font does not load");
-    }
-    let mut buf = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
-    {
-        let area = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
-        area.fill(&WHITE).map_err(plot_err)?;
-        draw(&area)?;
-        area.present().map_err(plot_err)?;
-    }
-    let mut png_bytes = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut png_bytes, WIDTH, HEIGHT);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Best);
-        let mut w = enc.write_header().context("png header")?;
-        w.write_image_data(&buf).context("png data")?;
-        w.finish().context("png end")?;
-    }
-    Ok(png_bytes)
-}
 
 /// Draws one line per policy.
 fn lines(
