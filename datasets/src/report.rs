@@ -103,6 +103,14 @@ impl ReadReport {
         }
     }
 
+    /// Notes the status values a reader did not recognise (value → rows), which it kept as
+    /// unknown: `"{what} kept as unknown: {tally:?}"`. Nothing when the tally is empty.
+    pub fn note_unrecognised(&mut self, what: &str, tally: &BTreeMap<String, u64>) {
+        if !tally.is_empty() {
+            self.note(format!("{what} kept as unknown: {tally:?}"));
+        }
+    }
+
     /// Folds another report (from another file of the same dataset) into this one.
     pub fn merge(&mut self, other: ReadReport, opts: &ReadOptions) {
         self.files.extend(other.files);

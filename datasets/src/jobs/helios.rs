@@ -111,11 +111,7 @@ pub fn read(
         },
         sink,
     )?;
-    if !unmapped.is_empty() {
-        report.note(format!(
-            "helios: jobs with an unrecognised state kept as unknown: {unmapped:?}"
-        ));
-    }
+    report.note_unrecognised("helios: jobs with an unrecognised state", &unmapped);
     Ok(report)
 }
 

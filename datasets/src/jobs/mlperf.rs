@@ -77,11 +77,10 @@ pub fn read_runs_as_jobs(
         },
         sink,
     )?;
-    if !unmapped.is_empty() {
-        report.note(format!(
-            "mlperf-runs: runs with an unrecognised run_status kept as unknown: {unmapped:?}"
-        ));
-    }
+    report.note_unrecognised(
+        "mlperf-runs: runs with an unrecognised run_status",
+        &unmapped,
+    );
     Ok(report)
 }
 

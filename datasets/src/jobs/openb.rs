@@ -92,11 +92,10 @@ pub fn read_pods(
     if let Some(note) = last_deletion.note() {
         report.note(note);
     }
-    if !unmapped.is_empty() {
-        report.note(format!(
-            "openb: pods with an empty or unrecognised pod_phase kept as unknown: {unmapped:?}"
-        ));
-    }
+    report.note_unrecognised(
+        "openb: pods with an empty or unrecognised pod_phase",
+        &unmapped,
+    );
     Ok(report)
 }
 

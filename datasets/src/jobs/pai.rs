@@ -341,12 +341,10 @@ impl JoinTally {
                 self.inst_id_missing
             ));
         }
-        if !self.unmapped_status.is_empty() {
-            report.note(format!(
-                "pai: jobs with an empty or unrecognised status kept as unknown: {:?}",
-                self.unmapped_status
-            ));
-        }
+        report.note_unrecognised(
+            "pai: jobs with an empty or unrecognised status",
+            &self.unmapped_status,
+        );
     }
 }
 

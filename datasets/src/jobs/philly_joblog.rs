@@ -115,11 +115,10 @@ pub fn read(
             "philly-joblog: {no_attempts} job(s) have no recorded attempt (start, end and GPUs null)"
         ));
     }
-    if !unmapped.is_empty() {
-        report.note(format!(
-            "philly-joblog: jobs with an empty or unrecognised status kept as unknown: {unmapped:?}"
-        ));
-    }
+    report.note_unrecognised(
+        "philly-joblog: jobs with an empty or unrecognised status",
+        &unmapped,
+    );
     report.files.push(path.display().to_string());
     Ok(report)
 }
