@@ -117,12 +117,8 @@ impl History {
         out[2] = back(&self.recent, 2);
         out[3] = back(&self.recent, 5);
         if n > 0 {
-            let mut v: [f32; KEEP] = [0.0; KEEP];
-            for (slot, x) in v.iter_mut().zip(self.recent.iter()) {
-                *slot = *x;
-            }
-            let s = &mut v[..n];
-            s.sort_by(f32::total_cmp);
+            let v = sorted(&self.recent);
+            let s = &v[..n];
             out[4] = median_sorted(s);
             let mean = s.iter().sum::<f32>() / n as f32;
             out[5] = (s.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n as f32).sqrt();
@@ -167,16 +163,21 @@ impl History {
             out[per + 2] = if q.is_empty() {
                 nan
             } else {
-                let mut v: [f32; KEEP] = [0.0; KEEP];
-                for (slot, x) in v.iter_mut().zip(q.iter()) {
-                    *slot = *x;
-                }
-                let s = &mut v[..q.len()];
-                s.sort_by(f32::total_cmp);
-                median_sorted(s)
+                median_sorted(&sorted(q)[..q.len()])
             };
         }
     }
+}
+
+/// The (at most [`KEEP`]) values of `q` in ascending order at the front of a stack array,
+/// so features need no allocation per job.
+fn sorted(q: &VecDeque<f32>) -> [f32; KEEP] {
+    let mut v = [0.0; KEEP];
+    for (slot, x) in v.iter_mut().zip(q) {
+        *slot = *x;
+    }
+    v[..q.len().min(KEEP)].sort_by(f32::total_cmp);
+    v
 }
 
 /// Median of a sorted, non-empty slice.

@@ -343,6 +343,12 @@ impl RuntimeTrainer {
         let resid: Vec<f64> = vy.iter().zip(&blended).map(|(t, p)| t - p).collect();
         let interval_log = conformal_offsets(&resid, self.coverage);
 
+        // the whole training period, for the refits (gathered once for both members)
+        let all = if self.refit {
+            gather(x, d, train_rows)
+        } else {
+            Vec::new()
+        };
         let mut out = Vec::new();
         for (k, ((name, member_margin, n_trees, _), model)) in
             members.into_iter().zip(fitted).enumerate()
@@ -352,7 +358,6 @@ impl RuntimeTrainer {
                 continue;
             }
             let model = if self.refit {
-                let all = gather(x, d, train_rows);
                 let am = Matrix::new(&all, n, d)?;
                 let ay: Vec<f64> = (0..n)
                     .map(|i| {
