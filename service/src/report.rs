@@ -61,6 +61,13 @@ pub fn write(
 
 /// A dataset name or trace path as a folder name: `mira`, `my-trace.csv`.
 fn slug(name: &str) -> String {
+    folder_slug(name, true)
+}
+
+/// A plain folder-name part for a dataset, trace path or policy name: its file name with
+/// anything but ASCII letters, digits, `-`, `_` (and `.` when `keep_dots`) replaced by `_`;
+/// `trace` when nothing (or only dots) is left.
+pub(crate) fn folder_slug(name: &str, keep_dots: bool) -> String {
     let base = Path::new(name)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -68,7 +75,7 @@ fn slug(name: &str) -> String {
     let s: String = base
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') || (keep_dots && c == '.') {
                 c
             } else {
                 '_'
@@ -526,6 +533,9 @@ mod tests {
         assert_eq!(slug("mira"), "mira");
         assert_eq!(slug("/data/my trace.csv"), "my_trace.csv");
         assert_eq!(slug(".."), "trace");
+        // simulate's flavour replaces dots too
+        assert_eq!(folder_slug("/data/my trace.csv", false), "my_trace_csv");
+        assert_eq!(folder_slug("", false), "trace");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use crate::cli::{ReplayPart, SimulateArgs};
 use crate::render::{duration, thousands};
-use crate::report::{plot_err, render, Area, FAMILY};
+use crate::report::{folder_slug, plot_err, render, Area, FAMILY};
 
 /// One cluster size: the rows of every policy.
 #[derive(Serialize)]
@@ -532,25 +532,7 @@ fn lines(
 }
 
 fn slug(name: &str) -> String {
-    let base = Path::new(name)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| name.to_string());
-    let s: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() {
-        "trace".into()
-    } else {
-        s
-    }
+    folder_slug(name, false)
 }
 
 fn write_report(dir: &Path, r: &SizeReport, results: &[SimResult]) -> anyhow::Result<PathBuf> {
