@@ -102,7 +102,9 @@ impl Tree {
             if n.feature == LEAF {
                 return n.value;
             }
-            let x = row[n.feature as usize];
+            // a feature missing from a short row is treated as missing (NaN), as the MLP does,
+            // so a malformed row gives a prediction, never a panic
+            let x = row.get(n.feature as usize).copied().unwrap_or(f32::NAN);
             i = if x.is_nan() || x <= n.threshold {
                 n.left as usize
             } else {
@@ -819,6 +821,18 @@ mod tests {
         let mw = Matrix::new(&wide, 2, 2).unwrap();
         let mut out = [0.0; 2];
         assert!(model.predict_into(&mw, &mut out).is_err());
+        // a short row is missing values, not a panic: it predicts as the all-NaN row does
+        let (x, y) = data(500);
+        let t = TrainSet::new(Matrix::new(&x, 500, 3).unwrap(), &y, None).unwrap();
+        let model = GbdtParams {
+            n_trees: 20,
+            ..Default::default()
+        }
+        .fit(&t)
+        .unwrap();
+        let nan = model.predict_row(&[f32::NAN; 3]);
+        assert_eq!(model.predict_row(&[]), nan);
+        assert!(nan.is_finite());
     }
 
     #[test]
