@@ -118,6 +118,19 @@ fn unknown_inputs_get_clear_errors() {
         err.contains("cannot tell the format") && err.contains("--format"),
         "{err}"
     );
+
+    // a missing trace names the path and says why, once
+    let err = run_err(&["evaluate", "--trace", "/no/such/trace.csv", "--no-report"]);
+    assert!(err.contains("cannot read /no/such/trace.csv"), "{err}");
+    let os_reason = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+    let reason = err
+        .split(": ")
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(!reason.is_empty() && !os_reason.is_empty(), "{err}");
+    assert_eq!(err.matches(&reason).count(), 1, "{err}");
 }
 
 #[test]

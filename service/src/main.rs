@@ -22,9 +22,24 @@ fn main() {
     let cli = cli::Cli::parse();
     init_tracing(&cli.log_format);
     if let Err(err) = run(cli) {
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", error_chain(&err));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, `: `-joined, skipping a cause whose text the message already
+/// holds (library errors such as "cannot read PATH: REASON" carry their source in their own
+/// text too, so `{:#}` would print REASON twice).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !msg.contains(&cause) {
+            msg.push_str(": ");
+            msg.push_str(&cause);
+        }
+    }
+    msg
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<()> {
