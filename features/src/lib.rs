@@ -17,10 +17,14 @@
 //! jobs at submit time (how many, how long the oldest has been going) is used too: it is
 //! observable then, and it bounds their durations from below.
 
+pub mod failure;
 mod history;
 mod schema;
 mod state;
 
+pub use failure::{
+    failure_batch_features, failure_label, FailKey, FailureFeatureState, FailureSchema,
+};
 pub use schema::{FeatureSchema, KeyKind, FEATURE_SCHEMA_VERSION};
 pub use state::{batch_features, finish_time, FeatureState, JobHandle, TraceEvent};
 
