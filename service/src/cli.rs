@@ -51,6 +51,14 @@ pub enum Command {
     /// The runtime predictor is trained on the first 80% of the trace (by submit time) and
     /// the last 20% is replayed with its out-of-sample predictions.
     Simulate(SimulateArgs),
+    /// Run the prediction and autoscaling service (HTTP API): ingest job events, serve
+    /// predictions, retrain and swap models. With no flags everything starts on the
+    /// embedded default (models trained from the bundled Philly trace on first start, data
+    /// under ./augur-data).
+    ///
+    /// Settings come from defaults, then --config FILE (TOML), then AUGUR_SERVE_* variables,
+    /// then these flags (see the README's "Service" section).
+    Serve(ServeArgs),
 }
 
 /// Where saved models live (`--registry`, or `AUGUR_REGISTRY`).
@@ -290,4 +298,32 @@ pub struct SimulateArgs {
     /// utilisation plots, decision logs).
     #[arg(long)]
     pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long)]
+    pub addr: Option<std::net::SocketAddr>,
+    /// Folder of the event store, model registry and API token [default: ./augur-data].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// A TOML configuration file (keys as in the README).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Turn authentication of mutating endpoints off.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Clock speed of the simulated cluster (simulated seconds per real second).
+    #[arg(long)]
+    pub speed: Option<f64>,
+    /// Maximum boosting rounds when training (first start, retrain); lower is quicker.
+    #[arg(long)]
+    pub trees: Option<usize>,
+    /// Bundled dataset to train on at first start [default: philly].
+    #[arg(long)]
+    pub bootstrap: Option<String>,
+    /// Train on only the first N jobs of the bootstrap dataset (by submit time).
+    #[arg(long)]
+    pub bootstrap_limit: Option<usize>,
 }

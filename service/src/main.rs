@@ -12,6 +12,7 @@ mod progress;
 mod queue_eval;
 mod render;
 mod report;
+mod serve;
 mod simulate;
 mod train;
 
@@ -52,7 +53,29 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Train(args) => train::run(&args),
         cli::Command::Models(cmd) => models::run(&cmd),
         cli::Command::Simulate(args) => simulate::run(&args),
+        cli::Command::Serve(args) => run_serve(&args),
     }
+}
+
+/// `augur serve`: resolve the configuration, then run the service on a tokio runtime.
+fn run_serve(args: &cli::ServeArgs) -> anyhow::Result<()> {
+    let flags = serve::config::PartialConfig {
+        addr: args.addr,
+        data_dir: args.data_dir.clone(),
+        insecure: args.insecure.then_some(true),
+        speed: args.speed,
+        trees: args.trees,
+        bootstrap_dataset: args.bootstrap.clone(),
+        bootstrap_limit: args.bootstrap_limit,
+        ..Default::default()
+    };
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let config = serve::config::load(args.config.as_deref(), &env, flags)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("augur-serve")
+        .build()?;
+    runtime.block_on(serve::run(config))
 }
 
 fn init_tracing(format: &cli::LogFormat) {

@@ -90,7 +90,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 }
 
 /// Metrics of the model on the held-out test jobs, plus the baselines' `mae_log`.
-fn held_out_metrics(eval: &RuntimeEvaluation) -> BTreeMap<String, f64> {
+pub(crate) fn held_out_metrics(eval: &RuntimeEvaluation) -> BTreeMap<String, f64> {
     let actual = &eval.test_actual;
     let p: Vec<f64> = eval.test_pred.iter().map(|p| p.seconds).collect();
     let lo: Vec<f64> = eval.test_pred.iter().map(|p| p.lower).collect();

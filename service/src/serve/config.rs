@@ -1,0 +1,290 @@
+//! Configuration of `augur serve`: built-in defaults, then a TOML file, then `AUGUR_SERVE_*`
+//! environment variables, then command-line flags (each later source overrides the earlier).
+//!
+//! Environment variables use the `AUGUR_SERVE_` prefix because `AUGUR_DATA_DIR` already
+//! names the folder of the bundled traces (`augur_datasets::bundled`).
+//!
+//! | key (file) | env | flag | default |
+//! |---|---|---|---|
+//! | `addr` | `AUGUR_SERVE_ADDR` | `--addr` | `127.0.0.1:8080` |
+//! | `data_dir` | `AUGUR_SERVE_DATA_DIR` | `--data-dir` | `./augur-data` |
+//! | `token` | `AUGUR_SERVE_TOKEN` | — | generated on first start |
+//! | `insecure` | `AUGUR_SERVE_INSECURE` | `--insecure` | `false` |
+//! | `bootstrap_dataset` | `AUGUR_SERVE_BOOTSTRAP` | `--bootstrap` | `philly` |
+//! | `bootstrap_limit` | `AUGUR_SERVE_BOOTSTRAP_LIMIT` | `--bootstrap-limit` | all jobs |
+//! | `trees` | `AUGUR_SERVE_TREES` | `--trees` | 1000 (the trainer's default) |
+//! | `speed` | `AUGUR_SERVE_SPEED` | `--speed` | 60 |
+//! | `body_limit_bytes` | `AUGUR_SERVE_BODY_LIMIT` | — | 4 MiB |
+//! | `max_batch` | `AUGUR_SERVE_MAX_BATCH` | — | 10000 |
+//! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// The resolved configuration of the service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    pub addr: SocketAddr,
+    /// Folder of the durable state: the event store (`events.sqlite`), the model registry
+    /// (`models/`) and the generated API token (`auth-token`).
+    pub data_dir: PathBuf,
+    /// Bearer token for mutating endpoints (never serialised back out).
+    #[serde(skip)]
+    pub token: Option<String>,
+    /// Turn authentication off (only this turns it off).
+    pub insecure: bool,
+    /// Bundled dataset the models are trained on at first start, when the registry is empty.
+    pub bootstrap_dataset: String,
+    /// Train on only the first N jobs (by submit time) of the bootstrap dataset (quicker).
+    pub bootstrap_limit: Option<usize>,
+    /// Maximum boosting rounds when training (first start and retraining); lower is quicker.
+    pub trees: Option<usize>,
+    /// Clock speed of the simulated cluster the controller loop acts on (simulated seconds
+    /// per real second).
+    pub speed: f64,
+    /// Largest accepted request body, bytes.
+    pub body_limit_bytes: usize,
+    /// Most events or jobs in one batch request.
+    pub max_batch: usize,
+    /// Finished jobs needed in the ingested history before a retrain is accepted.
+    pub min_retrain_jobs: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("augur-data"),
+            token: None,
+            insecure: false,
+            bootstrap_dataset: "philly".to_string(),
+            bootstrap_limit: None,
+            trees: None,
+            speed: 60.0,
+            body_limit_bytes: 4 * 1024 * 1024,
+            max_batch: 10_000,
+            min_retrain_jobs: 200,
+        }
+    }
+}
+
+/// One source of settings: every field optional, later sources override earlier ones.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartialConfig {
+    pub addr: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub token: Option<String>,
+    pub insecure: Option<bool>,
+    pub bootstrap_dataset: Option<String>,
+    pub bootstrap_limit: Option<usize>,
+    pub trees: Option<usize>,
+    pub speed: Option<f64>,
+    pub body_limit_bytes: Option<usize>,
+    pub max_batch: Option<usize>,
+    pub min_retrain_jobs: Option<usize>,
+}
+
+impl PartialConfig {
+    /// Reads a TOML config file; unknown keys are an error naming them.
+    pub fn from_file(path: &Path) -> anyhow::Result<PartialConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+    }
+
+    /// Reads the `AUGUR_SERVE_*` variables from `env` (a snapshot of the environment, so
+    /// tests need not touch the process environment).
+    pub fn from_env(env: &HashMap<String, String>) -> anyhow::Result<PartialConfig> {
+        fn parse<T: std::str::FromStr>(
+            env: &HashMap<String, String>,
+            key: &str,
+        ) -> anyhow::Result<Option<T>>
+        where
+            T::Err: std::fmt::Display,
+        {
+            match env.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<T>()
+                    .map(Some)
+                    .map_err(|e| anyhow::anyhow!("environment variable {key}=`{v}`: {e}")),
+            }
+        }
+        let insecure = match env.get("AUGUR_SERVE_INSECURE").map(|v| v.trim()) {
+            None => None,
+            Some("1" | "true" | "yes") => Some(true),
+            Some("0" | "false" | "no" | "") => Some(false),
+            Some(v) => anyhow::bail!(
+                "environment variable AUGUR_SERVE_INSECURE=`{v}`: expected true/false/1/0"
+            ),
+        };
+        Ok(PartialConfig {
+            addr: parse(env, "AUGUR_SERVE_ADDR")?,
+            data_dir: env.get("AUGUR_SERVE_DATA_DIR").map(PathBuf::from),
+            token: env
+                .get("AUGUR_SERVE_TOKEN")
+                .filter(|t| !t.is_empty())
+                .cloned(),
+            insecure,
+            bootstrap_dataset: env.get("AUGUR_SERVE_BOOTSTRAP").cloned(),
+            bootstrap_limit: parse(env, "AUGUR_SERVE_BOOTSTRAP_LIMIT")?,
+            trees: parse(env, "AUGUR_SERVE_TREES")?,
+            speed: parse(env, "AUGUR_SERVE_SPEED")?,
+            body_limit_bytes: parse(env, "AUGUR_SERVE_BODY_LIMIT")?,
+            max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
+            min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
+        })
+    }
+
+    /// `self` with every setting `later` has replaced.
+    pub fn merged(self, later: PartialConfig) -> PartialConfig {
+        PartialConfig {
+            addr: later.addr.or(self.addr),
+            data_dir: later.data_dir.or(self.data_dir),
+            token: later.token.or(self.token),
+            insecure: later.insecure.or(self.insecure),
+            bootstrap_dataset: later.bootstrap_dataset.or(self.bootstrap_dataset),
+            bootstrap_limit: later.bootstrap_limit.or(self.bootstrap_limit),
+            trees: later.trees.or(self.trees),
+            speed: later.speed.or(self.speed),
+            body_limit_bytes: later.body_limit_bytes.or(self.body_limit_bytes),
+            max_batch: later.max_batch.or(self.max_batch),
+            min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
+        }
+    }
+
+    /// The defaults with these settings applied, checked.
+    pub fn resolve(self) -> anyhow::Result<ServeConfig> {
+        let d = ServeConfig::default();
+        let cfg = ServeConfig {
+            addr: self.addr.unwrap_or(d.addr),
+            data_dir: self.data_dir.unwrap_or(d.data_dir),
+            token: self.token.or(d.token),
+            insecure: self.insecure.unwrap_or(d.insecure),
+            bootstrap_dataset: self.bootstrap_dataset.unwrap_or(d.bootstrap_dataset),
+            bootstrap_limit: self.bootstrap_limit.or(d.bootstrap_limit),
+            trees: self.trees.or(d.trees),
+            speed: self.speed.unwrap_or(d.speed),
+            body_limit_bytes: self.body_limit_bytes.unwrap_or(d.body_limit_bytes),
+            max_batch: self.max_batch.unwrap_or(d.max_batch),
+            min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
+        };
+        if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
+            anyhow::bail!("speed must be a positive number, got {}", cfg.speed);
+        }
+        if cfg.body_limit_bytes < 1024 {
+            anyhow::bail!(
+                "body_limit_bytes must be at least 1024, got {}",
+                cfg.body_limit_bytes
+            );
+        }
+        if cfg.max_batch == 0 {
+            anyhow::bail!("max_batch must be at least 1");
+        }
+        if cfg.trees == Some(0) {
+            anyhow::bail!("trees must be at least 1");
+        }
+        if let Some(t) = &cfg.token {
+            if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                anyhow::bail!(
+                    "token must be at least 16 characters without spaces or control characters"
+                );
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// Builds the configuration from defaults, the file (if any), `env` and the flags.
+pub fn load(
+    file: Option<&Path>,
+    env: &HashMap<String, String>,
+    flags: PartialConfig,
+) -> anyhow::Result<ServeConfig> {
+    let from_file = match file {
+        Some(p) => PartialConfig::from_file(p)?,
+        None => PartialConfig::default(),
+    };
+    from_file
+        .merged(PartialConfig::from_env(env)?)
+        .merged(flags)
+        .resolve()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn flags_override_env_override_file_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("augur.toml");
+        std::fs::write(
+            &file,
+            "addr = \"127.0.0.1:9000\"\ndata_dir = \"/from/file\"\ntrees = 7\nspeed = 10.0\n",
+        )
+        .unwrap();
+        let e = env(&[
+            ("AUGUR_SERVE_DATA_DIR", "/from/env"),
+            ("AUGUR_SERVE_TREES", "9"),
+        ]);
+        let flags = PartialConfig {
+            trees: Some(11),
+            ..Default::default()
+        };
+        let cfg = load(Some(&file), &e, flags).unwrap();
+        assert_eq!(cfg.addr, "127.0.0.1:9000".parse().unwrap()); // file only
+        assert_eq!(cfg.data_dir, PathBuf::from("/from/env")); // env beats file
+        assert_eq!(cfg.trees, Some(11)); // flag beats env and file
+        assert_eq!(cfg.speed, 10.0);
+        assert_eq!(cfg.max_batch, ServeConfig::default().max_batch); // default
+        let cfg = load(None, &HashMap::new(), PartialConfig::default()).unwrap();
+        assert_eq!(cfg, ServeConfig::default());
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("augur.toml");
+        std::fs::write(&file, "adress = \"x\"\n").unwrap();
+        let err = format!(
+            "{:#}",
+            load(Some(&file), &HashMap::new(), PartialConfig::default()).unwrap_err()
+        );
+        assert!(err.contains("adress"), "{err}");
+        let err = format!(
+            "{:#}",
+            load(
+                None,
+                &env(&[("AUGUR_SERVE_TREES", "many")]),
+                PartialConfig::default()
+            )
+            .unwrap_err()
+        );
+        assert!(err.contains("AUGUR_SERVE_TREES"), "{err}");
+        let err = format!(
+            "{:#}",
+            load(
+                None,
+                &env(&[("AUGUR_SERVE_TOKEN", "short")]),
+                PartialConfig::default()
+            )
+            .unwrap_err()
+        );
+        assert!(err.contains("token"), "{err}");
+    }
+}

@@ -1,0 +1,241 @@
+//! API errors and the JSON body extractor whose rejections name the offending field.
+//!
+//! Every error answer is `{"error": {"code": "...", "field": "...", "message": "..."}}`
+//! (`field` only when one field is to blame, as a path like `events[2].profile.num_gpus`):
+//!
+//! | status | code | when |
+//! |---|---|---|
+//! | 400 | `malformed_json` | the body is not JSON (syntax error, truncated) |
+//! | 401 | `unauthorized` | a mutating endpoint without the bearer token |
+//! | 404 | `not_found` / `no_such_route` | unknown job, model version, or path |
+//! | 409 | `conflict` | e.g. a retrain while one is running |
+//! | 413 | `body_too_large` | body over `body_limit_bytes` |
+//! | 415 | `unsupported_media_type` | a body whose content type is not JSON |
+//! | 422 | `invalid_field` | JSON of the wrong shape or an invalid value, naming the field |
+//! | 503 | `model_not_available` / `not_ready` | the model is not trained/loaded (yet) |
+//! | 500 | `internal` | the store failed (the event was not acknowledged) |
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+    message: &'a str,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// 422: `field` is invalid because `message`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: "invalid_field",
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this endpoint needs `Authorization: Bearer <token>` (see the token file printed at start-up, or AUGUR_SERVE_TOKEN)",
+        )
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 503: the model of `kind` cannot answer.
+    pub fn model_not_available(kind: &str, why: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "model_not_available",
+            format!("model not available: {kind}: {why}"),
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                field: self.field.as_deref(),
+                message: &self.message,
+            },
+        };
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}
+
+/// A JSON body; a rejection names the field at fault (see the module docs).
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
+            let ok = ct.to_str().is_ok_and(|s| {
+                let s = s.to_ascii_lowercase();
+                s.starts_with("application/json") || s.contains("+json")
+            });
+            if !ok {
+                return Err(ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported_media_type",
+                    "the body must be JSON (Content-Type: application/json)",
+                ));
+            }
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rej| {
+                let status = rej.status();
+                if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(status, "body_too_large", rej.body_text())
+                } else {
+                    ApiError::new(StatusCode::BAD_REQUEST, "bad_body", rej.body_text())
+                }
+            })?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// Deserialises `bytes`, naming the field at fault on error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        json_error(&path, &inner)
+    })?;
+    de.end().map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("trailing characters after the JSON value: {e}"),
+        )
+    })?;
+    Ok(value)
+}
+
+fn json_error(path: &str, e: &serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    let msg = e.to_string();
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {msg}"),
+        ),
+        Category::Data => {
+            let base = if path == "." { "" } else { path };
+            // serde names missing/unknown fields in backticks; the path stops at their parent
+            let named = ["missing field `", "unknown field `"]
+                .iter()
+                .find_map(|p| msg.strip_prefix(p))
+                .and_then(|rest| rest.split('`').next());
+            let field = match named {
+                Some(name) if base.is_empty() => name.to_string(),
+                Some(name) => format!("{base}.{name}"),
+                None if base.is_empty() => "(body)".to_string(),
+                None => base.to_string(),
+            };
+            ApiError::invalid(field, strip_position(&msg))
+        }
+    }
+}
+
+/// serde_json appends " at line L column C"; the field path says more.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        items: Vec<Item>,
+    }
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        id: String,
+        n: f64,
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e =
+            parse_json::<Outer>(br#"{"items":[{"id":"a","n":1},{"id":"b","n":"x"}]}"#).unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.field.as_deref(), Some("items[1].n"));
+        let e = parse_json::<Outer>(br#"{"items":[{"id":"a"}]}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("items[0].n"), "{e:?}");
+        let e = parse_json::<Outer>(br#"{"items":[],"extra":1}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("extra"), "{e:?}");
+        let e = parse_json::<Outer>(br#"{"items":["#).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.code, "malformed_json");
+    }
+}

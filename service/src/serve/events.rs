@@ -1,0 +1,550 @@
+//! What the service ingests: job lifecycle events, training-metric points and cluster
+//! snapshots, as JSON tagged by `type`. Each is checked field by field ([`Event::validate`])
+//! before it is stored; an invalid one is refused with a 422 naming the field.
+
+use std::collections::{HashMap, HashSet};
+
+use augur_datasets::{JobRecord, JobStatus};
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+
+/// Longest accepted string (ids, names).
+pub const MAX_STRING: usize = 256;
+/// Most stages in one DAG, metric points in one event, nodes in one snapshot.
+pub const MAX_ITEMS: usize = 10_000;
+
+/// What is known about a job when it is submitted (every field optional; the more there
+/// is, the better the predictions).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobProfile {
+    /// GPUs requested (fractional where GPUs are shared).
+    pub num_gpus: Option<f64>,
+    pub num_nodes: Option<f64>,
+    pub gpu_type: Option<String>,
+    pub cpus: Option<f64>,
+    pub memory_mib: Option<f64>,
+    /// Requested wall-time limit, seconds.
+    pub requested_time: Option<f64>,
+    pub user: Option<String>,
+    /// Virtual cluster / group / account.
+    pub group: Option<String>,
+    pub job_name: Option<String>,
+    pub cluster: Option<String>,
+    pub queue: Option<String>,
+}
+
+/// One stage of a DAG-structured job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DagStage {
+    pub id: String,
+    /// Ids of the stages that must finish before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// The stage's own resources, when they differ from the job's.
+    #[serde(default)]
+    pub profile: Option<JobProfile>,
+    /// A known run time of the stage, seconds (e.g. from a previous run).
+    #[serde(default)]
+    pub estimate_seconds: Option<f64>,
+}
+
+/// A job made of stages with dependencies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dag {
+    pub stages: Vec<DagStage>,
+}
+
+/// Final state of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishStatus {
+    Completed,
+    Failed,
+    Killed,
+    Unknown,
+}
+
+impl From<FinishStatus> for JobStatus {
+    fn from(s: FinishStatus) -> JobStatus {
+        match s {
+            FinishStatus::Completed => JobStatus::Completed,
+            FinishStatus::Failed => JobStatus::Failed,
+            FinishStatus::Killed => JobStatus::Killed,
+            FinishStatus::Unknown => JobStatus::Unknown,
+        }
+    }
+}
+
+/// A training metric of a job at a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricPoint {
+    pub step: u64,
+    #[serde(default)]
+    pub loss: Option<f64>,
+    #[serde(default)]
+    pub accuracy: Option<f64>,
+    /// When it was measured, seconds (same clock as the job events).
+    #[serde(default)]
+    pub at: Option<f64>,
+}
+
+/// An observation of the whole cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSnapshot {
+    pub at: f64,
+    pub total_gpus: f64,
+    pub busy_gpus: f64,
+    #[serde(default)]
+    pub queued_jobs: Option<u64>,
+    #[serde(default)]
+    pub running_jobs: Option<u64>,
+    #[serde(default)]
+    pub nodes: Option<u64>,
+}
+
+/// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// A job was submitted.
+    JobSubmitted {
+        job_id: String,
+        at: f64,
+        #[serde(default)]
+        profile: JobProfile,
+        #[serde(default)]
+        dag: Option<Dag>,
+    },
+    /// A job started running.
+    JobStarted { job_id: String, at: f64 },
+    /// A job ended. `duration` (seconds of running) defaults to `at − start`.
+    JobFinished {
+        job_id: String,
+        at: f64,
+        status: FinishStatus,
+        #[serde(default)]
+        duration: Option<f64>,
+    },
+    /// Training-metric points of a running job (loss/accuracy by step).
+    MetricPoints {
+        job_id: String,
+        points: Vec<MetricPoint>,
+    },
+    /// A snapshot of the cluster.
+    ClusterSnapshot(ClusterSnapshot),
+}
+
+/// A batch of events, stored atomically (all or none).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventBatch {
+    pub events: Vec<Event>,
+}
+
+impl Event {
+    /// The `type` tag.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::JobSubmitted { .. } => "job_submitted",
+            Event::JobStarted { .. } => "job_started",
+            Event::JobFinished { .. } => "job_finished",
+            Event::MetricPoints { .. } => "metric_points",
+            Event::ClusterSnapshot(_) => "cluster_snapshot",
+        }
+    }
+
+    /// The job it is about, if any.
+    pub fn job_id(&self) -> Option<&str> {
+        match self {
+            Event::JobSubmitted { job_id, .. }
+            | Event::JobStarted { job_id, .. }
+            | Event::JobFinished { job_id, .. }
+            | Event::MetricPoints { job_id, .. } => Some(job_id),
+            Event::ClusterSnapshot(_) => None,
+        }
+    }
+
+    /// Its time, when it has one.
+    pub fn at(&self) -> Option<f64> {
+        match self {
+            Event::JobSubmitted { at, .. }
+            | Event::JobStarted { at, .. }
+            | Event::JobFinished { at, .. } => Some(*at),
+            Event::MetricPoints { points, .. } => {
+                points.iter().filter_map(|p| p.at).reduce(f64::max)
+            }
+            Event::ClusterSnapshot(s) => Some(s.at),
+        }
+    }
+
+    /// Checks every field; `prefix` is the event's path in the request (`""` or `events[3]`).
+    pub fn validate(&self, prefix: &str) -> Result<(), ApiError> {
+        let f = |name: &str| {
+            if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            }
+        };
+        match self {
+            Event::JobSubmitted {
+                job_id,
+                at,
+                profile,
+                dag,
+            } => {
+                check_id(&f("job_id"), job_id)?;
+                check_time(&f("at"), *at)?;
+                profile.validate(&f("profile"))?;
+                if let Some(d) = dag {
+                    d.validate(&f("dag"))?;
+                }
+            }
+            Event::JobStarted { job_id, at } => {
+                check_id(&f("job_id"), job_id)?;
+                check_time(&f("at"), *at)?;
+            }
+            Event::JobFinished {
+                job_id,
+                at,
+                duration,
+                ..
+            } => {
+                check_id(&f("job_id"), job_id)?;
+                check_time(&f("at"), *at)?;
+                check_nonneg(&f("duration"), *duration)?;
+            }
+            Event::MetricPoints { job_id, points } => {
+                check_id(&f("job_id"), job_id)?;
+                if points.is_empty() || points.len() > MAX_ITEMS {
+                    return Err(ApiError::invalid(
+                        f("points"),
+                        format!("must hold 1 to {MAX_ITEMS} points"),
+                    ));
+                }
+                for (i, p) in points.iter().enumerate() {
+                    let pf = f(&format!("points[{i}]"));
+                    check_finite(&format!("{pf}.loss"), p.loss)?;
+                    check_finite(&format!("{pf}.accuracy"), p.accuracy)?;
+                    if let Some(t) = p.at {
+                        check_time(&format!("{pf}.at"), t)?;
+                    }
+                    if p.loss.is_none() && p.accuracy.is_none() {
+                        return Err(ApiError::invalid(pf, "needs `loss` or `accuracy`"));
+                    }
+                }
+            }
+            Event::ClusterSnapshot(s) => {
+                check_time(&f("at"), s.at)?;
+                check_nonneg(&f("total_gpus"), Some(s.total_gpus))?;
+                check_nonneg(&f("busy_gpus"), Some(s.busy_gpus))?;
+                if s.busy_gpus > s.total_gpus {
+                    return Err(ApiError::invalid(
+                        f("busy_gpus"),
+                        format!(
+                            "{} busy GPUs exceed total_gpus {}",
+                            s.busy_gpus, s.total_gpus
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl JobProfile {
+    /// Checks every field; `prefix` is the profile's path in the request.
+    pub fn validate(&self, prefix: &str) -> Result<(), ApiError> {
+        let f = |name: &str| format!("{prefix}.{name}");
+        check_nonneg(&f("num_gpus"), self.num_gpus)?;
+        check_nonneg(&f("num_nodes"), self.num_nodes)?;
+        check_nonneg(&f("cpus"), self.cpus)?;
+        check_nonneg(&f("memory_mib"), self.memory_mib)?;
+        check_nonneg(&f("requested_time"), self.requested_time)?;
+        for (name, v) in [
+            ("gpu_type", &self.gpu_type),
+            ("user", &self.user),
+            ("group", &self.group),
+            ("job_name", &self.job_name),
+            ("cluster", &self.cluster),
+            ("queue", &self.queue),
+        ] {
+            if let Some(s) = v {
+                check_string(&f(name), s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The job as a trace record submitted at `submit` (what the feature code reads).
+    pub fn to_record(&self, job_id: &str, submit: f64) -> JobRecord {
+        JobRecord {
+            job_id: job_id.to_string(),
+            submit_time: submit,
+            num_gpus: self.num_gpus,
+            num_nodes: self.num_nodes,
+            gpu_type: self.gpu_type.clone(),
+            cpus: self.cpus,
+            memory_mib: self.memory_mib,
+            requested_time: self.requested_time,
+            user: self.user.clone(),
+            group: self.group.clone(),
+            job_name: self.job_name.clone(),
+            cluster: self.cluster.clone(),
+            queue: self.queue.clone(),
+            source: "ingest".to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// The profile of a trace record (the inverse of [`JobProfile::to_record`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn of_record(job: &JobRecord) -> JobProfile {
+        JobProfile {
+            num_gpus: job.num_gpus,
+            num_nodes: job.num_nodes,
+            gpu_type: job.gpu_type.clone(),
+            cpus: job.cpus,
+            memory_mib: job.memory_mib,
+            requested_time: job.requested_time,
+            user: job.user.clone(),
+            group: job.group.clone(),
+            job_name: job.job_name.clone(),
+            cluster: job.cluster.clone(),
+            queue: job.queue.clone(),
+        }
+    }
+}
+
+impl Dag {
+    /// Stage ids unique, dependencies known, no cycle, sizes bounded.
+    pub fn validate(&self, prefix: &str) -> Result<(), ApiError> {
+        let f = |name: &str| format!("{prefix}.{name}");
+        if self.stages.is_empty() || self.stages.len() > MAX_ITEMS {
+            return Err(ApiError::invalid(
+                f("stages"),
+                format!("must hold 1 to {MAX_ITEMS} stages"),
+            ));
+        }
+        let mut index = HashMap::new();
+        for (i, s) in self.stages.iter().enumerate() {
+            let sf = f(&format!("stages[{i}]"));
+            check_id(&format!("{sf}.id"), &s.id)?;
+            if index.insert(s.id.as_str(), i).is_some() {
+                return Err(ApiError::invalid(
+                    format!("{sf}.id"),
+                    format!("stage id `{}` appears twice", s.id),
+                ));
+            }
+            check_nonneg(&format!("{sf}.estimate_seconds"), s.estimate_seconds)?;
+            if let Some(p) = &s.profile {
+                p.validate(&format!("{sf}.profile"))?;
+            }
+        }
+        for (i, s) in self.stages.iter().enumerate() {
+            let mut seen = HashSet::new();
+            for (k, d) in s.depends_on.iter().enumerate() {
+                let df = f(&format!("stages[{i}].depends_on[{k}]"));
+                if !index.contains_key(d.as_str()) {
+                    return Err(ApiError::invalid(df, format!("no stage has id `{d}`")));
+                }
+                if !seen.insert(d) {
+                    return Err(ApiError::invalid(df, format!("`{d}` is listed twice")));
+                }
+            }
+        }
+        if self.topological_order().is_none() {
+            return Err(ApiError::invalid(
+                f("stages"),
+                "the dependencies form a cycle",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stage indices in an order where every stage comes after its dependencies; `None`
+    /// when there is a cycle (or an unknown dependency).
+    pub fn topological_order(&self) -> Option<Vec<usize>> {
+        let index: HashMap<&str, usize> = self
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let n = self.stages.len();
+        let mut indeg = vec![0usize; n];
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, s) in self.stages.iter().enumerate() {
+            for d in &s.depends_on {
+                let &j = index.get(d.as_str())?;
+                indeg[i] += 1;
+                children[j].push(i);
+            }
+        }
+        let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(i) = ready.pop() {
+            order.push(i);
+            for &c in &children[i] {
+                indeg[c] -= 1;
+                if indeg[c] == 0 {
+                    ready.push(c);
+                }
+            }
+        }
+        (order.len() == n).then_some(order)
+    }
+}
+
+fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
+    if id.trim().is_empty() {
+        return Err(ApiError::invalid(field, "must not be empty"));
+    }
+    check_string(field, id)
+}
+
+fn check_string(field: &str, s: &str) -> Result<(), ApiError> {
+    if s.len() > MAX_STRING {
+        return Err(ApiError::invalid(
+            field,
+            format!("longer than {MAX_STRING} bytes"),
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(ApiError::invalid(field, "contains control characters"));
+    }
+    Ok(())
+}
+
+/// Times: finite and within ±1e12 s (beyond any real clock; keeps sums exact enough).
+fn check_time(field: &str, t: f64) -> Result<(), ApiError> {
+    if !t.is_finite() || t.abs() > 1e12 {
+        return Err(ApiError::invalid(
+            field,
+            format!("must be a finite time in seconds within ±1e12, got {t}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_nonneg(field: &str, v: Option<f64>) -> Result<(), ApiError> {
+    match v {
+        Some(x) if !x.is_finite() || !(0.0..=1e12).contains(&x) => Err(ApiError::invalid(
+            field,
+            format!("must be a finite number from 0 to 1e12, got {x}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_finite(field: &str, v: Option<f64>) -> Result<(), ApiError> {
+    match v {
+        Some(x) if !x.is_finite() || x.abs() > 1e12 => Err(ApiError::invalid(
+            field,
+            format!("must be a finite number within ±1e12, got {x}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::error::parse_json;
+
+    fn field_of(json: &str) -> String {
+        let r: Result<EventBatch, _> = parse_json(json.as_bytes());
+        let e = match r {
+            Err(e) => e,
+            Ok(b) => {
+                let mut err = None;
+                for (i, ev) in b.events.iter().enumerate() {
+                    if let Err(e) = ev.validate(&format!("events[{i}]")) {
+                        err = Some(e);
+                        break;
+                    }
+                }
+                err.expect("expected an error")
+            }
+        };
+        assert_eq!(e.status.as_u16(), 422, "{e:?}");
+        e.field.unwrap_or_default()
+    }
+
+    #[test]
+    fn invalid_fields_are_named() {
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_started","job_id":"a","at":1},{"type":"job_started","job_id":"","at":1}]}"#
+            ),
+            "events[1].job_id"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_submitted","job_id":"a","at":1,"profile":{"num_gpus":-1}}]}"#
+            ),
+            "events[0].profile.num_gpus"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_submitted","job_id":"a","at":1,"profile":{"num_gpus":"two"}}]}"#
+            ),
+            "events[0].profile.num_gpus"
+        );
+        assert_eq!(
+            field_of(r#"{"events":[{"type":"job_finished","job_id":"a","at":1}]}"#),
+            "events[0].status"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_finished","job_id":"a","at":1,"status":"exploded"}]}"#
+            ),
+            "events[0].status"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"metric_points","job_id":"a","points":[{"step":1,"loss":0.5},{"step":2}]}]}"#
+            ),
+            "events[0].points[1]"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"cluster_snapshot","at":1,"total_gpus":8,"busy_gpus":9}]}"#
+            ),
+            "events[0].busy_gpus"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_submitted","job_id":"a","at":1,"dag":{"stages":[{"id":"x","depends_on":["y"]},{"id":"y","depends_on":["x"]}]}}]}"#
+            ),
+            "events[0].dag.stages"
+        );
+        assert_eq!(
+            field_of(
+                r#"{"events":[{"type":"job_submitted","job_id":"a","at":1,"dag":{"stages":[{"id":"x","depends_on":["z"]}]}}]}"#
+            ),
+            "events[0].dag.stages[0].depends_on[0]"
+        );
+    }
+
+    #[test]
+    fn events_round_trip_as_tagged_json() {
+        let e = Event::JobFinished {
+            job_id: "j1".into(),
+            at: 10.0,
+            status: FinishStatus::Failed,
+            duration: Some(4.0),
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains(r#""type":"job_finished""#), "{json}");
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+}

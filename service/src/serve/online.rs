@@ -1,0 +1,506 @@
+//! The service's online state: the served models and everything the ingested events taught
+//! it — the feature state of each model (the same [`FeatureState`] code `augur evaluate`
+//! trains on, fed event by event, so online features equal offline ones), the queue state,
+//! what is known about every job, the online conformal window of the runtime interval, and
+//! the latest cluster snapshot.
+//!
+//! Events are applied in the store's sequence order (the store's writer calls
+//! [`Online::apply`] right after each commit). A model swap rebuilds the state for the new
+//! models by replaying the applied events ([`Online::rebuilt`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use augur_datasets::split::clamp_duration;
+use augur_datasets::{JobRecord, JobStatus};
+use augur_features::{FeatureState, JobHandle};
+use augur_predictor::{
+    ArtifactMeta, ConformalWindow, QueueState, QueueWaitPredictor, RuntimePredictor, ONLINE_WINDOW,
+};
+use serde::Serialize;
+
+use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, MetricPoint};
+use super::store::StoredEvent;
+
+/// A model being served and its registry metadata.
+#[derive(Debug, Clone)]
+pub struct Served<T> {
+    pub model: Arc<T>,
+    pub meta: ArtifactMeta,
+}
+
+/// The models being served (each `None` until trained or loaded).
+#[derive(Debug, Clone, Default)]
+pub struct ServedModels {
+    pub runtime: Option<Served<RuntimePredictor>>,
+    pub queue_wait: Option<Served<QueueWaitPredictor>>,
+}
+
+/// A runtime prediction as served: point, interval and the model that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RuntimeAnswer {
+    pub model_version: u32,
+    pub seconds: f64,
+    pub lower: f64,
+    pub upper: f64,
+    /// Nominal coverage of `[lower, upper]`.
+    pub coverage: f64,
+    /// `online_conformal` (recalibrated on finished jobs) or `static_conformal`.
+    pub interval: &'static str,
+    /// Interval offsets in ln space (kept to score the interval when the job finishes).
+    #[serde(skip)]
+    pub offsets_log: (f64, f64),
+}
+
+/// A queue-wait prediction as served.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WaitAnswer {
+    pub model_version: u32,
+    pub seconds: f64,
+    /// The wait stays under `upper` with probability `coverage`.
+    pub lower: f64,
+    pub upper: f64,
+    pub coverage: f64,
+}
+
+/// What the service knows about one job.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobInfo {
+    pub job_id: String,
+    /// Small integer id for the queue state.
+    #[serde(skip)]
+    pub num: u64,
+    pub profile: Option<JobProfile>,
+    pub dag: Option<Dag>,
+    pub submitted_at: Option<f64>,
+    pub started_at: Option<f64>,
+    pub finished_at: Option<f64>,
+    pub status: Option<FinishStatus>,
+    /// Seconds it ran (given, else finish − start).
+    pub duration: Option<f64>,
+    /// The runtime prediction made when it was submitted.
+    pub runtime_at_submit: Option<RuntimeAnswer>,
+    /// The queue-wait prediction made when it was submitted.
+    pub queue_wait_at_submit: Option<WaitAnswer>,
+    /// Training-metric points received (the last [`KEEP_POINTS`]).
+    pub metric_points: Vec<MetricPoint>,
+    pub metric_points_total: u64,
+    /// Events that did not fit the job's story (a second submit, a start after the finish).
+    pub anomalies: Vec<String>,
+    #[serde(skip)]
+    rt_handle: Option<JobHandle>,
+    #[serde(skip)]
+    qw_handle: Option<JobHandle>,
+}
+
+/// Metric points kept per job.
+pub const KEEP_POINTS: usize = 1000;
+/// Anomaly notes kept per job.
+const KEEP_ANOMALIES: usize = 20;
+
+/// A job that finished with predictions issued at its submit: for live accuracy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub job_id: String,
+    pub status: FinishStatus,
+    pub actual_runtime: Option<f64>,
+    pub runtime: Option<RuntimeAnswer>,
+    pub actual_wait: Option<f64>,
+    pub queue_wait: Option<WaitAnswer>,
+}
+
+/// Counts of applied events by type.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EventCounts {
+    pub job_submitted: u64,
+    pub job_started: u64,
+    pub job_finished: u64,
+    pub metric_points: u64,
+    pub cluster_snapshot: u64,
+}
+
+/// Why a prediction could not be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PredictError {
+    /// The model is not loaded (still training at first start, or training failed).
+    NotAvailable(&'static str),
+    /// The features could not be computed (an internal inconsistency).
+    Internal(String),
+}
+
+/// See the module docs.
+pub struct Online {
+    pub models: ServedModels,
+    rt_features: Option<FeatureState>,
+    rt_window: Option<ConformalWindow>,
+    qw_features: Option<FeatureState>,
+    queue: Option<QueueState>,
+    pub jobs: HashMap<String, JobInfo>,
+    /// Every applied event, in sequence order (replayed when models are swapped).
+    log: Vec<StoredEvent>,
+    /// Latest event time seen (the service's notion of "now" on the events' clock).
+    pub clock: Option<f64>,
+    pub last_seq: i64,
+    pub last_snapshot: Option<ClusterSnapshot>,
+    pub counts: EventCounts,
+    buf: Vec<f32>,
+}
+
+impl Online {
+    /// An empty state serving `models`.
+    pub fn new(models: ServedModels) -> Online {
+        let rt_features = models
+            .runtime
+            .as_ref()
+            .map(|s| FeatureState::new(s.model.schema.clone()));
+        let rt_window = models
+            .runtime
+            .as_ref()
+            .map(|s| ConformalWindow::seeded(&s.model, ONLINE_WINDOW));
+        let qw_features = models
+            .queue_wait
+            .as_ref()
+            .map(|s| FeatureState::new(s.model.runtime.schema.clone()));
+        let queue = models.queue_wait.as_ref().map(|s| s.model.new_state());
+        Online {
+            models,
+            rt_features,
+            rt_window,
+            qw_features,
+            queue,
+            jobs: HashMap::new(),
+            log: Vec::new(),
+            clock: None,
+            last_seq: 0,
+            last_snapshot: None,
+            counts: EventCounts::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// A fresh state for `models` with `events` replayed into it.
+    pub fn rebuilt(models: ServedModels, events: &[StoredEvent]) -> Online {
+        let mut o = Online::new(models);
+        for e in events {
+            o.apply(e);
+        }
+        o
+    }
+
+    /// The applied events with `seq > after` (for a rebuild that must catch up).
+    pub fn log_after(&self, after: i64) -> &[StoredEvent] {
+        let i = self.log.partition_point(|e| e.seq <= after);
+        &self.log[i..]
+    }
+
+    /// A copy of the applied events.
+    pub fn log_snapshot(&self) -> Vec<StoredEvent> {
+        self.log.clone()
+    }
+
+    /// The jobs known, as trace records with what the events told (for retraining).
+    pub fn history_records(&self) -> Vec<JobRecord> {
+        let mut out: Vec<JobRecord> = self
+            .jobs
+            .values()
+            .filter_map(|j| {
+                let submit = j.submitted_at?;
+                let mut r = j
+                    .profile
+                    .clone()
+                    .unwrap_or_default()
+                    .to_record(&j.job_id, submit);
+                r.start_time = j.started_at;
+                r.end_time = j.finished_at;
+                r.duration = j.duration;
+                r.status = j.status.map_or(JobStatus::Unknown, JobStatus::from);
+                r.derive_times();
+                Some(r)
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.submit_time
+                .total_cmp(&b.submit_time)
+                .then_with(|| a.job_id.cmp(&b.job_id))
+        });
+        out
+    }
+
+    fn job_entry(&mut self, job_id: &str) -> &mut JobInfo {
+        let n = self.jobs.len() as u64;
+        self.jobs
+            .entry(job_id.to_string())
+            .or_insert_with(|| JobInfo {
+                job_id: job_id.to_string(),
+                num: n,
+                profile: None,
+                dag: None,
+                submitted_at: None,
+                started_at: None,
+                finished_at: None,
+                status: None,
+                duration: None,
+                runtime_at_submit: None,
+                queue_wait_at_submit: None,
+                metric_points: Vec::new(),
+                metric_points_total: 0,
+                anomalies: Vec::new(),
+                rt_handle: None,
+                qw_handle: None,
+            })
+    }
+
+    /// Applies one stored event; returns the outcome when it finished a job.
+    pub fn apply(&mut self, stored: &StoredEvent) -> Option<Outcome> {
+        self.last_seq = self.last_seq.max(stored.seq);
+        self.log.push(stored.clone());
+        if let Some(t) = stored.event.at() {
+            self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
+        }
+        match &stored.event {
+            Event::JobSubmitted {
+                job_id,
+                at,
+                profile,
+                dag,
+            } => {
+                self.counts.job_submitted += 1;
+                self.on_submit(job_id, *at, profile, dag.as_ref());
+                None
+            }
+            Event::JobStarted { job_id, at } => {
+                self.counts.job_started += 1;
+                let job = self.job_entry(job_id);
+                if job.started_at.is_some() {
+                    note(job, format!("second start at {at} ignored"));
+                    return None;
+                }
+                job.started_at = Some(*at);
+                let num = job.num;
+                if let Some(q) = &mut self.queue {
+                    let _ = q.start(num, *at);
+                }
+                None
+            }
+            Event::JobFinished {
+                job_id,
+                at,
+                status,
+                duration,
+            } => {
+                self.counts.job_finished += 1;
+                self.on_finish(job_id, *at, *status, *duration)
+            }
+            Event::MetricPoints { job_id, points } => {
+                self.counts.metric_points += 1;
+                let job = self.job_entry(job_id);
+                job.metric_points_total += points.len() as u64;
+                job.metric_points.extend(points.iter().cloned());
+                if job.metric_points.len() > KEEP_POINTS {
+                    let cut = job.metric_points.len() - KEEP_POINTS;
+                    job.metric_points.drain(..cut);
+                }
+                None
+            }
+            Event::ClusterSnapshot(s) => {
+                self.counts.cluster_snapshot += 1;
+                self.last_snapshot = Some(s.clone());
+                None
+            }
+        }
+    }
+
+    fn on_submit(&mut self, job_id: &str, at: f64, profile: &JobProfile, dag: Option<&Dag>) {
+        if self
+            .jobs
+            .get(job_id)
+            .is_some_and(|j| j.submitted_at.is_some())
+        {
+            let job = self.job_entry(job_id);
+            note(job, format!("second submit at {at} ignored"));
+            return;
+        }
+        let record = profile.to_record(job_id, at);
+        let runtime = self.predict_runtime_record(&record, at).ok();
+        let rt_handle = self.rt_features.as_mut().map(|s| s.observe_submit(&record));
+        let mut wait = None;
+        let mut qw_handle = None;
+        let num = self.job_entry(job_id).num;
+        if let (Some(served), Some(hist), Some(queue)) = (
+            &self.models.queue_wait,
+            &mut self.qw_features,
+            &mut self.queue,
+        ) {
+            let m = &served.model;
+            self.buf.resize(m.n_features(), 0.0);
+            if let Ok(qj) = m.features_for(hist, queue, &record, at, &mut self.buf) {
+                let p = m.predict_row(&self.buf);
+                wait = Some(WaitAnswer {
+                    model_version: served.meta.version,
+                    seconds: p.seconds,
+                    lower: 0.0,
+                    upper: p.upper,
+                    coverage: p.coverage,
+                });
+                let _ = queue.submit(num, qj);
+            }
+            qw_handle = Some(hist.observe_submit(&record));
+        }
+        let job = self.job_entry(job_id);
+        job.profile = Some(profile.clone());
+        job.dag = dag.cloned();
+        job.submitted_at = Some(at);
+        job.runtime_at_submit = runtime;
+        job.queue_wait_at_submit = wait;
+        job.rt_handle = rt_handle;
+        job.qw_handle = qw_handle;
+    }
+
+    fn on_finish(
+        &mut self,
+        job_id: &str,
+        at: f64,
+        status: FinishStatus,
+        duration: Option<f64>,
+    ) -> Option<Outcome> {
+        let job = self.job_entry(job_id);
+        if job.finished_at.is_some() {
+            note(job, format!("second finish at {at} ignored"));
+            return None;
+        }
+        job.finished_at = Some(at);
+        job.status = Some(status);
+        let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
+        job.duration = dur;
+        let (num, rt_handle, qw_handle) = (job.num, job.rt_handle.take(), job.qw_handle.take());
+        let issued = job.runtime_at_submit;
+        let wait_issued = job.queue_wait_at_submit;
+        let actual_wait = job
+            .started_at
+            .zip(job.submitted_at)
+            .map(|(s, b)| (s - b).max(0.0));
+        if let Some(d) = dur {
+            let st: JobStatus = status.into();
+            if let (Some(h), Some(fs)) = (rt_handle, &mut self.rt_features) {
+                let _ = fs.observe_finish(h, at, d, st);
+            }
+            if let (Some(h), Some(fs)) = (qw_handle, &mut self.qw_features) {
+                let _ = fs.observe_finish(h, at, d, st);
+            }
+            if let (Some(p), Some(w)) = (issued, &mut self.rt_window) {
+                let resid = clamp_duration(d).ln() - p.seconds.ln();
+                w.observe_outcome(resid, Some(p.offsets_log));
+            }
+        }
+        if let Some(q) = &mut self.queue {
+            let _ = q.end(num, at);
+        }
+        Some(Outcome {
+            job_id: job_id.to_string(),
+            status,
+            actual_runtime: dur,
+            runtime: issued,
+            actual_wait,
+            queue_wait: wait_issued,
+        })
+    }
+
+    /// "Now" on the events' clock: the latest event time, else the wall clock.
+    pub fn now(&self) -> f64 {
+        self.clock.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        })
+    }
+
+    /// Runtime prediction for a job with `profile`, submitted at `at`.
+    pub fn predict_runtime(
+        &mut self,
+        job_id: &str,
+        profile: &JobProfile,
+        at: f64,
+    ) -> Result<RuntimeAnswer, PredictError> {
+        let record = profile.to_record(job_id, at);
+        self.predict_runtime_record(&record, at)
+    }
+
+    fn predict_runtime_record(
+        &mut self,
+        record: &JobRecord,
+        at: f64,
+    ) -> Result<RuntimeAnswer, PredictError> {
+        let (Some(served), Some(fs)) = (&self.models.runtime, &mut self.rt_features) else {
+            return Err(PredictError::NotAvailable("runtime"));
+        };
+        let m = &served.model;
+        self.buf.resize(m.schema.len(), 0.0);
+        fs.features_for(record, at, &mut self.buf)
+            .map_err(|e| PredictError::Internal(e.to_string()))?;
+        let log = m.predict_log(&self.buf);
+        let (offsets, interval) = match self.rt_window.as_mut().and_then(|w| w.offsets()) {
+            Some(o) => (o, "online_conformal"),
+            None => (m.interval_log, "static_conformal"),
+        };
+        Ok(RuntimeAnswer {
+            model_version: served.meta.version,
+            seconds: log.exp(),
+            lower: (log + offsets.0).exp(),
+            upper: (log + offsets.1).exp(),
+            coverage: m.coverage,
+            interval,
+            offsets_log: offsets,
+        })
+    }
+
+    /// The feature row the runtime model sees for a job (for the online == offline test).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn runtime_features(
+        &mut self,
+        profile: &JobProfile,
+        job_id: &str,
+        at: f64,
+    ) -> Option<Vec<f32>> {
+        let (Some(served), Some(fs)) = (&self.models.runtime, &mut self.rt_features) else {
+            return None;
+        };
+        let mut out = vec![0f32; served.model.schema.len()];
+        fs.features_for(&profile.to_record(job_id, at), at, &mut out)
+            .ok()?;
+        Some(out)
+    }
+
+    /// Queue-wait prediction for a job with `profile`, submitted at `at`, behind the
+    /// current queue.
+    pub fn predict_wait(
+        &mut self,
+        job_id: &str,
+        profile: &JobProfile,
+        at: f64,
+    ) -> Result<WaitAnswer, PredictError> {
+        let (Some(served), Some(hist), Some(queue)) =
+            (&self.models.queue_wait, &mut self.qw_features, &self.queue)
+        else {
+            return Err(PredictError::NotAvailable("queue_wait"));
+        };
+        let m = &served.model;
+        let record = profile.to_record(job_id, at);
+        self.buf.resize(m.n_features(), 0.0);
+        m.features_for(hist, queue, &record, at, &mut self.buf)
+            .map_err(|e| PredictError::Internal(e.to_string()))?;
+        let p = m.predict_row(&self.buf);
+        Ok(WaitAnswer {
+            model_version: served.meta.version,
+            seconds: p.seconds,
+            lower: 0.0,
+            upper: p.upper,
+            coverage: p.coverage,
+        })
+    }
+}
+
+fn note(job: &mut JobInfo, msg: String) {
+    if job.anomalies.len() < KEEP_ANOMALIES {
+        job.anomalies.push(msg);
+    }
+}

@@ -1,0 +1,208 @@
+//! The OpenAPI 3.1 document of the API, served at `/openapi.json`. Hand-written; a test
+//! checks that every route of [`super::own_routes`] is in it and every path in it is routed.
+
+use axum::Json;
+use serde_json::{json, Value};
+
+/// `GET /openapi.json`.
+pub async fn serve() -> Json<Value> {
+    Json(document())
+}
+
+fn op(summary: &str, tag: &str, body: Option<&str>, ok: &str, auth: bool) -> Value {
+    let mut o = json!({
+        "summary": summary,
+        "tags": [tag],
+        "responses": {
+            "200": { "description": ok, "content": { "application/json": {} } },
+            "default": { "description": "an error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } }
+        }
+    });
+    if let Some(schema) = body {
+        o["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } }
+        });
+    }
+    if auth {
+        o["security"] = json!([{ "bearer": [] }]);
+    }
+    o
+}
+
+/// The document.
+pub fn document() -> Value {
+    let predict = |what: &str| {
+        op(
+            &format!("Predict {what} for one job (`job`) or a batch (`jobs`); each answer carries the model version and its interval"),
+            "predict",
+            Some("PredictRequest"),
+            "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`",
+            false,
+        )
+    };
+    let unavailable = |what: &str| {
+        let mut o = predict(what);
+        o["responses"]["503"] = json!({ "description": "model not available (`model_not_available`): this build has no such predictor yet" });
+        o
+    };
+    let failure = unavailable("whether the job will fail");
+    let convergence = unavailable("when the job's loss curve converges");
+    let mut runtime = predict("the run time (seconds, 80% interval)");
+    runtime["responses"]["503"] =
+        json!({ "description": "model not available yet (first-start training)" });
+    let mut wait = predict("the queue wait (seconds, 95% upper bound)");
+    wait["responses"]["503"] =
+        json!({ "description": "model not available yet (first-start training)" });
+    let dag = predict("a DAG's makespan: critical path over the stages' predicted run times");
+    let mut retrain_post = op(
+        "Retrain both predictors on the ingested history in the background; the new versions are saved, promoted and swapped in without dropping requests",
+        "models",
+        None,
+        "",
+        true,
+    );
+    retrain_post["responses"] = json!({
+        "202": { "description": "started; poll GET /v1/models/retrain" },
+        "409": { "description": "already running, or too few finished jobs ingested" },
+        "default": { "description": "an error" }
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Augur",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Job run-time, queue-wait and DAG-makespan predictions for GPU clusters, from ingested job events. Mutating endpoints need `Authorization: Bearer <token>`."
+        },
+        "paths": {
+            "/healthz": { "get": op("Liveness: the process serves HTTP", "ops", None, "`{status: ok}`", false) },
+            "/readyz": { "get": op("Readiness: 200 once the runtime model is loaded, else 503", "ops", None, "`{ready, models}`", false) },
+            "/openapi.json": { "get": op("This document", "ops", None, "OpenAPI 3.1", false) },
+            "/v1/events": {
+                "post": op("Ingest one event; answered once it is stored durably", "ingest", Some("Event"), "`{seq, count}`", true),
+                "get": {
+                    "summary": "Stored events in sequence order",
+                    "tags": ["ingest"],
+                    "parameters": [
+                        { "name": "after", "in": "query", "schema": { "type": "integer", "default": 0 }, "description": "only events with a larger seq" },
+                        { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000, "default": 1000 } }
+                    ],
+                    "responses": { "200": { "description": "`{events: [{seq, received_at, event}], next_after}`" } }
+                }
+            },
+            "/v1/events/batch": { "post": op("Ingest a batch of events, stored together (all or none)", "ingest", Some("EventBatch"), "`{first_seq, last_seq, count}`", true) },
+            "/v1/jobs/{id}": {
+                "get": {
+                    "summary": "What Augur knows and predicts about a job: events seen, predictions made at submit, ETA to start and to finish",
+                    "tags": ["jobs"],
+                    "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                    "responses": { "200": { "description": "`{job, phase, now, eta, actual, runtime_now}`" }, "404": { "description": "no such job ingested" } }
+                }
+            },
+            "/v1/predict/runtime": { "post": runtime },
+            "/v1/predict/queue-wait": { "post": wait },
+            "/v1/predict/failure": { "post": failure },
+            "/v1/predict/convergence": { "post": convergence },
+            "/v1/predict/dag-makespan": { "post": dag },
+            "/v1/models": { "get": op("Saved versions of each model kind with their metrics, and the served ones", "models", None, "`{serving, kinds}`", false) },
+            "/v1/models/retrain": {
+                "get": op("State of the last retrain", "models", None, "`{state: idle|running|succeeded|failed, ...}`", false),
+                "post": retrain_post
+            },
+            "/v1/models/{kind}/promote": {
+                "post": {
+                    "summary": "Serve a saved version of `runtime` or `queue_wait`",
+                    "tags": ["models"],
+                    "security": [{ "bearer": [] }],
+                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait"] } }],
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["version"], "properties": { "version": { "type": "integer", "minimum": 1 } }, "additionalProperties": false } } } },
+                    "responses": { "200": { "description": "`{kind, promoted}`" } }
+                }
+            },
+            "/v1/models/{kind}/rollback": {
+                "post": {
+                    "summary": "Serve the previously promoted version again",
+                    "tags": ["models"],
+                    "security": [{ "bearer": [] }],
+                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait"] } }],
+                    "responses": { "200": { "description": "`{kind, promoted}`" }, "409": { "description": "nothing to roll back to" } }
+                }
+            }
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": schemas()
+        }
+    })
+}
+
+fn schemas() -> Value {
+    let num = json!({ "type": "number", "minimum": 0 });
+    let s = json!({ "type": "string", "maxLength": 256 });
+    json!({
+        "Error": {
+            "type": "object",
+            "properties": { "error": { "type": "object", "properties": {
+                "code": { "type": "string" }, "field": { "type": "string" }, "message": { "type": "string" } } } }
+        },
+        "JobProfile": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "num_gpus": num, "num_nodes": num, "gpu_type": s, "cpus": num, "memory_mib": num,
+                "requested_time": num, "user": s, "group": s, "job_name": s, "cluster": s, "queue": s
+            }
+        },
+        "Dag": {
+            "type": "object", "additionalProperties": false, "required": ["stages"],
+            "properties": { "stages": { "type": "array", "minItems": 1, "maxItems": 10000, "items": {
+                "type": "object", "additionalProperties": false, "required": ["id"],
+                "properties": {
+                    "id": s,
+                    "depends_on": { "type": "array", "items": s },
+                    "profile": { "$ref": "#/components/schemas/JobProfile" },
+                    "estimate_seconds": num
+                } } } }
+        },
+        "Event": {
+            "oneOf": [
+                { "type": "object", "additionalProperties": false, "required": ["type", "job_id", "at"],
+                  "properties": { "type": { "const": "job_submitted" }, "job_id": s, "at": { "type": "number" },
+                    "profile": { "$ref": "#/components/schemas/JobProfile" }, "dag": { "$ref": "#/components/schemas/Dag" } } },
+                { "type": "object", "additionalProperties": false, "required": ["type", "job_id", "at"],
+                  "properties": { "type": { "const": "job_started" }, "job_id": s, "at": { "type": "number" } } },
+                { "type": "object", "additionalProperties": false, "required": ["type", "job_id", "at", "status"],
+                  "properties": { "type": { "const": "job_finished" }, "job_id": s, "at": { "type": "number" },
+                    "status": { "enum": ["completed", "failed", "killed", "unknown"] }, "duration": num } },
+                { "type": "object", "additionalProperties": false, "required": ["type", "job_id", "points"],
+                  "properties": { "type": { "const": "metric_points" }, "job_id": s,
+                    "points": { "type": "array", "minItems": 1, "maxItems": 10000, "items": {
+                      "type": "object", "additionalProperties": false, "required": ["step"],
+                      "properties": { "step": { "type": "integer", "minimum": 0 }, "loss": { "type": "number" },
+                        "accuracy": { "type": "number" }, "at": { "type": "number" } } } } } },
+                { "type": "object", "additionalProperties": false, "required": ["type", "at", "total_gpus", "busy_gpus"],
+                  "properties": { "type": { "const": "cluster_snapshot" }, "at": { "type": "number" },
+                    "total_gpus": num, "busy_gpus": num, "queued_jobs": { "type": "integer" },
+                    "running_jobs": { "type": "integer" }, "nodes": { "type": "integer" } } }
+            ]
+        },
+        "EventBatch": {
+            "type": "object", "additionalProperties": false, "required": ["events"],
+            "properties": { "events": { "type": "array", "minItems": 1, "items": { "$ref": "#/components/schemas/Event" } } }
+        },
+        "PredictJob": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "job_id": s, "at": { "type": "number" },
+                "profile": { "$ref": "#/components/schemas/JobProfile" },
+                "dag": { "$ref": "#/components/schemas/Dag" }
+            }
+        },
+        "PredictRequest": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "job": { "$ref": "#/components/schemas/PredictJob" },
+                "jobs": { "type": "array", "minItems": 1, "items": { "$ref": "#/components/schemas/PredictJob" } }
+            }
+        }
+    })
+}

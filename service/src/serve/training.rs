@@ -1,0 +1,185 @@
+//! Models for the service: load the served versions from the registry, train them from the
+//! bundled sample on first start, retrain them from the ingested history.
+//!
+//! Training follows `augur train`: the model measured on a time-ordered 80/20 split is the
+//! one stored, with its held-out metrics. The queue-wait predictor is stored as kind
+//! `queue_wait` next to `runtime` in the same registry.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use augur_datasets::bundled::Dataset;
+use augur_datasets::{JobRecord, ReadOptions};
+use augur_predictor::registry::Artifact;
+use augur_predictor::registry::Selector;
+use augur_predictor::{
+    evaluate_queue_wait, evaluate_runtime, ArtifactMeta, ModelRegistry, NewArtifact,
+    QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
+};
+use serde::{Deserialize, Serialize};
+
+use super::online::{Served, ServedModels};
+
+/// Registry kind of the queue-wait predictor.
+pub const QUEUE_WAIT_KIND: &str = "queue_wait";
+/// Registry kind of the runtime predictor.
+pub const RUNTIME_KIND: &str = "runtime";
+
+/// The queue-wait predictor as a registry artifact.
+#[derive(Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct QueueWaitArtifact(pub QueueWaitPredictor);
+
+impl Artifact for QueueWaitArtifact {
+    const KIND: &'static str = QUEUE_WAIT_KIND;
+    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = augur_features::FEATURE_SCHEMA_VERSION;
+    fn feature_schema_version(&self) -> u32 {
+        self.0.runtime.schema.version
+    }
+}
+
+/// What a training run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainReport {
+    pub source: String,
+    pub jobs: usize,
+    pub runtime: Option<ArtifactMeta>,
+    pub queue_wait: Option<ArtifactMeta>,
+    /// Why a model was not trained (e.g. too few jobs with a known wait).
+    pub skipped: Vec<String>,
+}
+
+/// Loads the served version (promoted, else latest) of each kind; a kind with no version
+/// yet is `None`.
+pub fn load_serving(registry: &ModelRegistry) -> anyhow::Result<ServedModels> {
+    let runtime = match registry.load::<RuntimePredictor>(Selector::Serving) {
+        Ok((m, meta)) => Some(Served {
+            model: Arc::new(m),
+            meta,
+        }),
+        Err(RegistryError::Empty { .. }) => None,
+        Err(e) => return Err(e).context("loading the served runtime model"),
+    };
+    let queue_wait = match registry.load::<QueueWaitArtifact>(Selector::Serving) {
+        Ok((m, meta)) => Some(Served {
+            model: Arc::new(m.0),
+            meta,
+        }),
+        Err(RegistryError::Empty { .. }) => None,
+        Err(e) => return Err(e).context("loading the served queue-wait model"),
+    };
+    Ok(ServedModels {
+        runtime,
+        queue_wait,
+    })
+}
+
+/// Whether the registry has no version of either kind the service serves.
+pub fn registry_is_empty(registry: &ModelRegistry) -> anyhow::Result<bool> {
+    Ok(registry.version_numbers(RUNTIME_KIND)?.is_empty()
+        && registry.version_numbers(QUEUE_WAIT_KIND)?.is_empty())
+}
+
+/// The jobs of a bundled dataset, the first `limit` by submit time if given.
+pub fn bundled_jobs(name: &str, limit: Option<usize>) -> anyhow::Result<Vec<JobRecord>> {
+    let ds = Dataset::parse(name)?;
+    let (table, _) = ds
+        .load(&ReadOptions::default())
+        .with_context(|| format!("reading the bundled {name} trace"))?;
+    let mut jobs = table.to_records()?;
+    jobs.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
+    if let Some(n) = limit {
+        jobs.truncate(n);
+    }
+    Ok(jobs)
+}
+
+/// Trains both predictors on `jobs` (80/20 by submit time, metrics on the 20%), saves them
+/// as new versions and promotes them. A predictor that cannot be trained (too few labelled
+/// jobs) is skipped with the reason.
+pub fn train_and_save(
+    registry: &ModelRegistry,
+    source: &str,
+    jobs: &[JobRecord],
+    trees: Option<usize>,
+) -> anyhow::Result<TrainReport> {
+    let mut report = TrainReport {
+        source: source.to_string(),
+        jobs: jobs.len(),
+        runtime: None,
+        queue_wait: None,
+        skipped: Vec::new(),
+    };
+    let trainer = crate::evaluate::trainer(trees);
+    match evaluate_runtime(jobs, &trainer) {
+        Ok(mut eval) => {
+            let metrics = crate::train::held_out_metrics(&eval);
+            let predictor = eval
+                .predictor
+                .take()
+                .context("the evaluation returned no trained predictor")?;
+            let mut info = NewArtifact::new(source, eval.n_train);
+            info.metrics = metrics;
+            info.notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
+            let meta = registry.save(&predictor, info)?;
+            registry.promote(RUNTIME_KIND, meta.version)?;
+            report.runtime = Some(meta);
+        }
+        Err(e) => report.skipped.push(format!("runtime: {e}")),
+    }
+    let mut qtrainer = QueueWaitTrainer::default();
+    qtrainer.runtime = trainer.clone();
+    if let Some(n) = trees {
+        qtrainer = qtrainer.with_trees(n);
+    }
+    match evaluate_queue_wait(jobs, &qtrainer) {
+        Ok(mut eval) => {
+            let predictor = eval
+                .predictor
+                .take()
+                .context("the queue-wait evaluation returned no trained predictor")?;
+            let mut metrics = BTreeMap::new();
+            if let Some(row) = eval.rows.iter().find(|r| r.method.contains("online")) {
+                metrics.insert("mae_s".to_string(), row.mae_s);
+                metrics.insert("within60".to_string(), row.within60);
+                metrics.insert("within600".to_string(), row.within600);
+                if let Some(c) = row.coverage95 {
+                    metrics.insert("coverage95".to_string(), c);
+                }
+            }
+            metrics.insert("test_jobs".to_string(), eval.n_test as f64);
+            metrics.retain(|_, v| v.is_finite());
+            let mut info = NewArtifact::new(source, eval.n_train);
+            info.metrics = metrics;
+            info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
+            let artifact = QueueWaitArtifact(predictor);
+            let meta = registry.save(&artifact, info)?;
+            registry.promote(QUEUE_WAIT_KIND, meta.version)?;
+            report.queue_wait = Some(meta);
+        }
+        Err(e) => report.skipped.push(format!("queue_wait: {e}")),
+    }
+    Ok(report)
+}
+
+fn notes(max_trees: &str, n_test: usize) -> BTreeMap<String, String> {
+    let mut notes = BTreeMap::new();
+    notes.insert("max_trees".to_string(), max_trees.to_string());
+    notes.insert(
+        "metrics_on".to_string(),
+        format!("last 20% of labelled jobs by submit time ({n_test} jobs, held out)"),
+    );
+    notes.insert(
+        "trained_on".to_string(),
+        "first 80% of labelled jobs by submit time".to_string(),
+    );
+    notes.insert("trained_by".to_string(), "augur serve".to_string());
+    notes
+}
+
+/// Opens the registry under the data folder.
+pub fn open_registry(data_dir: &Path) -> anyhow::Result<ModelRegistry> {
+    ModelRegistry::open(data_dir.join("models")).context("opening the model registry")
+}
