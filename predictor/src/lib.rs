@@ -11,14 +11,22 @@
 //! - [`QueueWaitPredictor`]: queue wait from the job's request, its history and the cluster's
 //!   queue state at submit ([`QueueState`], with a forward simulation of the queue), with a
 //!   conformalised 95% upper bound; [`evaluate_queue_wait`] on the same split.
+//! - [`FailurePredictor`]: the probability that a job ends failed, from its request and the
+//!   failure history of its user/group/name/queue: a class-weighted kernel SVM and log-loss
+//!   GBDT, each calibrated (Platt or isotonic); [`evaluate_failure`] on the same split.
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
+pub mod failure;
 pub mod metrics;
 pub mod queue_wait;
 pub mod registry;
 mod runtime;
 
+pub use failure::{
+    evaluate_failure, Calibrator, FailureEvaluation, FailureModel, FailurePrediction,
+    FailurePredictor, FailureTrainer,
+};
 pub use queue_wait::{
     evaluate_queue_wait, QueueError, QueueEvent, QueueJob, QueueState, QueueWaitEvaluation,
     QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, WaitEvalRow,

@@ -1,0 +1,262 @@
+//! The failure predictor on the bundled real traces: labels and censoring, calibration,
+//! skill above the base rate, online == batch features, and the registry round trip.
+
+use augur_datasets::bundled::Dataset;
+use augur_datasets::{JobRecord, JobStatus, ReadOptions, TimeSplit};
+use augur_features::failure::FAILURE_KEY_FEATURES;
+use augur_features::{
+    batch_features, failure_batch_features, failure_label, FailKey, FailureFeatureState,
+    FailureSchema, JobHandle,
+};
+use augur_predictor::failure::{roc_auc, SvmScratch, METHOD_GBDT, METHOD_SVM};
+use augur_predictor::{evaluate_failure, FailureTrainer, ModelRegistry, NewArtifact};
+
+fn load(ds: Dataset) -> Vec<JobRecord> {
+    let (table, _) = ds.load(&ReadOptions::default()).unwrap();
+    table.to_records().unwrap()
+}
+
+#[test]
+fn openb_censored_pods_are_never_labelled() {
+    let jobs = load(Dataset::Openb);
+    // the bundled pod list: Running and Pending pods are censored
+    let censored = jobs
+        .iter()
+        .filter(|j| failure_label(j.status).is_none())
+        .count();
+    let failed = jobs
+        .iter()
+        .filter(|j| failure_label(j.status) == Some(true))
+        .count();
+    let ok = jobs
+        .iter()
+        .filter(|j| failure_label(j.status) == Some(false))
+        .count();
+    assert_eq!(
+        (failed, ok, censored),
+        (1870, 192, 5193 + 897),
+        "openb pod_phase counts (Failed, Succeeded, Running + Pending)"
+    );
+    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    assert_eq!(eval.n_train + eval.n_test, failed + ok);
+    assert_eq!(eval.n_censored, censored);
+    assert_eq!(eval.test_labels.len(), eval.n_test);
+    // the shared split: all jobs by submit time, the labelled ones of each part
+    let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
+    let split = TimeSplit::default_for(&submit);
+    let labelled_test: Vec<bool> = split
+        .test()
+        .iter()
+        .filter_map(|&i| failure_label(jobs[i].status))
+        .collect();
+    assert_eq!(eval.test_labels, labelled_test);
+}
+
+#[test]
+fn mlperf_labels_follow_run_status() {
+    let jobs = load(Dataset::Mlperf);
+    let failed = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Failed)
+        .count();
+    let done = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Completed)
+        .count();
+    let unknown = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Unknown)
+        .count();
+    // runs.csv: 18 aborted + 4 abort + 2 fail; 1214 success; 1 run without run_stop
+    assert_eq!((failed, done, unknown), (24, 1214, 1));
+    assert!(jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Failed)
+        .all(|j| failure_label(j.status) == Some(true)));
+}
+
+/// Online (events one by one) and batch failure features agree on a real trace, and the
+/// runtime block of the failure features is exactly the runtime features.
+#[test]
+fn openb_online_failure_features_equal_batch() {
+    let jobs = load(Dataset::Openb);
+    let schema = FailureSchema::for_jobs(&jobs);
+    assert!(schema.keys.contains(&FailKey::Queue), "{schema:?}");
+    let d = schema.len();
+    let batch = failure_batch_features(&jobs, &schema);
+    let mut online = vec![0f32; jobs.len() * d];
+    // the service's order: at each submit, first report every end known by then (oldest
+    // first), then ask for the features, then record the submit
+    let mut state = FailureFeatureState::new(schema.clone());
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        jobs[a]
+            .submit_time
+            .total_cmp(&jobs[b].submit_time)
+            .then(a.cmp(&b))
+    });
+    let mut running: Vec<(f64, usize, JobHandle)> = Vec::new();
+    for &i in &order {
+        let now = jobs[i].submit_time;
+        running.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        while running.last().is_some_and(|r| r.0 <= now) {
+            let (end, j, h) = running.pop().unwrap();
+            state
+                .observe_finish(h, end, jobs[j].duration, jobs[j].status)
+                .unwrap();
+        }
+        state
+            .features_for(&jobs[i], now, &mut online[i * d..(i + 1) * d])
+            .unwrap();
+        let h = state.observe_submit(&jobs[i]);
+        // every job with an end reports its outcome, with or without a run time
+        if let Some(end) = augur_features::finish_time(&jobs[i]) {
+            running.push((end, i, h));
+        }
+    }
+    let names = schema.names();
+    for (k, (a, b)) in batch.iter().zip(&online).enumerate() {
+        assert!(
+            (a.is_nan() && b.is_nan()) || a == b,
+            "row {} {}: batch {a} vs online {b}",
+            k / d,
+            names[k % d]
+        );
+    }
+    let runtime = batch_features(&jobs, &schema.base);
+    let b = schema.base.len();
+    for i in 0..jobs.len() {
+        for f in 0..b {
+            let (x, y) = (batch[i * d + f], runtime[i * b + f]);
+            assert!((x.is_nan() && y.is_nan()) || x == y, "row {i} feature {f}");
+        }
+    }
+    // the failure histories are informative: most pods after the first day have a queue rate
+    let col = schema
+        .index_of(FailKey::Queue, FAILURE_KEY_FEATURES[0])
+        .unwrap();
+    let with_history = (0..jobs.len())
+        .filter(|&i| batch[i * d + col] > 0.0)
+        .count();
+    assert!(with_history * 2 > jobs.len(), "{with_history}");
+}
+
+fn row<'a>(
+    eval: &'a augur_predictor::FailureEvaluation,
+    method: &str,
+) -> &'a augur_predictor::failure::FailureEvalRow {
+    eval.rows.iter().find(|r| r.method == method).unwrap()
+}
+
+#[test]
+fn models_beat_the_base_rate_on_openb() {
+    let jobs = load(Dataset::Openb);
+    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    for r in &eval.rows {
+        eprintln!(
+            "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
+            r.method, r.roc_auc, r.roc_auc_95, r.pr_auc, r.recall_at_10fpr, r.brier, r.ece
+        );
+    }
+    eprintln!(
+        "base train {:.3} test {:.3} served {:?} val {:?} cal {} / {}",
+        eval.base_rate_train,
+        eval.base_rate_test,
+        eval.served,
+        eval.validation_auc,
+        eval.gbdt_calibration,
+        eval.svm_calibration
+    );
+    for m in [METHOD_GBDT, METHOD_SVM] {
+        let r = row(&eval, m);
+        // a real margin: the lower end of the bootstrap interval is above chance
+        let (lo, _) = r.roc_auc_95.expect("bootstrap interval");
+        assert!(r.roc_auc > 0.6 && lo > 0.5, "{m}: {r:?}");
+        // and better than predicting the base rate for everyone
+        assert!(
+            r.pr_auc > eval.base_rate_test,
+            "{m}: PR-AUC {} vs base rate {}",
+            r.pr_auc,
+            eval.base_rate_test
+        );
+        assert!(r.brier < row(&eval, augur_predictor::failure::METHOD_BASE_RATE).brier);
+    }
+    // calibrated probabilities are probabilities and monotone in the score
+    for mp in &eval.test_probs {
+        assert!(
+            mp.probs.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{}",
+            mp.method
+        );
+    }
+    let p = eval.predictor.as_ref().unwrap();
+    let (g, s) = p.calibrators();
+    for c in [g, s] {
+        let mut prev = 0.0;
+        for k in -200..=200 {
+            let v = c.probability(f64::from(k) / 20.0);
+            assert!((0.0..=1.0).contains(&v) && v >= prev, "{c:?}");
+            prev = v;
+        }
+    }
+}
+
+#[test]
+fn mlperf_rare_failures_evaluate() {
+    let jobs = load(Dataset::Mlperf);
+    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    for r in &eval.rows {
+        eprintln!(
+            "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
+            r.method, r.roc_auc, r.roc_auc_95, r.pr_auc, r.recall_at_10fpr, r.brier, r.ece
+        );
+    }
+    eprintln!(
+        "base train {:.3} test {:.3} ({} failed) served {:?} val {:?}",
+        eval.base_rate_train,
+        eval.base_rate_test,
+        eval.failed_test,
+        eval.served,
+        eval.validation_auc
+    );
+    // about 2% positives in both periods: the rare-class case
+    assert!(eval.base_rate_train > 0.01 && eval.base_rate_train < 0.04);
+    assert!(eval.failed_test >= 3);
+    let r = row(&eval, METHOD_GBDT);
+    assert!(r.roc_auc.is_finite() && r.brier.is_finite());
+}
+
+#[test]
+fn failure_predictor_registry_round_trip() {
+    let jobs = load(Dataset::Openb);
+    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    let p = eval.predictor.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reg = ModelRegistry::open(dir.path()).unwrap();
+    let meta = reg
+        .save(&p, NewArtifact::new("openb", eval.n_train))
+        .unwrap();
+    assert_eq!(meta.kind, "failure");
+    let (back, meta2) = reg
+        .load::<augur_predictor::FailurePredictor>(augur_predictor::registry::Selector::Latest)
+        .unwrap();
+    assert_eq!(meta2.version, meta.version);
+    // identical predictions on every job's features after the round trip
+    let schema = p.schema.clone();
+    let x = failure_batch_features(&jobs, &schema);
+    let d = schema.len();
+    let (mut s1, mut s2) = (SvmScratch::default(), SvmScratch::default());
+    let mut scores = Vec::new();
+    let mut labels = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let a = p.predict_row(&x[i * d..(i + 1) * d], &mut s1);
+        let b = back.predict_row(&x[i * d..(i + 1) * d], &mut s2);
+        assert_eq!(a, b, "job {i}");
+        if let Some(l) = failure_label(j.status) {
+            scores.push(a.probability);
+            labels.push(l);
+        }
+    }
+    // in-sample sanity: the served model ranks failures above successes
+    assert!(roc_auc(&scores, &labels) > 0.6);
+}
