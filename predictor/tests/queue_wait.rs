@@ -207,20 +207,23 @@ fn mira_queue_wait_against_issue_targets() {
     let static_cqr = row("augur gbdt + queue state, static");
     let model = row("augur gbdt + queue state, online");
     assert!((zero.within600 - 0.325).abs() < 0.01, "{zero:?}");
-    // issue #4 targets met: MAE below the LightGBM peer's 54,651 s, and the online adaptive
-    // 95% bound covers at least 94% of test jobs
+    // issue #4 targets met: MAE below the LightGBM peer's 54,651 s, within600 above predicting
+    // zero's 32.5% (the short-wait override), and the online adaptive 95% bound covers at
+    // least 94% of test jobs
     assert!(model.mae_s < 54_651.0, "{model:?}");
     assert!(model.mae_s < sim.mae_s - 10_000.0, "{model:?} vs {sim:?}");
+    assert!(model.within600 > zero.within600, "{model:?} vs {zero:?}");
     let cov = model.coverage95.unwrap();
     assert!(cov >= 0.94, "coverage {cov}");
-    // NOT yet met (measured 31.7% and a 206,000 s median bound): within600 above zero's
-    // 32.5%, and a median bound under 77,990 s at that coverage. Guard today's levels: far
-    // above LightGBM's 10.2% within600, and the static bound is as narrow as LightGBM's
-    // quantile model while covering as much (79.3% at 77,990 s).
-    assert!(model.within600 > 0.30, "{model:?}");
+    // NOT met (measured 206,000 s): a median bound under 77,990 s at that coverage. Guard
+    // today's levels: the static bound is as narrow as LightGBM's quantile model while
+    // covering as much (79.3% at 77,990 s), and even the hindsight fit on the test period
+    // itself covers under 94% (the features' ceiling, reported beside the model).
     let st_cov = static_cqr.coverage95.unwrap();
     let st_width = static_cqr.median_bound_s.unwrap();
     assert!(st_cov > 0.78 && st_width < 77_990.0, "{static_cqr:?}");
+    let hind = row("hindsight");
+    assert!(hind.coverage95.unwrap() < 0.94, "{hind:?}");
     // predictions are real numbers with the bound above the point estimate
     assert!(eval
         .test_pred
