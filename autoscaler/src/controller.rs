@@ -47,6 +47,12 @@ impl<P: Policy> Controller<P> {
         &self.log
     }
 
+    /// Takes the decisions logged so far, leaving the log empty (a long-running loop keeps its
+    /// own bounded history instead of letting the log grow).
+    pub fn take_log(&mut self) -> Vec<DecisionRecord> {
+        std::mem::take(&mut self.log)
+    }
+
     /// Observe, decide, act. An error observing the cluster is returned (requeue and try
     /// again); errors acting are reported in the [`ReconcileReport`].
     pub async fn reconcile<B: ClusterBackend>(

@@ -36,6 +36,7 @@
 pub mod backend;
 mod controller;
 pub mod elastic;
+pub mod live;
 mod error;
 pub mod metrics;
 pub mod optimus;

@@ -24,7 +24,7 @@
 //! let cfg = SimConfig::new(ClusterSpec::homogeneous(2, 2, 1)?);
 //! let sim = LiveSim::new(jobs, cfg, 60.0)?; // one wall second = one trace minute
 //! let mut live = LiveLoop::new(sim, Fifo::default(), LiveConfig::default());
-//! for _ in 0..3 {
+//! for _ in 0..4 {
 //!     let step = augur_autoscaler::live::block_on(live.step(Duration::from_secs(1)));
 //!     assert!(step.error.is_none());
 //! }
