@@ -12,6 +12,8 @@
 //!   returns [`Decision`]s (an [`Action`] and its [`Reason`]).
 //! - [`Controller`]: the reconcile loop over any backend: observe, decide, act, retry what is
 //!   retryable, log every decision.
+//! - [`kubernetes::KubeBackend`]: the same trait on a real cluster (Kubeflow `PyTorchJob`
+//!   elastic workers scaled through `/scale`, queue state from watches, leader election).
 //! - [`sim::Simulator`]: the discrete-event simulator backend replaying a job table (gang
 //!   scheduling, PACK/SPREAD, locality relaxing with wait, elastic jobs on a fitted
 //!   [`ScalingModel`], checkpoint-restart pauses, node failures), deterministic with a seed.
@@ -38,6 +40,7 @@ mod controller;
 pub mod elastic;
 pub mod live;
 mod error;
+pub mod kubernetes;
 pub mod metrics;
 pub mod optimus;
 pub mod placement;

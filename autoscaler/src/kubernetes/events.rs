@@ -1,0 +1,109 @@
+//! What the watches tell the service: job submitted / started / finished events (derived from
+//! each `PyTorchJob` watch event) and the snapshots the backend builds, through one callback
+//! the service hooks into its ingest path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::objects::{JobKey, PyTorchJobView};
+use crate::backend::ClusterSnapshot;
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    /// Deleted before a terminal condition was seen.
+    Deleted,
+}
+
+/// One thing that happened on the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterEvent {
+    /// A job was created (time: `creationTimestamp`).
+    Submitted {
+        job: JobKey,
+        time: f64,
+        /// Requested GPUs (worker replicas × GPUs per worker).
+        gpus: u32,
+        /// Elastic bounds in GPUs, when elastic.
+        elastic: Option<(u32, u32)>,
+    },
+    /// A job started (time: `status.startTime`).
+    Started { job: JobKey, time: f64 },
+    /// A job finished (time: the terminal condition's transition, or when its deletion was seen).
+    Finished {
+        job: JobKey,
+        time: f64,
+        outcome: Outcome,
+    },
+    /// A snapshot the backend observed.
+    Snapshot(Arc<ClusterSnapshot>),
+}
+
+/// Where events go.
+pub type EventSink = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Seen {
+    started: bool,
+    finished: bool,
+}
+
+/// Turns the stream of job states into lifecycle events, each emitted once per job.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    seen: HashMap<JobKey, Seen>,
+}
+
+impl Lifecycle {
+    /// A job object was listed or changed.
+    pub fn applied(&mut self, v: &PyTorchJobView, out: &mut Vec<ClusterEvent>) {
+        let fresh = !self.seen.contains_key(&v.key);
+        let s = self.seen.entry(v.key.clone()).or_default();
+        if fresh {
+            let g = v.gpus_per_worker;
+            out.push(ClusterEvent::Submitted {
+                job: v.key.clone(),
+                time: v.created,
+                gpus: v.requested_replicas.unwrap_or(v.worker_replicas) * g,
+                elastic: v.elastic.map(|(a, b)| (a * g, b * g)),
+            });
+        }
+        if let (false, Some(t)) = (s.started, v.start_time) {
+            s.started = true;
+            out.push(ClusterEvent::Started {
+                job: v.key.clone(),
+                time: t,
+            });
+        }
+        if let (false, Some((kind, t))) = (s.finished, v.finished) {
+            s.finished = true;
+            out.push(ClusterEvent::Finished {
+                job: v.key.clone(),
+                time: t,
+                outcome: if kind == "Succeeded" {
+                    Outcome::Succeeded
+                } else {
+                    Outcome::Failed
+                },
+            });
+        }
+    }
+
+    /// A job object was deleted at `now`.
+    pub fn deleted(&mut self, key: &JobKey, now: f64, out: &mut Vec<ClusterEvent>) {
+        if let Some(s) = self.seen.remove(key) {
+            if !s.finished {
+                out.push(ClusterEvent::Finished {
+                    job: key.clone(),
+                    time: now,
+                    outcome: Outcome::Deleted,
+                });
+            }
+        }
+    }
+}
