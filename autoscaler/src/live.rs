@@ -114,6 +114,9 @@ pub struct LiveSim {
     mark: u32,
     events: Vec<JobEvent>,
     first_start: Vec<f64>,
+    /// Runtime predictions given while replaying ([`LiveSim::set_predicted_runtime`]); they
+    /// replace the jobs' own in what the policy sees.
+    predicted: Vec<Option<f64>>,
 }
 
 impl LiveSim {
@@ -144,6 +147,7 @@ impl LiveSim {
             mark: 0,
             events: Vec::new(),
             first_start: vec![f64::NAN; n],
+            predicted: vec![None; n],
         })
     }
 
@@ -180,6 +184,33 @@ impl LiveSim {
         self.sim.job(id)
     }
 
+    /// Gives job `id` (of the current lap) a runtime prediction made while replaying (by the
+    /// service's online predictor when the job was submitted); the policy sees it instead of
+    /// the job's own. Ignored for an unknown id or a non-finite value.
+    pub fn set_predicted_runtime(&mut self, id: JobId, seconds: f64) {
+        if seconds.is_finite() && seconds >= 0.0 {
+            if let Some(p) = self.predicted.get_mut(id.0 as usize) {
+                *p = Some(seconds);
+            }
+        }
+    }
+
+    /// The snapshot with the predictions given while replaying.
+    fn patched_snapshot(&mut self) -> ClusterSnapshot {
+        let mut snap = self.sim.snapshot().clone();
+        for r in &mut snap.running {
+            if let Some(Some(p)) = self.predicted.get(r.id.0 as usize) {
+                r.predicted_runtime = Some(*p);
+            }
+        }
+        for q in &mut snap.queued {
+            if let Some(Some(p)) = self.predicted.get(q.id.0 as usize) {
+                q.predicted_runtime = Some(*p);
+            }
+        }
+        snap
+    }
+
     /// Starts the next lap: the same jobs, shifted to start a minute after the last lap ended.
     fn next_lap(&mut self) {
         let lap = self.lap + 1;
@@ -205,6 +236,7 @@ impl LiveSim {
             self.lap = lap;
             self.state.iter_mut().for_each(|s| *s = 0);
             self.first_start.iter_mut().for_each(|s| *s = f64::NAN);
+            self.predicted.iter_mut().for_each(|s| *s = None);
             self.active.clear();
         }
     }
@@ -283,7 +315,7 @@ impl LiveSim {
 
 impl ClusterBackend for LiveSim {
     fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
-        self.sim.observe()
+        std::future::ready(Ok(self.patched_snapshot()))
     }
     fn admit(
         &mut self,
@@ -480,6 +512,8 @@ pub struct LiveLoop<B, P> {
     seq: u64,
     by_reason: BTreeMap<(&'static str, &'static str, Outcome), u64>,
     ticks: u64,
+    /// The backend reported a change since the policy was last asked.
+    changed: bool,
     scratch: Vec<Decision>,
 }
 
@@ -499,6 +533,7 @@ impl<B: LiveBackend, P: Policy> LiveLoop<B, P> {
             seq: 0,
             by_reason: BTreeMap::new(),
             ticks: 0,
+            changed: false,
             scratch: Vec::new(),
         }
     }
@@ -585,22 +620,34 @@ impl<B: LiveBackend, P: Policy> LiveLoop<B, P> {
         }
     }
 
-    /// One tick: lets `wall` pass on the backend, asks the policy when something changed (or
-    /// its wake-up time came), acts unless paused or dry-run, records the cluster and returns
-    /// the job events.
-    pub async fn step(&mut self, wall: Duration) -> StepReport {
+    /// First half of a tick: lets `wall` pass on the backend and returns the job events
+    /// since the last call (arrivals, completions), so the caller can ingest them and give
+    /// the new jobs predictions before the policy looks (see [`LiveLoop::control`]).
+    pub fn advance(&mut self, wall: Duration) -> Vec<JobEvent> {
         self.ticks += 1;
+        self.changed |= self.backend.tick(wall);
+        let mut events = Vec::new();
+        self.backend.drain_events(&mut events);
+        events
+    }
+
+    /// Second half of a tick: asks the policy when something changed (or the wake-up time it
+    /// asked for has passed, seen one tick late at most), acts unless paused or dry-run (the
+    /// cluster's own scheduler runs then), records the cluster, returns the job events of the
+    /// actions (starts).
+    pub async fn control(&mut self) -> StepReport {
         let mut report = StepReport::default();
-        let changed = self.backend.tick(wall);
-        let now = self.last.time.max(0.0);
-        let due = changed || self.wake_at.is_some_and(|w| w <= now) || self.ticks == 1;
+        let now = self.last.time;
+        let due = std::mem::take(&mut self.changed)
+            || self.wake_at.is_some_and(|w| w <= now)
+            || self.ticks <= 1;
         if !self.paused && due {
             report.decided = true;
             if self.dry_run {
                 match self.backend.observe().await {
                     Ok(snap) => {
-                        self.scratch.clear();
                         let mut out = std::mem::take(&mut self.scratch);
+                        out.clear();
                         self.wake_at = self.controller.policy.decide(&snap, &mut out);
                         report.decisions = out.len();
                         for d in out.drain(..) {
@@ -646,6 +693,16 @@ impl<B: LiveBackend, P: Policy> LiveLoop<B, P> {
             }
         }
         report.cluster = self.last;
+        report
+    }
+
+    /// One whole tick ([`LiveLoop::advance`] then [`LiveLoop::control`]); the report holds
+    /// the events of both halves.
+    pub async fn step(&mut self, wall: Duration) -> StepReport {
+        let mut events = self.advance(wall);
+        let mut report = self.control().await;
+        events.append(&mut report.events);
+        report.events = events;
         report
     }
 }
@@ -821,6 +878,39 @@ mod tests {
         }
         assert!(l.backend().lap() >= 1);
         assert!(l.backend().finished_total() > 20);
+    }
+
+    #[test]
+    fn predictions_given_while_replaying_reach_the_policy() {
+        let mut l = live(600.0);
+        let events = l.advance(Duration::from_secs(1));
+        let submitted: Vec<JobId> = events
+            .iter()
+            .filter(|e| e.kind == JobEventKind::Submitted)
+            .map(|e| e.job)
+            .collect();
+        assert!(!submitted.is_empty());
+        for (k, id) in submitted.iter().enumerate() {
+            l.backend_mut()
+                .set_predicted_runtime(*id, 1000.0 + k as f64);
+        }
+        l.backend_mut()
+            .set_predicted_runtime(submitted[0], f64::NAN); // ignored
+        let snap = block_on(l.backend_mut().observe()).expect("observe");
+        for (k, id) in submitted.iter().enumerate() {
+            let p = snap
+                .queued
+                .iter()
+                .find(|q| q.id == *id)
+                .map(|q| q.predicted_runtime)
+                .or_else(|| {
+                    snap.running
+                        .iter()
+                        .find(|r| r.id == *id)
+                        .map(|r| r.predicted_runtime)
+                });
+            assert_eq!(p, Some(Some(1000.0 + k as f64)));
+        }
     }
 
     #[test]
