@@ -534,35 +534,18 @@ pub fn fit_family(
         }
         break;
     }
-    // golden-section refinement per axis in log space, a few rounds
-    let mut theta = best.1;
-    for _ in 0..3 {
-        for (a, &(lo, hi, m)) in axes.iter().enumerate() {
-            let step = (hi.ln() - lo.ln()) / (m.max(2) - 1) as f64;
-            let center = theta[a].ln();
-            let (mut l, mut r) = (center - step, center + step);
-            let g = 0.618_033_988_75;
-            let mut eval = |v: f64, th: &mut Vec<f64>| {
-                th[a] = v.exp();
-                sse_at(th)
-            };
-            let mut th = theta.clone();
-            for _ in 0..20 {
-                let m1 = r - g * (r - l);
-                let m2 = l + g * (r - l);
-                if eval(m1, &mut th) <= eval(m2, &mut th) {
-                    r = m2;
-                } else {
-                    l = m1;
-                }
-            }
-            let cand = 0.5 * (l + r);
-            let mut th2 = theta.clone();
-            if eval(cand, &mut th2) < eval(center, &mut theta.clone()) {
-                theta[a] = cand.exp();
-            }
-        }
-    }
+    // Nelder–Mead in log θ from the best grid point (the grid steps as the first simplex)
+    let steps: Vec<f64> = axes
+        .iter()
+        .map(|&(lo, hi, m)| (hi.ln() - lo.ln()) / (m.max(2) - 1) as f64)
+        .collect();
+    let start: Vec<f64> = best.1.iter().map(|t| t.ln()).collect();
+    let mut f = |z: &[f64]| -> f64 {
+        let th: Vec<f64> = z.iter().map(|v| v.exp()).collect();
+        sse_at(&th)
+    };
+    let z = nelder_mead(&mut f, &start, &steps, 200);
+    let theta: Vec<f64> = z.iter().map(|v| v.exp()).collect();
     for (p, &x) in phi.iter_mut().zip(&xs) {
         *p = family.phi(x, &theta);
     }
@@ -577,6 +560,63 @@ pub fn fit_family(
         s,
         rmse: (sse / wsum.max(1e-300)).sqrt(),
     })
+}
+
+/// Minimises `f` from `start` with a Nelder–Mead simplex (initial edge lengths `steps`).
+fn nelder_mead(
+    f: &mut dyn FnMut(&[f64]) -> f64,
+    start: &[f64],
+    steps: &[f64],
+    iters: usize,
+) -> Vec<f64> {
+    let d = start.len();
+    let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(d + 1);
+    let f0 = f(start);
+    simplex.push((start.to_vec(), f0));
+    for i in 0..d {
+        let mut p = start.to_vec();
+        p[i] += steps[i];
+        let v = f(&p);
+        simplex.push((p, v));
+    }
+    let point = |c: &[f64], p: &[f64], t: f64| -> Vec<f64> {
+        c.iter().zip(p).map(|(c, p)| c + t * (p - c)).collect()
+    };
+    for _ in 0..iters {
+        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let spread = simplex[d].1 - simplex[0].1;
+        if spread.abs() <= 1e-14 * simplex[0].1.abs().max(1e-300) {
+            break;
+        }
+        let centroid: Vec<f64> = (0..d)
+            .map(|j| simplex[..d].iter().map(|(p, _)| p[j]).sum::<f64>() / d as f64)
+            .collect();
+        let worst = simplex[d].0.clone();
+        let refl = point(&centroid, &worst, -1.0);
+        let fr = f(&refl);
+        if fr < simplex[0].1 {
+            let exp = point(&centroid, &worst, -2.0);
+            let fe = f(&exp);
+            simplex[d] = if fe < fr { (exp, fe) } else { (refl, fr) };
+        } else if fr < simplex[d - 1].1 {
+            simplex[d] = (refl, fr);
+        } else {
+            let contr = point(&centroid, &worst, 0.5);
+            let fc = f(&contr);
+            if fc < simplex[d].1 {
+                simplex[d] = (contr, fc);
+            } else {
+                let best = simplex[0].0.clone();
+                for item in simplex.iter_mut().skip(1) {
+                    let p = point(&best, &item.0, 0.5);
+                    let v = f(&p);
+                    *item = (p, v);
+                }
+            }
+        }
+    }
+    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    simplex.swap_remove(0).0
 }
 
 /// Where a fitted curve reaches a target, from the last observed progress on.
@@ -1571,6 +1611,10 @@ impl Default for ConvergenceTrainer {
     }
 }
 
+/// Version of the convergence features ([`FEATURE_NAMES`] and how they are computed);
+/// bumped whenever a stored predictor would read them differently.
+pub const CONVERGENCE_FEATURE_VERSION: u32 = 1;
+
 /// Interval level of every convergence interval.
 pub const CONVERGENCE_COVERAGE: f64 = 0.8;
 
@@ -1585,6 +1629,8 @@ pub struct ConvergencePredictor {
     upper: GbdtModel,
     /// Conformal widening of the quantile band, in ln units.
     margin: f64,
+    /// [`CONVERGENCE_FEATURE_VERSION`] at training (checked by the registry on load).
+    pub feature_version: u32,
     /// Training runs.
     pub n_train_runs: usize,
 }
@@ -1737,6 +1783,7 @@ impl ConvergencePredictor {
             lower: refit(Objective::Quantile { alpha: 0.1 }, n_lo)?,
             upper: refit(Objective::Quantile { alpha: 0.9 }, n_hi)?,
             margin,
+            feature_version: CONVERGENCE_FEATURE_VERSION,
             n_train_runs: usable.len(),
         })
     }
