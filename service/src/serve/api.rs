@@ -671,7 +671,7 @@ pub async fn retrain(State(state): State<AppState>) -> Result<(StatusCode, Json<
                 tracing::info!(jobs = report.jobs, "retrained on the ingested history");
                 RetrainStatus::Succeeded {
                     finished_at: now_rfc3339(),
-                    report,
+                    report: Box::new(report),
                 }
             }
             Err(e) => {

@@ -180,21 +180,41 @@ fn json_error(path: &str, e: &serde_json::Error) -> ApiError {
             format!("the body is not valid JSON: {msg}"),
         ),
         Category::Data => {
-            let base = if path == "." { "" } else { path };
-            // serde names missing/unknown fields in backticks; the path stops at their parent
-            let named = ["missing field `", "unknown field `"]
-                .iter()
-                .find_map(|p| msg.strip_prefix(p))
-                .and_then(|rest| rest.split('`').next());
-            let field = match named {
-                Some(name) if base.is_empty() => name.to_string(),
-                Some(name) => format!("{base}.{name}"),
-                None if base.is_empty() => "(body)".to_string(),
-                None => base.to_string(),
-            };
-            ApiError::invalid(field, strip_position(&msg))
+            let (field, message) = field_and_message(path, &strip_position(&msg));
+            ApiError::invalid(field, message)
         }
     }
+}
+
+/// Marks an error raised inside a nested deserialisation that knows its own field path
+/// (see `events::Event`'s `TryFrom<Value>`): "field `PATH`: MESSAGE".
+pub const FIELD_MARK: &str = "field `";
+
+/// The field at fault and the message, from serde_path_to_error's `path` and serde's
+/// message. serde names missing fields in backticks while the path stops at their parent;
+/// for unknown fields the path already ends with the key.
+pub fn field_and_message(path: &str, msg: &str) -> (String, String) {
+    let base = if path == "." { "" } else { path };
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else if b.is_empty() {
+            a.to_string()
+        } else {
+            format!("{a}.{b}")
+        }
+    };
+    if let Some(rest) = msg.strip_prefix(FIELD_MARK) {
+        if let Some((inner, message)) = rest.split_once("`: ") {
+            return (join(base, inner), message.to_string());
+        }
+    }
+    if let Some(rest) = msg.strip_prefix("missing field `") {
+        let name = rest.split('`').next().unwrap_or("");
+        return (join(base, name), msg.to_string());
+    }
+    let field = if base.is_empty() { "(body)" } else { base };
+    (field.to_string(), msg.to_string())
 }
 
 /// serde_json appends " at line L column C"; the field path says more.

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
 
-use super::error::ApiError;
+use super::error::{field_and_message, ApiError, FIELD_MARK};
 
 /// Longest accepted string (ids, names).
 pub const MAX_STRING: usize = 256;
@@ -109,8 +109,17 @@ pub struct ClusterSnapshot {
 }
 
 /// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock).
+///
+/// Deserialised by hand ([`TryFrom<serde_json::Value>`]) so that an error inside an event
+/// still names its field (serde's internally tagged enums lose the path).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    try_from = "serde_json::Value"
+)]
+// submits dominate the traffic, so boxing their profile would only add an allocation
+#[allow(clippy::large_enum_variant)]
 pub enum Event {
     /// A job was submitted.
     JobSubmitted {
@@ -138,6 +147,122 @@ pub enum Event {
     },
     /// A snapshot of the cluster.
     ClusterSnapshot(ClusterSnapshot),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmittedBody {
+    job_id: String,
+    at: f64,
+    #[serde(default)]
+    profile: JobProfile,
+    #[serde(default)]
+    dag: Option<Dag>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartedBody {
+    job_id: String,
+    at: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinishedBody {
+    job_id: String,
+    at: f64,
+    status: FinishStatus,
+    #[serde(default)]
+    duration: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PointsBody {
+    job_id: String,
+    points: Vec<MetricPoint>,
+}
+
+/// The event types, as the `type` tag spells them.
+pub const EVENT_TYPES: [&str; 5] = [
+    "job_submitted",
+    "job_started",
+    "job_finished",
+    "metric_points",
+    "cluster_snapshot",
+];
+
+fn body<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let (field, msg) = field_and_message(&path, &e.into_inner().to_string());
+        format!("{FIELD_MARK}{field}`: {msg}")
+    })
+}
+
+impl TryFrom<serde_json::Value> for Event {
+    type Error = String;
+
+    fn try_from(v: serde_json::Value) -> Result<Event, String> {
+        let serde_json::Value::Object(mut map) = v else {
+            return Err(format!(
+                "{FIELD_MARK}`: an event is an object with a `type` ({})",
+                EVENT_TYPES.join(", ")
+            ));
+        };
+        let ty = match map.remove("type") {
+            Some(serde_json::Value::String(t)) => t,
+            _ => {
+                return Err(format!(
+                    "{FIELD_MARK}type`: missing or not a string; one of {}",
+                    EVENT_TYPES.join(", ")
+                ))
+            }
+        };
+        let rest = serde_json::Value::Object(map);
+        Ok(match ty.as_str() {
+            "job_submitted" => {
+                let b: SubmittedBody = body(rest)?;
+                Event::JobSubmitted {
+                    job_id: b.job_id,
+                    at: b.at,
+                    profile: b.profile,
+                    dag: b.dag,
+                }
+            }
+            "job_started" => {
+                let b: StartedBody = body(rest)?;
+                Event::JobStarted {
+                    job_id: b.job_id,
+                    at: b.at,
+                }
+            }
+            "job_finished" => {
+                let b: FinishedBody = body(rest)?;
+                Event::JobFinished {
+                    job_id: b.job_id,
+                    at: b.at,
+                    status: b.status,
+                    duration: b.duration,
+                }
+            }
+            "metric_points" => {
+                let b: PointsBody = body(rest)?;
+                Event::MetricPoints {
+                    job_id: b.job_id,
+                    points: b.points,
+                }
+            }
+            "cluster_snapshot" => Event::ClusterSnapshot(body(rest)?),
+            other => {
+                return Err(format!(
+                    "{FIELD_MARK}type`: unknown event type `{other}`; one of {}",
+                    EVENT_TYPES.join(", ")
+                ))
+            }
+        })
+    }
 }
 
 /// A batch of events, stored atomically (all or none).
@@ -501,6 +626,14 @@ mod tests {
         assert_eq!(
             field_of(r#"{"events":[{"type":"job_finished","job_id":"a","at":1}]}"#),
             "events[0].status"
+        );
+        assert_eq!(
+            field_of(r#"{"events":[{"type":"job_exploded","job_id":"a","at":1}]}"#),
+            "events[0].type"
+        );
+        assert_eq!(
+            field_of(r#"{"events":[{"type":"job_started","job_id":"a","at":1,"extra":2}]}"#),
+            "events[0].extra"
         );
         assert_eq!(
             field_of(

@@ -23,6 +23,9 @@ pub mod openapi;
 pub mod store;
 pub mod training;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -90,7 +93,7 @@ pub enum RetrainStatus {
     },
     Succeeded {
         finished_at: String,
-        report: training::TrainReport,
+        report: Box<training::TrainReport>,
     },
     Failed {
         finished_at: String,

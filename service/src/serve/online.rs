@@ -453,23 +453,6 @@ impl Online {
         })
     }
 
-    /// The feature row the runtime model sees for a job (for the online == offline test).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn runtime_features(
-        &mut self,
-        profile: &JobProfile,
-        job_id: &str,
-        at: f64,
-    ) -> Option<Vec<f32>> {
-        let (Some(served), Some(fs)) = (&self.models.runtime, &mut self.rt_features) else {
-            return None;
-        };
-        let mut out = vec![0f32; served.model.schema.len()];
-        fs.features_for(&profile.to_record(job_id, at), at, &mut out)
-            .ok()?;
-        Some(out)
-    }
-
     /// Queue-wait prediction for a job with `profile`, submitted at `at`, behind the
     /// current queue.
     pub fn predict_wait(

@@ -98,7 +98,7 @@ pub fn bundled_jobs(name: &str, limit: Option<usize>) -> anyhow::Result<Vec<JobR
 
 /// Trains both predictors on `jobs` (80/20 by submit time, metrics on the 20%), saves them
 /// as new versions and promotes them. A predictor that cannot be trained (too few labelled
-/// jobs) is skipped with the reason.
+/// jobs, e.g. a trace without start times has no queue waits) is skipped with the reason.
 pub fn train_and_save(
     registry: &ModelRegistry,
     source: &str,
@@ -112,56 +112,83 @@ pub fn train_and_save(
         queue_wait: None,
         skipped: Vec::new(),
     };
-    let trainer = crate::evaluate::trainer(trees);
-    match evaluate_runtime(jobs, &trainer) {
-        Ok(mut eval) => {
-            let metrics = crate::train::held_out_metrics(&eval);
-            let predictor = eval
-                .predictor
-                .take()
-                .context("the evaluation returned no trained predictor")?;
-            let mut info = NewArtifact::new(source, eval.n_train);
-            info.metrics = metrics;
-            info.notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
-            let meta = registry.save(&predictor, info)?;
-            registry.promote(RUNTIME_KIND, meta.version)?;
-            report.runtime = Some(meta);
-        }
-        Err(e) => report.skipped.push(format!("runtime: {e}")),
+    match train_runtime(registry, source, jobs, trees)? {
+        Ok(meta) => report.runtime = Some(meta),
+        Err(why) => report.skipped.push(format!("runtime: {why}")),
     }
-    let mut qtrainer = QueueWaitTrainer::default();
-    qtrainer.runtime = trainer.clone();
+    match train_queue_wait(registry, source, jobs, trees)? {
+        Ok(meta) => report.queue_wait = Some(meta),
+        Err(why) => report.skipped.push(format!("queue_wait: {why}")),
+    }
+    Ok(report)
+}
+
+/// Trains, saves and promotes the runtime predictor; `Ok(Err(why))` when the jobs cannot
+/// train one.
+pub fn train_runtime(
+    registry: &ModelRegistry,
+    source: &str,
+    jobs: &[JobRecord],
+    trees: Option<usize>,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    let trainer = crate::evaluate::trainer(trees);
+    let mut eval = match evaluate_runtime(jobs, &trainer) {
+        Ok(e) => e,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let metrics = crate::train::held_out_metrics(&eval);
+    let predictor = eval
+        .predictor
+        .take()
+        .context("the evaluation returned no trained predictor")?;
+    let mut info = NewArtifact::new(source, eval.n_train);
+    info.metrics = metrics;
+    info.notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
+    let meta = registry.save(&predictor, info)?;
+    registry.promote(RUNTIME_KIND, meta.version)?;
+    Ok(Ok(meta))
+}
+
+/// Trains, saves and promotes the queue-wait predictor; `Ok(Err(why))` when the jobs
+/// cannot train one.
+pub fn train_queue_wait(
+    registry: &ModelRegistry,
+    source: &str,
+    jobs: &[JobRecord],
+    trees: Option<usize>,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    let mut qtrainer = QueueWaitTrainer {
+        runtime: crate::evaluate::trainer(trees),
+        ..QueueWaitTrainer::default()
+    };
     if let Some(n) = trees {
         qtrainer = qtrainer.with_trees(n);
     }
-    match evaluate_queue_wait(jobs, &qtrainer) {
-        Ok(mut eval) => {
-            let predictor = eval
-                .predictor
-                .take()
-                .context("the queue-wait evaluation returned no trained predictor")?;
-            let mut metrics = BTreeMap::new();
-            if let Some(row) = eval.rows.iter().find(|r| r.method.contains("online")) {
-                metrics.insert("mae_s".to_string(), row.mae_s);
-                metrics.insert("within60".to_string(), row.within60);
-                metrics.insert("within600".to_string(), row.within600);
-                if let Some(c) = row.coverage95 {
-                    metrics.insert("coverage95".to_string(), c);
-                }
-            }
-            metrics.insert("test_jobs".to_string(), eval.n_test as f64);
-            metrics.retain(|_, v| v.is_finite());
-            let mut info = NewArtifact::new(source, eval.n_train);
-            info.metrics = metrics;
-            info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
-            let artifact = QueueWaitArtifact(predictor);
-            let meta = registry.save(&artifact, info)?;
-            registry.promote(QUEUE_WAIT_KIND, meta.version)?;
-            report.queue_wait = Some(meta);
+    let mut eval = match evaluate_queue_wait(jobs, &qtrainer) {
+        Ok(e) => e,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let predictor = eval
+        .predictor
+        .take()
+        .context("the queue-wait evaluation returned no trained predictor")?;
+    let mut metrics = BTreeMap::new();
+    if let Some(row) = eval.rows.iter().find(|r| r.method.contains("online")) {
+        metrics.insert("mae_s".to_string(), row.mae_s);
+        metrics.insert("within60".to_string(), row.within60);
+        metrics.insert("within600".to_string(), row.within600);
+        if let Some(c) = row.coverage95 {
+            metrics.insert("coverage95".to_string(), c);
         }
-        Err(e) => report.skipped.push(format!("queue_wait: {e}")),
     }
-    Ok(report)
+    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
+    metrics.retain(|_, v| v.is_finite());
+    let mut info = NewArtifact::new(source, eval.n_train);
+    info.metrics = metrics;
+    info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
+    let meta = registry.save(&QueueWaitArtifact(predictor), info)?;
+    registry.promote(QUEUE_WAIT_KIND, meta.version)?;
+    Ok(Ok(meta))
 }
 
 fn notes(max_trees: &str, n_test: usize) -> BTreeMap<String, String> {

@@ -1,0 +1,581 @@
+//! Tests of the API through the real router (`tower::ServiceExt::oneshot`), with models
+//! trained on a slice of the bundled Philly trace.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use augur_datasets::JobRecord;
+use augur_features::{batch_features, TraceEvent};
+use augur_predictor::RuntimePredictor;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::config::ServeConfig;
+use super::events::JobProfile;
+use super::training;
+use super::{own_routes, router, AppState};
+
+const TOKEN: &str = "test-token-0123456789";
+/// Jobs of the Philly slice the fixture models are trained on.
+const TRAIN_JOBS: usize = 3000;
+
+/// The first jobs of the bundled Philly trace by submit time (read once).
+fn philly() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("philly", Some(6000)).expect("bundled philly"))
+}
+
+/// The first jobs of the bundled Mira log (Philly has no start times, so no queue waits).
+fn mira() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("mira", Some(4000)).expect("bundled mira"))
+}
+
+/// A registry with the runtime model trained on the first [`TRAIN_JOBS`] Philly jobs and
+/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs (trained once).
+fn trained_models() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let registry = training::open_registry(&dir).unwrap();
+        training::train_runtime(&registry, "philly", &philly()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        training::train_queue_wait(&registry, "mira", &mira()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        dir.join("models")
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A service over a fresh data folder (with the fixture models when `models`).
+fn service(models: bool) -> (AppState, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    if models {
+        copy_dir(trained_models(), &dir.path().join("models"));
+    }
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        trees: Some(15),
+        min_retrain_jobs: 200,
+        ..ServeConfig::default()
+    };
+    let (state, _info) = AppState::open(config).unwrap();
+    (state, dir)
+}
+
+async fn call(
+    state: &AppState,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    token: bool,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(path);
+    if token {
+        req = req.header("authorization", format!("Bearer {TOKEN}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    raw(state, req).await
+}
+
+async fn raw(state: &AppState, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, v)
+}
+
+fn profile_json(j: &JobRecord) -> Value {
+    serde_json::to_value(JobProfile::of_record(j)).unwrap()
+}
+
+/// The events of trace jobs in the order the offline replay applies them.
+fn trace_events(jobs: &[JobRecord]) -> Vec<Value> {
+    TraceEvent::of_trace(jobs)
+        .into_iter()
+        .map(|e| match e {
+            TraceEvent::Submit { index, at } => json!({
+                "type": "job_submitted", "job_id": jobs[index].job_id, "at": at,
+                "profile": profile_json(&jobs[index]),
+            }),
+            TraceEvent::Finish { index, at } => json!({
+                "type": "job_finished", "job_id": jobs[index].job_id, "at": at,
+                "status": jobs[index].status.as_str(),
+                "duration": jobs[index].duration,
+            }),
+        })
+        .collect()
+}
+
+async fn ingest(state: &AppState, events: &[Value]) {
+    for chunk in events.chunks(500) {
+        let (st, v) = call(
+            state,
+            "POST",
+            "/v1/events/batch",
+            Some(json!({ "events": chunk })),
+            true,
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_predictions_equal_offline_on_a_real_trace_slice() {
+    let (state, _dir) = service(true);
+    // the 1500 Philly jobs after the training slice, replayed as events
+    let jobs: Vec<JobRecord> = philly()[TRAIN_JOBS..TRAIN_JOBS + 1500].to_vec();
+    ingest(&state, &trace_events(&jobs)).await;
+
+    let model: std::sync::Arc<RuntimePredictor> = {
+        let o = state.online();
+        o.models.runtime.as_ref().unwrap().model.clone()
+    };
+    // offline: the batch feature replay over the same jobs, same schema, same model
+    let x = batch_features(&jobs, &model.schema);
+    let d = model.schema.len();
+    let mut compared = 0;
+    let o = state.online();
+    for (i, j) in jobs.iter().enumerate() {
+        let offline = model.predict_log(&x[i * d..(i + 1) * d]).exp();
+        let info = &o.jobs[&j.job_id];
+        let online = info.runtime_at_submit.expect("predicted at submit").seconds;
+        assert_eq!(online, offline, "job {} (row {i})", j.job_id);
+        compared += 1;
+    }
+    assert_eq!(compared, 1500);
+    // jobs with history really differ from a cold start (the state is doing work)
+    let distinct: std::collections::HashSet<u64> = o
+        .jobs
+        .values()
+        .filter_map(|j| j.runtime_at_submit.map(|r| r.seconds.to_bits()))
+        .collect();
+    assert!(
+        distinct.len() > 100,
+        "{} distinct predictions",
+        distinct.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
+    let (state, _dir) = service(true);
+    let jobs: Vec<JobRecord> = philly()[TRAIN_JOBS..TRAIN_JOBS + 300].to_vec();
+    ingest(&state, &trace_events(&jobs)).await;
+    let j = &philly()[TRAIN_JOBS + 400];
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/runtime",
+        Some(json!({ "job": { "profile": profile_json(j) } })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["model_version"], 1);
+    let p = &v["prediction"];
+    let (s, lo, hi) = (
+        p["seconds"].as_f64().unwrap(),
+        p["lower"].as_f64().unwrap(),
+        p["upper"].as_f64().unwrap(),
+    );
+    assert!(lo <= s && s <= hi && s > 0.0, "{p}");
+    assert_eq!(p["coverage"], 0.8);
+    assert_eq!(p["interval"], "online_conformal");
+    // a batch answers each job
+    let batch: Vec<Value> = mira()[TRAIN_JOBS..TRAIN_JOBS + 10]
+        .iter()
+        .map(|j| json!({ "profile": profile_json(j) }))
+        .collect();
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/queue-wait",
+        Some(json!({ "jobs": batch })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["predictions"].as_array().unwrap().len(), 10);
+    assert_eq!(v["model_version"], 1);
+    let w = &v["predictions"][0];
+    assert!(
+        w["upper"].as_f64().unwrap() >= w["seconds"].as_f64().unwrap(),
+        "{w}"
+    );
+
+    // a submitted, not started job: ETA to start and to finish
+    let at = jobs.last().unwrap().submit_time + 10.0;
+    let ev = json!({ "type": "job_submitted", "job_id": "new-job", "at": at, "profile": profile_json(j) });
+    let (st, _) = call(&state, "POST", "/v1/events", Some(ev), true).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, v) = call(&state, "GET", "/v1/jobs/new-job", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["phase"], "queued");
+    let start = v["eta"]["start"].as_f64().unwrap();
+    let finish = v["eta"]["finish"].as_f64().unwrap();
+    let rt = v["job"]["runtime_at_submit"]["seconds"].as_f64().unwrap();
+    assert!(start >= at, "{v}");
+    assert!(
+        (finish - start - rt).abs() < 1e-6 * finish.abs().max(1.0),
+        "{v}"
+    );
+    let (st, v) = call(&state, "GET", "/v1/jobs/nope", None, false).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+
+    // DAG makespan: a diamond; the critical path goes through the longer branch
+    let dag = json!({ "stages": [
+        { "id": "a", "estimate_seconds": 10.0 },
+        { "id": "b", "depends_on": ["a"], "estimate_seconds": 100.0 },
+        { "id": "c", "depends_on": ["a"], "estimate_seconds": 5.0 },
+        { "id": "d", "depends_on": ["b", "c"], "estimate_seconds": 1.0 }
+    ]});
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/dag-makespan",
+        Some(json!({ "job": { "profile": {}, "dag": dag } })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["prediction"]["seconds"], 111.0);
+    assert_eq!(v["prediction"]["critical_path"], json!(["a", "b", "d"]));
+    // failure and convergence are not built in yet: 503 naming the model
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/failure",
+        Some(json!({ "job": { "profile": {} } })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(v["error"]["code"], "model_not_available");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_endpoints_need_the_token_and_errors_name_fields() {
+    let (state, _dir) = service(false);
+    let ev = json!({ "type": "job_started", "job_id": "a", "at": 1.0 });
+    let (st, v) = call(&state, "POST", "/v1/events", Some(ev.clone()), false).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "{v}");
+    assert_eq!(v["error"]["code"], "unauthorized");
+    for path in ["/v1/models/retrain", "/v1/models/runtime/rollback"] {
+        let (st, _) = call(&state, "POST", path, None, false).await;
+        assert_eq!(st, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let (st, _) = call(&state, "POST", "/v1/events", Some(ev), true).await;
+    assert_eq!(st, StatusCode::OK);
+    // reads need no token
+    let (st, v) = call(&state, "GET", "/v1/events", None, false).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(v["events"].as_array().unwrap().len(), 1);
+    let (st, _) = call(&state, "GET", "/healthz", None, false).await;
+    assert_eq!(st, StatusCode::OK);
+    // no model: not ready, predictions 503
+    let (st, _) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/runtime",
+        Some(json!({ "job": { "profile": {} } })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+
+    // invalid fields are named
+    let cases = [
+        (
+            json!({ "events": [{ "type": "job_started", "job_id": "a", "at": "soon" }] }),
+            "events[0].at",
+        ),
+        (
+            json!({ "events": [{ "type": "job_submitted", "job_id": "a", "at": 1, "profile": { "num_gpus": -2 } }] }),
+            "events[0].profile.num_gpus",
+        ),
+        (json!({ "events": [] }), "events"),
+        (json!({ "evts": [] }), "evts"),
+    ];
+    for (body, field) in cases {
+        let (st, v) = call(&state, "POST", "/v1/events/batch", Some(body), true).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert_eq!(v["error"]["field"], field, "{v}");
+    }
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/runtime",
+        Some(json!({ "jobs": [{ "profile": {} }, { "profile": { "user": 3 } }] })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "jobs[1].profile.user");
+    // malformed JSON: 400; a body over the limit: 413
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/events")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::from("{\"type\": "))
+        .unwrap();
+    let (st, v) = raw(&state, req).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["code"], "malformed_json");
+    let big = "x".repeat(state.config.body_limit_bytes + 10);
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/events")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::from(format!("{{\"job_id\": \"{big}\"}}")))
+        .unwrap();
+    let (st, _) = raw(&state, req).await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_is_in_the_openapi_document_and_every_documented_path_is_routed() {
+    let (state, _dir) = service(false);
+    let (st, doc) = call(&state, "GET", "/openapi.json", None, false).await;
+    assert_eq!(st, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    for r in own_routes() {
+        let m = r.method.to_ascii_lowercase();
+        assert!(
+            paths.get(r.path).and_then(|p| p.get(&m)).is_some(),
+            "{} {} is not documented",
+            r.method,
+            r.path
+        );
+        if r.auth {
+            assert!(
+                paths[r.path][&m].get("security").is_some(),
+                "{} {} needs a token but the document does not say so",
+                r.method,
+                r.path
+            );
+        }
+    }
+    for (path, ops) in paths {
+        for method in ops.as_object().unwrap().keys() {
+            let concrete = path.replace("{id}", "x").replace("{kind}", "runtime");
+            let (st, v) = call(
+                &state,
+                &method.to_ascii_uppercase(),
+                &concrete,
+                Some(json!({})),
+                true,
+            )
+            .await;
+            assert_ne!(st, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_ne!(v["error"]["code"], "no_such_route", "{method} {path}");
+        }
+    }
+    let (st, v) = call(&state, "GET", "/v2/nothing", None, false).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert_eq!(v["error"]["code"], "no_such_route");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
+    let (state, _dir) = service(true);
+    let jobs: Vec<JobRecord> = philly()[TRAIN_JOBS..TRAIN_JOBS + 1200].to_vec();
+    ingest(&state, &trace_events(&jobs)).await;
+    // predictions keep flowing (and succeeding) while models are swapped
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let state = state.clone();
+        let stop = stop.clone();
+        let body = json!({ "job": { "profile": profile_json(&jobs[0]) } });
+        tokio::spawn(async move {
+            let mut n = 0;
+            let mut versions = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let (st, v) = call(
+                    &state,
+                    "POST",
+                    "/v1/predict/runtime",
+                    Some(body.clone()),
+                    false,
+                )
+                .await;
+                assert_eq!(st, StatusCode::OK, "{v}");
+                versions.insert(v["model_version"].as_u64().unwrap());
+                n += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            (n, versions)
+        })
+    };
+    let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let (st, _) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::CONFLICT, "a second retrain while one runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (_, v) = call(&state, "GET", "/v1/models/retrain", None, false).await;
+        match v["state"].as_str().unwrap() {
+            "running" => {}
+            "succeeded" => break,
+            other => panic!("retrain {other}: {v}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "retrain too slow");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (_, v) = call(&state, "GET", "/v1/models", None, false).await;
+    assert_eq!(v["serving"]["runtime"], 2, "{v}");
+    assert_eq!(
+        v["kinds"]["runtime"]["versions"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(v["kinds"]["runtime"]["versions"][1]["dataset"], "ingested");
+    let (st, v) = call(&state, "POST", "/v1/models/runtime/rollback", None, true).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, v) = call(&state, "GET", "/v1/models", None, false).await;
+    assert_eq!(v["serving"]["runtime"], 1);
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/models/runtime/promote",
+        Some(json!({ "version": 9 })),
+        true,
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "version");
+    let (st, _) = call(
+        &state,
+        "POST",
+        "/v1/models/runtime/promote",
+        Some(json!({ "version": 2 })),
+        true,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (n, versions) = probe.await.unwrap();
+    assert!(n > 10, "{n} probe requests");
+    assert!(versions.contains(&1), "{versions:?}");
+    // the online state was rebuilt for the swapped model: still knows every job
+    let o = state.online();
+    assert_eq!(o.models.runtime.as_ref().unwrap().meta.version, 2);
+    assert_eq!(o.jobs.len(), 1200);
+}
+
+/// Arbitrary JSON, biased towards the shapes the API expects.
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        "[a-z_]{0,12}".prop_map(Value::from),
+        prop_oneof![
+            Just("job_submitted"),
+            Just("job_started"),
+            Just("job_finished"),
+            Just("metric_points"),
+            Just("cluster_snapshot"),
+            Just("completed"),
+        ]
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 8, |inner| {
+        let key = prop_oneof![
+            Just("type".to_string()),
+            Just("job_id".to_string()),
+            Just("at".to_string()),
+            Just("profile".to_string()),
+            Just("num_gpus".to_string()),
+            Just("events".to_string()),
+            Just("job".to_string()),
+            Just("jobs".to_string()),
+            Just("dag".to_string()),
+            Just("stages".to_string()),
+            Just("depends_on".to_string()),
+            Just("id".to_string()),
+            Just("points".to_string()),
+            Just("step".to_string()),
+            Just("status".to_string()),
+            Just("version".to_string()),
+            "[a-z]{1,6}",
+        ];
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(key, inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// No input makes a handler panic or answer 500: every POST route, any JSON (or bytes).
+    #[test]
+    fn no_input_panics_or_answers_500(body in arb_json(), bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        static STATE: OnceLock<(AppState, tempfile::TempDir, tokio::runtime::Runtime)> = OnceLock::new();
+        let (state, _, rt) = STATE.get_or_init(|| {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let (s, d) = rt.block_on(async { service(false) });
+            (s, d, rt)
+        });
+        let posts: Vec<&str> = own_routes()
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .map(|r| r.path)
+            .collect();
+        rt.block_on(async {
+            for path in &posts {
+                let concrete = path.replace("{kind}", "runtime");
+                for payload in [body.to_string().into_bytes(), bytes.clone()] {
+                    let req = Request::builder()
+                        .method("POST")
+                        .uri(&concrete)
+                        .header("authorization", format!("Bearer {TOKEN}"))
+                        .header("content-type", "application/json")
+                        .body(Body::from(payload))
+                        .unwrap();
+                    let resp = router(state.clone()).oneshot(req).await.unwrap();
+                    let st = resp.status();
+                    prop_assert!(
+                        st.as_u16() < 500 || st == StatusCode::SERVICE_UNAVAILABLE,
+                        "{path} answered {st} to {body}"
+                    );
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
