@@ -60,6 +60,16 @@ impl Artifact for RuntimePredictor {
     }
 }
 
+/// The queue-wait predictor, with the runtime predictor (and so the feature schema) inside it
+/// (the kind `augur serve` loads it from).
+impl Artifact for crate::QueueWaitPredictor {
+    const KIND: &'static str = "queue_wait";
+    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = FEATURE_SCHEMA_VERSION;
+    fn feature_schema_version(&self) -> u32 {
+        self.runtime.schema.version
+    }
+}
+
 /// How the payload file is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -92,6 +92,18 @@ pub struct TrainArgs {
     /// Print the saved artifact's metadata as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Which predictor to train; each is saved under its own registry kind (`runtime`,
+    /// `queue_wait`, `failure`). `--all-jobs` applies to the runtime predictor only.
+    #[arg(long, value_enum, default_value_t = TrainTask::Runtime)]
+    pub task: TrainTask,
+}
+
+/// The predictor `augur train` trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrainTask {
+    Runtime,
+    QueueWait,
+    Failure,
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +198,9 @@ pub struct EvaluateArgs {
 pub enum EvalTask {
     Runtime,
     QueueWait,
+    /// Probability that a job ends failed (openb, mlperf, or a trace with a status column):
+    /// ROC-AUC, PR-AUC, recall at 10% FPR, Brier, calibration; SVM and GBDT side by side.
+    Failure,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,10 +6,13 @@
 
 mod cli;
 mod evaluate;
+mod failure_eval;
+mod failure_report;
 mod inspect;
 mod models;
 mod progress;
 mod queue_eval;
+mod queue_train;
 mod render;
 mod report;
 mod serve;
@@ -49,7 +52,16 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Evaluate(args) if args.task == cli::EvalTask::QueueWait => {
             queue_eval::run(&args)
         }
+        cli::Command::Evaluate(args) if args.task == cli::EvalTask::Failure => {
+            failure_eval::run(&args)
+        }
         cli::Command::Evaluate(args) => evaluate::run(&args),
+        cli::Command::Train(args) if args.task == cli::TrainTask::Failure => {
+            failure_eval::train(&args)
+        }
+        cli::Command::Train(args) if args.task == cli::TrainTask::QueueWait => {
+            queue_train::train(&args)
+        }
         cli::Command::Train(args) => train::run(&args),
         cli::Command::Models(cmd) => models::run(&cmd),
         cli::Command::Simulate(args) => simulate::run(&args),
