@@ -302,8 +302,19 @@ impl LiveSim {
         self.active = still;
         for (job, kind) in new_events {
             let row = self.sim.job(job).map(|j| j.row);
+            // exact times from the simulator (the snapshot is only the tick's end)
+            let (started, finished) = self.sim.job_times(job).unwrap_or((None, None));
+            let (time, kind) = match kind {
+                JobEventKind::Submitted => (self.sim.job(job).map_or(now, |j| j.submit), kind),
+                JobEventKind::Started { .. } => (started.unwrap_or(now), kind),
+                JobEventKind::Finished { run_s } => {
+                    let end = finished.unwrap_or(now);
+                    let run_s = started.map_or(run_s, |s| (end - s).max(0.0));
+                    (end, JobEventKind::Finished { run_s })
+                }
+            };
             self.events.push(JobEvent {
-                time: now,
+                time,
                 job,
                 row,
                 lap,
@@ -354,6 +365,7 @@ impl LiveBackend for LiveSim {
 
     fn drain_events(&mut self, out: &mut Vec<JobEvent>) {
         self.diff();
+        self.events.sort_by(|a, b| a.time.total_cmp(&b.time));
         out.append(&mut self.events);
     }
 }
@@ -789,7 +801,15 @@ mod tests {
         let mut l = live(2000.0);
         let events = run(&mut l, 200);
         let mut state = std::collections::HashMap::new();
+        let mut times = std::collections::HashMap::new();
         for e in &events {
+            let t: &mut Vec<f64> = times.entry(e.job).or_default();
+            t.push(e.time);
+            if let JobEventKind::Finished { run_s } = e.kind {
+                // exact simulator times: run time = finish − first start
+                assert!((e.time - t[1] - run_s).abs() < 1e-6, "{e:?} {t:?}");
+            }
+            assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
             let s = state.entry(e.job).or_insert(0u8);
             let next = match e.kind {
                 JobEventKind::Submitted => 1,

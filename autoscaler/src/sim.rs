@@ -644,6 +644,13 @@ impl Simulator {
         self.jobs.get(id.0 as usize).map(|j| &j.src)
     }
 
+    /// When job `id` first started and when it finished (each `None` until it happens).
+    pub fn job_times(&self, id: JobId) -> Option<(Option<f64>, Option<f64>)> {
+        self.jobs
+            .get(id.0 as usize)
+            .map(|j| (j.first_start, (j.state == State::Done).then_some(j.finish)))
+    }
+
     fn push(&mut self, t: f64, kind: EvKind) {
         self.seq += 1;
         self.heap.push(Reverse(Ev {

@@ -22,6 +22,10 @@ pub mod online;
 pub mod openapi;
 pub mod store;
 pub mod training;
+// serve-live
+pub mod live;
+pub mod metrics;
+pub mod status;
 
 #[cfg(test)]
 mod tests;
@@ -70,13 +74,24 @@ pub enum ServeEvent {
 
 /// State owned by the parts of the service that plug into this module (serve-live adds its
 /// fields here and builds them in [`Extensions::new`]).
-#[derive(Debug, Default)]
-pub struct Extensions {}
+#[derive(Debug)]
+pub struct Extensions {
+    /// `/metrics` (serve-live).
+    pub metrics: Arc<metrics::Metrics>,
+    /// Recently finished jobs, predicted vs actual (status page).
+    pub recent: status::RecentOutcomes,
+    /// The simulated cluster and the controller loop (serve-live).
+    pub live: Arc<live::Live>,
+}
 
 impl Extensions {
     /// Builds the extensions for a configuration.
-    pub fn new(_config: &ServeConfig) -> Extensions {
-        Extensions {}
+    pub fn new(config: &ServeConfig) -> Extensions {
+        Extensions {
+            metrics: Arc::new(metrics::Metrics::new()),
+            recent: status::RecentOutcomes::default(),
+            live: Arc::new(live::Live::new(config.speed)),
+        }
     }
 }
 
@@ -350,9 +365,13 @@ pub fn router(state: AppState) -> Router {
         app = app.route(r.path, handler);
     }
     // ── serve-live plugs in here ──────────────────────────────────────────────────────
-    // e.g. `app = app.merge(metrics::routes()).merge(live::routes()).merge(status::routes());`
-    // (add `pub mod metrics;` etc. above once the files exist; protect mutating routes with
-    // `.route_layer(auth_layer.clone())`).
+    app = app
+        .merge(metrics::routes())
+        .merge(live::routes())
+        .merge(live::mutating_routes().route_layer(auth_layer.clone()))
+        .merge(status::routes());
+    // every route's latency by route, method and status
+    app = metrics::instrument(app, &state.ext.metrics);
     // ─────────────────────────────────────────────────────────────────────────────────
     app.fallback(api::no_such_route)
         .layer(DefaultBodyLimit::max(state.config.body_limit_bytes))
@@ -411,6 +430,8 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     }
     // ── serve-live starts its background tasks here (simulator, controller loop), e.g.
     // `live::spawn(state.clone());` — they should stop when `state.shutdown` turns true.
+    metrics::spawn_listener(&state);
+    live::spawn(state.clone());
     let shutdown_tx = info.shutdown_tx;
     let app = router(state.clone());
     axum::serve(listener, app)

@@ -1,0 +1,587 @@
+//! The live cluster under the service: the simulator replaying the bundled trace at an
+//! accelerated wall clock (`speed` trace seconds per wall second), Augur's elastic controller
+//! acting on it through the `ClusterBackend` trait, and the endpoints to watch and steer it.
+//!
+//! What is replayed: the bootstrap dataset (`bootstrap_dataset`, philly by default) after the
+//! part the first-start models were trained on (the last 20% by submit time of the first
+//! `bootstrap_limit` jobs, and everything after them), on a homogeneous cluster of
+//! [`LIVE_GPUS`] GPUs (8 per node). At the end of the trace the replay starts again, shifted in
+//! time.
+//!
+//! Every tick ([`TICK`]): the simulator advances; arrivals, starts and completions, and a
+//! cluster snapshot every 5 trace minutes, are ingested into the service's durable event store
+//! like any client's (so the online features and the live accuracy learn from them); each new
+//! job's runtime prediction made at its submit is handed to the simulator, so the controller
+//! plans with Augur's predictions; then the controller decides and acts (or, paused / dry-run,
+//! the simulated cluster's own FIFO scheduler runs and the controller's decisions are only
+//! logged). Decisions (with reasons) and the cluster history are kept in bounded buffers.
+//!
+//! | route | |
+//! |---|---|
+//! | `GET /v1/cluster` | the cluster now: utilisation, queue, running, rescaled jobs, replay speed and lap |
+//! | `GET /v1/cluster/history?limit=N` | utilisation and queue over time (newest last) |
+//! | `GET /v1/autoscaler/decisions?limit=N` | recent decisions with reasons (newest first) and totals |
+//! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
+//! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use augur_autoscaler::live::{
+    ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveDecision, LiveLoop, LiveSim, Outcome,
+};
+use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
+use augur_autoscaler::{ElasticController, ElasticParams, JobId};
+use augur_datasets::{JobRecord, JobStatus};
+use axum::extract::{Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiJson};
+use super::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
+use super::{lock, AppState};
+
+/// GPUs of the simulated cluster (philly at 500 GPUs: FIFO's mean wait is about 1 h).
+pub const LIVE_GPUS: u32 = 500;
+/// GPUs per simulated node.
+pub const LIVE_GPUS_PER_NODE: u32 = 8;
+/// Wall time between ticks.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Trace seconds between two ingested cluster snapshots (and history points).
+pub const SNAPSHOT_EVERY_S: f64 = 300.0;
+
+type Loop = LiveLoop<LiveSim, ElasticController>;
+
+/// The replay being driven.
+struct Running {
+    live: Loop,
+    /// The replayed jobs by [`augur_autoscaler::sim::SimJob::row`].
+    records: Arc<Vec<JobRecord>>,
+}
+
+/// Shared state of the live cluster (in [`super::Extensions`]).
+pub struct Live {
+    running: tokio::sync::Mutex<Option<Running>>,
+    /// `loading`, `running`, or `failed: why`.
+    status: Mutex<String>,
+    speed: f64,
+    paused: AtomicBool,
+    dry_run: AtomicBool,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("speed", &self.speed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Live {
+    /// Nothing loaded yet; the replay runs at `speed` once [`spawn`] has loaded it.
+    pub fn new(speed: f64) -> Live {
+        Live {
+            running: tokio::sync::Mutex::new(None),
+            status: Mutex::new("loading".to_string()),
+            speed,
+            paused: AtomicBool::new(false),
+            dry_run: AtomicBool::new(false),
+        }
+    }
+
+    fn set_status(&self, s: impl Into<String>) {
+        *lock(&self.status) = s.into();
+    }
+
+    fn status(&self) -> String {
+        lock(&self.status).clone()
+    }
+}
+
+/// Jobs of the trace to replay: those after the part the first-start models train on.
+fn replay_records(jobs: Vec<JobRecord>, trained_on: Option<usize>) -> Vec<JobRecord> {
+    let n = trained_on.unwrap_or(jobs.len()).min(jobs.len());
+    let from = n * 8 / 10;
+    jobs.into_iter()
+        .skip(from)
+        .filter(|j| j.duration.is_some_and(f64::is_finite))
+        .collect()
+}
+
+/// Builds the replay (blocking: reads the trace).
+fn load(dataset: &str, trained_on: Option<usize>, speed: f64) -> anyhow::Result<Running> {
+    let all = super::training::bundled_jobs(dataset, None)?;
+    let records = replay_records(all, trained_on);
+    let (jobs, skipped) = jobs_from_records(&records, &vec![None; records.len()]);
+    if jobs.is_empty() {
+        anyhow::bail!("{dataset}: no job to replay ({skipped} without a usable duration)");
+    }
+    let cluster =
+        ClusterSpec::homogeneous(LIVE_GPUS, LIVE_GPUS_PER_NODE, 16).context("the live cluster")?;
+    let cfg = SimConfig::new(cluster);
+    let params = ElasticParams {
+        rescale_pause_s: cfg.rescale_pause_s,
+        ..Default::default()
+    };
+    let policy = ElasticController::new(params, cfg.scaling);
+    let sim = LiveSim::new(jobs, cfg, speed).context("the live simulator")?;
+    let live = LiveLoop::new(
+        sim,
+        policy,
+        LiveConfig {
+            decisions_kept: 1000,
+            history_kept: 720,
+            history_every_s: SNAPSHOT_EVERY_S,
+        },
+    );
+    Ok(Running {
+        live,
+        records: Arc::new(records),
+    })
+}
+
+fn finish_status(s: JobStatus) -> FinishStatus {
+    match s {
+        JobStatus::Completed => FinishStatus::Completed,
+        JobStatus::Failed => FinishStatus::Failed,
+        JobStatus::Killed => FinishStatus::Killed,
+        JobStatus::Unknown => FinishStatus::Unknown,
+    }
+}
+
+fn profile_of(r: &JobRecord) -> JobProfile {
+    JobProfile {
+        num_gpus: r.num_gpus,
+        num_nodes: r.num_nodes,
+        gpu_type: r.gpu_type.clone(),
+        cpus: r.cpus,
+        memory_mib: r.memory_mib,
+        requested_time: r.requested_time,
+        user: r.user.clone(),
+        group: r.group.clone(),
+        job_name: r.job_name.clone(),
+        cluster: r.cluster.clone(),
+        queue: r.queue.clone(),
+    }
+}
+
+/// The service's id of a replayed job.
+fn service_id(e: &JobEvent, r: &JobRecord) -> String {
+    format!("sim{}-{}", e.lap, r.job_id)
+}
+
+/// The ingestable events of the simulator's job events; `submitted` gets (simulator id,
+/// service id) of each new job.
+fn to_events(
+    events: &[JobEvent],
+    records: &[JobRecord],
+    out: &mut Vec<Event>,
+    submitted: &mut Vec<(JobId, String)>,
+) {
+    for e in events {
+        let Some(r) = e.row.and_then(|row| records.get(row)) else {
+            continue;
+        };
+        let job_id = service_id(e, r);
+        let ev = match e.kind {
+            JobEventKind::Submitted => {
+                submitted.push((e.job, job_id.clone()));
+                Event::JobSubmitted {
+                    job_id,
+                    at: e.time,
+                    profile: profile_of(r),
+                    dag: None,
+                }
+            }
+            JobEventKind::Started { .. } => Event::JobStarted { job_id, at: e.time },
+            JobEventKind::Finished { run_s } => Event::JobFinished {
+                job_id,
+                at: e.time,
+                status: finish_status(r.status),
+                duration: Some(run_s),
+            },
+        };
+        match ev.validate("") {
+            Ok(()) => out.push(ev),
+            Err(err) => tracing::warn!(error = ?err, "replayed event not ingestable; skipped"),
+        }
+    }
+}
+
+fn snapshot_event(p: &ClusterPoint) -> Event {
+    Event::ClusterSnapshot(ClusterSnapshot {
+        at: p.time,
+        total_gpus: f64::from(p.healthy_gpus),
+        busy_gpus: f64::from(p.busy_gpus),
+        queued_jobs: Some(u64::from(p.queued)),
+        running_jobs: Some(u64::from(p.running)),
+        nodes: Some(u64::from(LIVE_GPUS.div_ceil(LIVE_GPUS_PER_NODE))),
+    })
+}
+
+/// Loads the replay in the background and drives it every [`TICK`] until shutdown.
+pub fn spawn(state: AppState) {
+    let dataset = state.config.bootstrap_dataset.clone();
+    let limit = state.config.bootstrap_limit;
+    let speed = state.ext.live.speed;
+    tokio::spawn(async move {
+        let loaded = tokio::task::spawn_blocking(move || load(&dataset, limit, speed)).await;
+        let running = match loaded {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::error!(error = %format!("{e:#}"), "the live simulator could not start");
+                state.ext.live.set_status(format!("failed: {e:#}"));
+                return;
+            }
+            Err(e) => {
+                state.ext.live.set_status(format!("failed: {e}"));
+                return;
+            }
+        };
+        let jobs = running.live.backend().simulator().len();
+        *state.ext.live.running.lock().await = Some(running);
+        state.ext.live.set_status("running");
+        tracing::info!(jobs, speed, gpus = LIVE_GPUS, "live simulator replaying");
+        drive(state).await;
+    });
+}
+
+async fn drive(state: AppState) {
+    let live = state.ext.live.clone();
+    let metrics = state.ext.metrics.clone();
+    let mut shutdown = state.shutdown.clone();
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    let mut pending: Vec<Event> = Vec::new();
+    let mut submitted: Vec<(JobId, String)> = Vec::new();
+    let mut counted: BTreeMap<(&'static str, &'static str, Outcome), u64> = BTreeMap::new();
+    let mut last_snapshot = f64::NEG_INFINITY;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let now = Instant::now();
+        let wall = now.duration_since(last).min(Duration::from_secs(1));
+        last = now;
+        // 1. time passes; arrivals and completions are ingested
+        {
+            let mut guard = live.running.lock().await;
+            let Some(r) = guard.as_mut() else { break };
+            let evs = r.live.advance(wall);
+            to_events(&evs, &r.records, &mut pending, &mut submitted);
+        }
+        if !pending.is_empty() {
+            let batch = std::mem::take(&mut pending);
+            if let Err(e) = state.store.append(batch).await {
+                tracing::warn!(error = %e, "ingesting the replayed events failed; they are dropped");
+            }
+        }
+        // 2. the predictions made at submit go to the simulator
+        let predictions: Vec<(JobId, f64)> = if submitted.is_empty() {
+            Vec::new()
+        } else {
+            let online = state.online();
+            submitted
+                .drain(..)
+                .filter_map(|(id, job)| {
+                    online
+                        .jobs
+                        .get(&job)
+                        .and_then(|j| j.runtime_at_submit)
+                        .map(|p| (id, p.seconds))
+                })
+                .collect()
+        };
+        // 3. the controller decides and acts
+        let mut guard = live.running.lock().await;
+        let Some(r) = guard.as_mut() else { break };
+        for (id, secs) in predictions {
+            r.live.backend_mut().set_predicted_runtime(id, secs);
+        }
+        let paused = live.paused.load(Ordering::SeqCst);
+        if r.live.paused() != paused {
+            r.live.set_paused(paused);
+        }
+        let dry = live.dry_run.load(Ordering::SeqCst);
+        if r.live.dry_run() != dry {
+            r.live.set_dry_run(dry);
+        }
+        let report = r.live.control().await;
+        if let Some(e) = &report.error {
+            tracing::warn!(error = %e, "live controller tick failed; retried next tick");
+        }
+        to_events(&report.events, &r.records, &mut pending, &mut submitted);
+        let p = report.cluster;
+        metrics.set_cluster(p.utilisation, p.queued, p.queued_gpus, p.running);
+        for (&(action, reason, outcome), &n) in r.live.decision_counts() {
+            let seen = counted.entry((action, reason, outcome)).or_insert(0);
+            for _ in *seen..n {
+                metrics.observe_action(action, reason, outcome.name());
+            }
+            *seen = n;
+        }
+        if p.time >= last_snapshot + SNAPSHOT_EVERY_S {
+            last_snapshot = p.time;
+            pending.push(snapshot_event(&p));
+        }
+    }
+}
+
+/// Read-only routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/cluster/history", get(history))
+        .route("/v1/autoscaler/decisions", get(decisions))
+}
+
+/// Mutating routes (the caller puts them behind the token).
+pub fn mutating_routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/autoscaler/dry-run", post(dry_run))
+        .route("/v1/autoscaler/pause", post(pause))
+        .route("/v1/autoscaler/resume", post(resume))
+}
+
+/// `?limit=N`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitQuery {
+    pub limit: Option<usize>,
+}
+
+fn limit_of(
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
+    let limit = q.limit.unwrap_or(default);
+    if limit == 0 || limit > max {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("must be 1 to {max}, got {limit}"),
+        ));
+    }
+    Ok(limit)
+}
+
+/// The controller's switches.
+#[derive(Debug, Serialize)]
+struct Switches {
+    status: String,
+    policy: &'static str,
+    paused: bool,
+    dry_run: bool,
+}
+
+fn switches(live: &Live) -> Switches {
+    Switches {
+        status: live.status(),
+        policy: "elastic",
+        paused: live.paused.load(Ordering::SeqCst),
+        dry_run: live.dry_run.load(Ordering::SeqCst),
+    }
+}
+
+/// `GET /v1/cluster`.
+pub async fn cluster(State(state): State<AppState>) -> Json<Value> {
+    let live = &state.ext.live;
+    let sw = switches(live);
+    let guard = live.running.lock().await;
+    let Some(r) = guard.as_ref() else {
+        return Json(json!({ "controller": sw, "speed": live.speed }));
+    };
+    let b = r.live.backend();
+    Json(json!({
+        "controller": sw,
+        "backend": "simulator",
+        "trace": state.config.bootstrap_dataset,
+        "speed": b.speed(),
+        "lap": b.lap(),
+        "jobs_in_replay": b.simulator().len(),
+        "finished_jobs": b.finished_total(),
+        "ticks": r.live.ticks(),
+        "now": r.live.cluster(),
+    }))
+}
+
+/// `GET /v1/cluster/history?limit=N` (default and most: 720 points).
+pub async fn history(
+    State(state): State<AppState>,
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = limit_of(q, 720, 720)?;
+    let guard = state.ext.live.running.lock().await;
+    let points: Vec<ClusterPoint> = guard.as_ref().map_or_else(Vec::new, |r| {
+        let h = r.live.history();
+        let skip = h.len().saturating_sub(limit);
+        h.skip(skip).copied().collect()
+    });
+    Ok(Json(json!({
+        "every_s": SNAPSHOT_EVERY_S,
+        "count": points.len(),
+        "points": points,
+    })))
+}
+
+#[derive(Serialize)]
+struct Total {
+    action: &'static str,
+    reason: &'static str,
+    outcome: Outcome,
+    count: u64,
+}
+
+/// `GET /v1/autoscaler/decisions?limit=N` (default 100, most 1000), newest first.
+pub async fn decisions(
+    State(state): State<AppState>,
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = limit_of(q, 100, 1000)?;
+    let live = &state.ext.live;
+    let sw = switches(live);
+    let guard = live.running.lock().await;
+    let (recent, totals): (Vec<LiveDecision>, Vec<Total>) =
+        guard.as_ref().map_or_else(Default::default, |r| {
+            let recent = r.live.decisions().rev().take(limit).cloned().collect();
+            let totals = r
+                .live
+                .decision_counts()
+                .iter()
+                .map(|(&(action, reason, outcome), &count)| Total {
+                    action,
+                    reason,
+                    outcome,
+                    count,
+                })
+                .collect();
+            (recent, totals)
+        });
+    Ok(Json(json!({
+        "controller": sw,
+        "count": recent.len(),
+        "decisions": recent,
+        "totals": totals,
+    })))
+}
+
+/// Body of `POST /v1/autoscaler/dry-run`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DryRunBody {
+    pub enabled: bool,
+}
+
+async fn apply_switches(state: &AppState) -> Json<Value> {
+    let live = &state.ext.live;
+    // take effect at once when the replay runs (the tick task also syncs them)
+    if let Some(r) = live.running.lock().await.as_mut() {
+        r.live.set_paused(live.paused.load(Ordering::SeqCst));
+        r.live.set_dry_run(live.dry_run.load(Ordering::SeqCst));
+    }
+    Json(json!({ "controller": switches(live) }))
+}
+
+/// `POST /v1/autoscaler/dry-run {"enabled": bool}`.
+pub async fn dry_run(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<DryRunBody>,
+) -> Json<Value> {
+    state.ext.live.dry_run.store(body.enabled, Ordering::SeqCst);
+    tracing::info!(enabled = body.enabled, "autoscaler dry-run switched");
+    apply_switches(&state).await
+}
+
+/// `POST /v1/autoscaler/pause`.
+pub async fn pause(State(state): State<AppState>) -> Json<Value> {
+    state.ext.live.paused.store(true, Ordering::SeqCst);
+    tracing::info!("autoscaler paused");
+    apply_switches(&state).await
+}
+
+/// `POST /v1/autoscaler/resume`.
+pub async fn resume(State(state): State<AppState>) -> Json<Value> {
+    state.ext.live.paused.store(false, Ordering::SeqCst);
+    tracing::info!("autoscaler resumed");
+    apply_switches(&state).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: &str, submit: f64, duration: Option<f64>) -> JobRecord {
+        JobRecord {
+            job_id: id.to_string(),
+            submit_time: submit,
+            duration,
+            num_gpus: Some(4.0),
+            user: Some("u1".into()),
+            status: JobStatus::Failed,
+            source: "test".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn replays_what_the_models_did_not_train_on() {
+        let jobs: Vec<JobRecord> = (0..100)
+            .map(|k| rec(&format!("j{k}"), k as f64, (k != 95).then_some(10.0)))
+            .collect();
+        let r = replay_records(jobs.clone(), Some(50));
+        assert_eq!(r.first().map(|j| j.job_id.as_str()), Some("j40"));
+        assert_eq!(r.len(), 59); // rows 40..100 without j95 (no duration)
+        let r = replay_records(jobs, None);
+        assert_eq!(r.first().map(|j| j.job_id.as_str()), Some("j80"));
+    }
+
+    #[test]
+    fn simulator_events_become_ingestable_events() {
+        let records = vec![rec("a", 0.0, Some(10.0))];
+        let mk = |kind| JobEvent {
+            time: 5.0,
+            job: JobId(0),
+            row: Some(0),
+            lap: 2,
+            kind,
+        };
+        let evs = [
+            mk(JobEventKind::Submitted),
+            mk(JobEventKind::Started { workers: 4 }),
+            mk(JobEventKind::Finished { run_s: 12.5 }),
+            JobEvent {
+                row: Some(7), // no such row: skipped
+                ..mk(JobEventKind::Submitted)
+            },
+        ];
+        let (mut out, mut sub) = (Vec::new(), Vec::new());
+        to_events(&evs, &records, &mut out, &mut sub);
+        assert_eq!(out.len(), 3);
+        assert_eq!(sub, vec![(JobId(0), "sim2-a".to_string())]);
+        match &out[0] {
+            Event::JobSubmitted {
+                job_id, profile, ..
+            } => {
+                assert_eq!(job_id, "sim2-a");
+                assert_eq!(profile.num_gpus, Some(4.0));
+                assert_eq!(profile.user.as_deref(), Some("u1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            &out[2],
+            Event::JobFinished { status: FinishStatus::Failed, duration: Some(d), .. } if *d == 12.5
+        ));
+    }
+}

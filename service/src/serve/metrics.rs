@@ -1,0 +1,514 @@
+//! `GET /metrics`: the service's metrics in the Prometheus / OpenMetrics text format
+//! (`prometheus-client`).
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `augur_http_request_duration_seconds` | histogram | `route`, `method`, `status` |
+//! | `augur_prediction_duration_seconds` | histogram | `predictor` |
+//! | `augur_predictions_total` | counter | `predictor`, `model_version` |
+//! | `augur_prediction_outcomes_total` | counter | `predictor` (finished jobs scored) |
+//! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
+//! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
+//! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
+//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs) |
+//! | `augur_cluster_queue_length` | gauge | (queued jobs) |
+//! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
+//!
+//! Request latency is recorded by the [`track`] middleware (labelled by the matched route
+//! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
+//! from the service's [`ServeEvent`]s ([`spawn_listener`]); controller and cluster figures
+//! from the live loop ([`super::live`]). Handlers can also record directly through
+//! [`Metrics`]' methods.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{lock, AppState, ServeEvent};
+
+/// Finished jobs the rolling accuracy gauges are computed over.
+pub const ROLLING: usize = 500;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    method: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PredictorLabels {
+    predictor: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    predictor: String,
+    model_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: String,
+    reason: String,
+    outcome: String,
+}
+
+type F64Gauge = Gauge<f64, AtomicU64>;
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 50 µs … ~1.6 s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
+#[derive(Debug, Default)]
+struct Rolling {
+    abs_err: VecDeque<f64>,
+    covered: VecDeque<bool>,
+}
+
+impl Rolling {
+    fn push(&mut self, abs_err: f64, covered: Option<bool>) -> (f64, Option<f64>) {
+        if self.abs_err.len() == ROLLING {
+            self.abs_err.pop_front();
+        }
+        self.abs_err.push_back(abs_err);
+        if let Some(c) = covered {
+            if self.covered.len() == ROLLING {
+                self.covered.pop_front();
+            }
+            self.covered.push_back(c);
+        }
+        let mae = self.abs_err.iter().sum::<f64>() / self.abs_err.len() as f64;
+        let cov = (!self.covered.is_empty()).then(|| {
+            self.covered.iter().filter(|&&c| c).count() as f64 / self.covered.len() as f64
+        });
+        (mae, cov)
+    }
+}
+
+/// The service's metrics (shared; every method takes `&self`).
+pub struct Metrics {
+    registry: Registry,
+    http: HistogramFamily<HttpLabels>,
+    prediction_latency: HistogramFamily<PredictorLabels>,
+    predictions: Family<ModelLabels, Counter>,
+    outcomes: Family<PredictorLabels, Counter>,
+    mae: Family<PredictorLabels, F64Gauge>,
+    coverage: Family<PredictorLabels, F64Gauge>,
+    actions: Family<ActionLabels, Counter>,
+    utilisation: F64Gauge,
+    queue_length: Gauge,
+    queued_gpus: Gauge,
+    running_jobs: Gauge,
+    rolling: Mutex<HashMap<String, Rolling>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every family registered, all empty.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("augur");
+        let http = HistogramFamily::<HttpLabels>::new_with_constructor(latency_histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by route, method and status",
+            http.clone(),
+        );
+        let prediction_latency =
+            HistogramFamily::<PredictorLabels>::new_with_constructor(latency_histogram);
+        registry.register(
+            "prediction_duration_seconds",
+            "Time to compute the predictions of one request, by predictor",
+            prediction_latency.clone(),
+        );
+        let predictions = Family::<ModelLabels, Counter>::default();
+        registry.register(
+            "predictions",
+            "Predictions served by predictor and model version",
+            predictions.clone(),
+        );
+        let outcomes = Family::<PredictorLabels, Counter>::default();
+        registry.register(
+            "prediction_outcomes",
+            "Finished jobs whose prediction at submit was scored, by predictor",
+            outcomes.clone(),
+        );
+        let mae = Family::<PredictorLabels, F64Gauge>::default();
+        registry.register(
+            "prediction_mae_seconds",
+            "Rolling mean absolute error of the prediction made at submit, over the last 500 finished jobs",
+            mae.clone(),
+        );
+        let coverage = Family::<PredictorLabels, F64Gauge>::default();
+        registry.register(
+            "prediction_interval_coverage",
+            "Rolling share of the last 500 finished jobs whose actual value fell inside the predicted interval",
+            coverage.clone(),
+        );
+        let actions = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "controller_actions",
+            "Controller decisions by action, reason and outcome (applied, failed, dry_run)",
+            actions.clone(),
+        );
+        let utilisation = F64Gauge::default();
+        registry.register(
+            "cluster_utilisation",
+            "Allocated share of the healthy GPUs of the cluster the controller acts on",
+            utilisation.clone(),
+        );
+        let queue_length = Gauge::default();
+        registry.register(
+            "cluster_queue_length",
+            "Jobs waiting in the queue",
+            queue_length.clone(),
+        );
+        let queued_gpus = Gauge::default();
+        registry.register(
+            "cluster_queued_gpus",
+            "GPUs the queued jobs ask for",
+            queued_gpus.clone(),
+        );
+        let running_jobs = Gauge::default();
+        registry.register(
+            "cluster_running_jobs",
+            "Jobs holding GPUs",
+            running_jobs.clone(),
+        );
+        Metrics {
+            registry,
+            http,
+            prediction_latency,
+            predictions,
+            outcomes,
+            mae,
+            coverage,
+            actions,
+            utilisation,
+            queue_length,
+            queued_gpus,
+            running_jobs,
+            rolling: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One HTTP request answered.
+    pub fn observe_http(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        self.http
+            .get_or_create(&HttpLabels {
+                route: route.to_string(),
+                method: method.to_string(),
+                status: status.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// `count` predictions of `kind` by model `version` computed in `seconds`.
+    pub fn observe_prediction(&self, kind: &str, version: u32, count: usize, seconds: f64) {
+        self.prediction_latency
+            .get_or_create(&PredictorLabels {
+                predictor: kind.to_string(),
+            })
+            .observe(seconds);
+        self.predictions
+            .get_or_create(&ModelLabels {
+                predictor: kind.to_string(),
+                model_version: version.to_string(),
+            })
+            .inc_by(count as u64);
+    }
+
+    /// A finished job scored against the prediction of `kind` made at its submit:
+    /// `abs_err` seconds off; `covered` whether the actual value fell in the interval.
+    pub fn observe_outcome(&self, kind: &str, abs_err: f64, covered: Option<bool>) {
+        if !abs_err.is_finite() {
+            return;
+        }
+        let labels = PredictorLabels {
+            predictor: kind.to_string(),
+        };
+        let (mae, cov) = lock(&self.rolling)
+            .entry(kind.to_string())
+            .or_default()
+            .push(abs_err, covered);
+        self.outcomes.get_or_create(&labels).inc();
+        self.mae.get_or_create(&labels).set(mae);
+        if let Some(c) = cov {
+            self.coverage.get_or_create(&labels).set(c);
+        }
+    }
+
+    /// A controller decision.
+    pub fn observe_action(&self, action: &str, reason: &str, outcome: &str) {
+        self.actions
+            .get_or_create(&ActionLabels {
+                action: action.to_string(),
+                reason: reason.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// The cluster now.
+    pub fn set_cluster(&self, utilisation: f64, queued: u32, queued_gpus: u32, running: u32) {
+        self.utilisation.set(utilisation);
+        self.queue_length.set(i64::from(queued));
+        self.queued_gpus.set(i64::from(queued_gpus));
+        self.running_jobs.set(i64::from(running));
+    }
+
+    /// Everything, in the OpenMetrics text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::with_capacity(16 * 1024);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// The routes of this module.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(scrape))
+}
+
+/// `GET /metrics`.
+pub async fn scrape(State(state): State<AppState>) -> Response {
+    match state.ext.metrics.encode() {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "encoding the metrics failed",
+        )
+            .into_response(),
+    }
+}
+
+/// Middleware recording every request's latency by matched route, method and status.
+pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = req.method().as_str().to_string();
+    let resp = next.run(req).await;
+    metrics.observe_http(
+        &route,
+        &method,
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    resp
+}
+
+/// Wraps every route of `app` in [`track`].
+pub fn instrument(app: Router<AppState>, metrics: &Arc<Metrics>) -> Router<AppState> {
+    app.route_layer(axum::middleware::from_fn_with_state(metrics.clone(), track))
+}
+
+/// Scores a finished job's predictions into the metrics and the status page's recent list.
+pub fn record_outcome(state: &AppState, out: &super::online::Outcome) {
+    let m = &state.ext.metrics;
+    if let (Some(actual), Some(p)) = (out.actual_runtime, out.runtime.as_ref()) {
+        m.observe_outcome(
+            "runtime",
+            (p.seconds - actual).abs(),
+            Some(actual >= p.lower && actual <= p.upper),
+        );
+    }
+    if let (Some(actual), Some(p)) = (out.actual_wait, out.queue_wait.as_ref()) {
+        m.observe_outcome(
+            "queue_wait",
+            (p.seconds - actual).abs(),
+            Some(actual >= p.lower && actual <= p.upper),
+        );
+    }
+    state.ext.recent.push(out);
+}
+
+/// Listens to the service's events for prediction and outcome figures until shutdown.
+pub fn spawn_listener(state: &AppState) {
+    let mut rx = state.events.subscribe();
+    let mut shutdown = state.shutdown.clone();
+    let state = state.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Ok(ServeEvent::Predicted { kind, model_version, count, seconds }) => {
+                        state.ext.metrics.observe_prediction(kind, model_version, count, seconds);
+                    }
+                    Ok(ServeEvent::JobFinished(out)) => record_outcome(&state, &out),
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "metrics listener fell behind the service events");
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() { break; }
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses the text format: (name with labels, value) per sample line; checks every
+    /// line is a comment, a sample, or the final `# EOF`.
+    fn parse(text: &str) -> Vec<(String, f64)> {
+        let mut samples = Vec::new();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.last(), Some(&"# EOF"), "OpenMetrics ends with # EOF");
+        for line in lines {
+            if line.starts_with('#') {
+                assert!(
+                    line.starts_with("# HELP ")
+                        || line.starts_with("# TYPE ")
+                        || line.starts_with("# UNIT ")
+                        || line == "# EOF",
+                    "bad comment line {line}"
+                );
+                continue;
+            }
+            let (name, value) = line.rsplit_once(' ').expect("sample has a value");
+            let v: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line}"));
+            samples.push((name.to_string(), v));
+        }
+        samples
+    }
+
+    fn value(samples: &[(String, f64)], name: &str) -> Option<f64> {
+        samples.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn records_and_encodes_every_family() {
+        let m = Metrics::new();
+        m.observe_http("/v1/predict/runtime", "POST", 200, 0.0004);
+        m.observe_http("/v1/predict/runtime", "POST", 200, 0.0009);
+        m.observe_prediction("runtime", 3, 5, 0.0002);
+        m.observe_outcome("runtime", 100.0, Some(true));
+        m.observe_outcome("runtime", 300.0, Some(false));
+        m.observe_action("set_workers", "idle_gpus", "applied");
+        m.set_cluster(0.75, 12, 40, 30);
+        let samples = parse(&m.encode().expect("encode"));
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_http_request_duration_seconds_count{route="/v1/predict/runtime",method="POST",status="200"}"#
+            ),
+            Some(2.0)
+        );
+        let sum = value(
+            &samples,
+            r#"augur_http_request_duration_seconds_sum{route="/v1/predict/runtime",method="POST",status="200"}"#,
+        )
+        .expect("sum");
+        assert!((sum - 0.0013).abs() < 1e-9);
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_predictions_total{predictor="runtime",model_version="3"}"#
+            ),
+            Some(5.0)
+        );
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_prediction_mae_seconds{predictor="runtime"}"#
+            ),
+            Some(200.0)
+        );
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_prediction_interval_coverage{predictor="runtime"}"#
+            ),
+            Some(0.5)
+        );
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_controller_actions_total{action="set_workers",reason="idle_gpus",outcome="applied"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(value(&samples, "augur_cluster_utilisation"), Some(0.75));
+        assert_eq!(value(&samples, "augur_cluster_queue_length"), Some(12.0));
+    }
+
+    #[test]
+    fn rolling_accuracy_forgets_old_jobs() {
+        let m = Metrics::new();
+        for _ in 0..ROLLING {
+            m.observe_outcome("runtime", 1000.0, Some(false));
+        }
+        for _ in 0..ROLLING {
+            m.observe_outcome("runtime", 10.0, Some(true));
+        }
+        m.observe_outcome("runtime", f64::NAN, Some(true)); // ignored
+        let samples = parse(&m.encode().expect("encode"));
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_prediction_mae_seconds{predictor="runtime"}"#
+            ),
+            Some(10.0)
+        );
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_prediction_interval_coverage{predictor="runtime"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(
+                &samples,
+                r#"augur_prediction_outcomes_total{predictor="runtime"}"#
+            ),
+            Some(2.0 * ROLLING as f64)
+        );
+    }
+}
