@@ -87,7 +87,11 @@ fn run_serve(args: &cli::ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("augur-serve")
         .build()?;
-    runtime.block_on(serve::run(config))
+    let result = runtime.block_on(serve::run(config));
+    // a first-start training still running in the background is abandoned (registry
+    // versions are written to a temporary folder and renamed, so nothing half-written stays)
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result
 }
 
 fn init_tracing(format: &cli::LogFormat) {
