@@ -1627,8 +1627,11 @@ pub struct ConvergencePredictor {
     median: GbdtModel,
     lower: GbdtModel,
     upper: GbdtModel,
-    /// Conformal widening of the quantile band, in ln units.
-    margin: f64,
+    /// Conformal widening of the quantile band, in ln units, per bin of the predicted
+    /// ln(remaining / elapsed): `margins[i]` applies below `margin_edges[i]`, the last one
+    /// above every edge (late in a run the band needs more widening than early).
+    margin_edges: Vec<f64>,
+    margins: Vec<f64>,
     /// [`CONVERGENCE_FEATURE_VERSION`] at training (checked by the registry on load).
     pub feature_version: u32,
     /// Training runs.
@@ -1753,20 +1756,36 @@ impl ConvergencePredictor {
         let (med_early, n_med) = fit_q(Objective::L1)?;
         let (lo_early, n_lo) = fit_q(Objective::Quantile { alpha: 0.1 })?;
         let (hi_early, n_hi) = fit_q(Objective::Quantile { alpha: 0.9 })?;
-        // conformal margin (CQR) on the calibration runs
-        let scores: Vec<f64> = (cut..rows.y.len())
+        // conformal margins (CQR) on the calibration runs, per tercile of the predicted
+        // ln(remaining / elapsed)
+        let scored: Vec<(f64, f64)> = (cut..rows.y.len())
             .map(|i| {
                 let row = &rows.x[i * d..(i + 1) * d];
                 let (lo, hi) = (lo_early.predict_row(row), hi_early.predict_row(row));
-                (lo - rows.y[i]).max(rows.y[i] - hi)
+                let mid = base_margin(row) + med_early.predict_row(row);
+                (mid, (lo - rows.y[i]).max(rows.y[i] - hi))
             })
             .collect();
-        let margin = if scores.is_empty() {
-            0.0
+        let mids: Vec<f64> = scored.iter().map(|p| p.0).collect();
+        let margin_edges: Vec<f64> = if scored.len() >= 60 {
+            vec![quantile(&mids, 1.0 / 3.0), quantile(&mids, 2.0 / 3.0)]
         } else {
-            quantile(&scores, CONVERGENCE_COVERAGE)
+            vec![]
         };
-        let _ = med_early;
+        let margins: Vec<f64> = (0..=margin_edges.len())
+            .map(|b| {
+                let in_bin: Vec<f64> = scored
+                    .iter()
+                    .filter(|(m, _)| margin_bin(&margin_edges, *m) == b)
+                    .map(|p| p.1)
+                    .collect();
+                if in_bin.is_empty() {
+                    0.0
+                } else {
+                    quantile(&in_bin, CONVERGENCE_COVERAGE)
+                }
+            })
+            .collect();
         // refit on every training run with the early-stopped sizes
         let all_x = Matrix::new(&rows.x, rows.y.len(), d)?;
         let all_set = TrainSet::new(all_x, &rows.y, Some(&rows.w))?;
@@ -1782,7 +1801,8 @@ impl ConvergencePredictor {
             median: refit(Objective::L1, n_med)?,
             lower: refit(Objective::Quantile { alpha: 0.1 }, n_lo)?,
             upper: refit(Objective::Quantile { alpha: 0.9 }, n_hi)?,
-            margin,
+            margin_edges,
+            margins,
             feature_version: CONVERGENCE_FEATURE_VERSION,
             n_train_runs: usable.len(),
         })
@@ -1848,8 +1868,13 @@ impl ConvergencePredictor {
         let x = &a.features;
         let base = base_margin(x);
         let mid = base + self.median.predict_row(x);
-        let lo = base + self.lower.predict_row(x) - self.margin;
-        let hi = base + self.upper.predict_row(x) + self.margin;
+        let margin = self
+            .margins
+            .get(margin_bin(&self.margin_edges, mid))
+            .copied()
+            .unwrap_or(0.0);
+        let lo = base + self.lower.predict_row(x) - margin;
+        let hi = base + self.upper.predict_row(x) + margin;
         let (lo, hi) = (lo.min(mid), hi.max(mid));
         let rem = |z: f64| (z.exp() * a.elapsed).max(0.0);
         let (remaining, r_lo, r_hi) = (rem(mid), rem(lo), rem(hi));
@@ -1891,6 +1916,11 @@ impl ConvergencePredictor {
             .zip(self.median.feature_gain().iter().copied())
             .collect()
     }
+}
+
+/// The conformal bin of a predicted ln(remaining / elapsed).
+fn margin_bin(edges: &[f64], mid: f64) -> usize {
+    edges.iter().filter(|&&e| mid > e).count()
 }
 
 /// What the trees correct: the truncated prior's ln(remaining / elapsed), else the
