@@ -398,3 +398,51 @@ fn simulate_compares_policies_on_a_philly_slice() {
     let err = run_err(&["simulate", "--gpus", "8", "--policies", "fifo,lottery"]);
     assert!(err.contains("unknown policy `lottery`"), "{err}");
 }
+
+#[test]
+fn evaluate_failure_json_and_report_on_mlperf() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    let out = run_ok(&[
+        "evaluate",
+        "--task",
+        "failure",
+        "--dataset",
+        "mlperf",
+        "--json",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["dataset"], "mlperf");
+    assert_eq!(v["task"], "failure");
+    let f = &v["failure"];
+    // 1,239 runs: the one without a run_stop has no outcome and is never labelled
+    assert_eq!(f["n_censored"], 1);
+    assert_eq!(
+        f["n_train"].as_u64().unwrap() + f["n_test"].as_u64().unwrap(),
+        1238
+    );
+    let base = f["base_rate_train"].as_f64().unwrap();
+    assert!(base > 0.01 && base < 0.04, "rare class: {base}");
+    let rows = f["rows"].as_array().unwrap();
+    let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert!(methods.iter().any(|m| m.contains("svm")), "{methods:?}");
+    assert!(methods.iter().any(|m| m.contains("gbdt")), "{methods:?}");
+    assert!(methods.iter().any(|m| m.contains("base rate")), "{methods:?}");
+    for r in rows {
+        for k in ["roc_auc", "pr_auc", "recall_at_10fpr", "brier"] {
+            let x = r[k].as_f64().unwrap_or(f64::NAN);
+            assert!((0.0..=1.0).contains(&x), "{} {k} = {x}", r["method"]);
+        }
+    }
+    let folder = rep.join("mlperf/failure");
+    let md = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(md.contains("| augur gbdt"), "{md}");
+    for png in ["roc.png", "pr.png", "reliability.png"] {
+        assert_real_png(&folder.join(png));
+    }
+    // the bundled Philly CSV has no status: a clear error, not a table of NaN
+    let err = run_err(&["evaluate", "--task", "failure", "--dataset", "philly"]);
+    assert!(err.contains("no status column"), "{err}");
+}

@@ -578,6 +578,11 @@ impl FailurePredictor {
         Ok(self.predict_row(buf, scratch))
     }
 
+    /// The two models' raw scores before calibration: (SVM decision value, GBDT log-odds).
+    pub fn raw_scores(&self, row: &[f32], scratch: &mut SvmScratch) -> (f64, f64) {
+        (self.svm.decision(row, scratch), self.gbdt.predict_row(row))
+    }
+
     /// A fresh online feature state for this predictor's schema.
     pub fn new_state(&self) -> FailureFeatureState {
         FailureFeatureState::new(self.schema.clone())
@@ -1006,6 +1011,9 @@ pub struct FailureEvaluation {
     pub served: FailureModel,
     /// ROC-AUC of (SVM, GBDT) on the calibration slice.
     pub validation_auc: (f64, f64),
+    /// ROC-AUC of the (SVM, GBDT) raw scores on the test jobs, before calibration (a flat
+    /// calibration, fitted when a model ranked the slice backwards, hides their ranking).
+    pub raw_test_auc: (f64, f64),
     pub gbdt_calibration: String,
     pub svm_calibration: String,
     pub svm_support_vectors: usize,
@@ -1138,8 +1146,17 @@ pub fn evaluate_failure(
         Some(gbdt_us),
     );
 
+    let mut raw_s = Vec::with_capacity(test_rows.len());
+    let mut raw_g = Vec::with_capacity(test_rows.len());
+    for r in tx.chunks_exact(d) {
+        let (a, b) = predictor.raw_scores(r, &mut scratch);
+        raw_s.push(a);
+        raw_g.push(b);
+    }
+    let raw_test_auc = (roc_auc(&raw_s, &test_y), roc_auc(&raw_g, &test_y));
     let (svm_sv, trees) = predictor.sizes();
     Ok(FailureEvaluation {
+        raw_test_auc,
         n_train: train_rows.len(),
         n_test: test_rows.len(),
         n_censored,
