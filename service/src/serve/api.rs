@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::error::{ApiError, ApiJson};
 use super::events::{Dag, Event, EventBatch, JobProfile};
 use super::online::{Online, PredictError, RuntimeAnswer};
-use super::training::{self, QUEUE_WAIT_KIND, RUNTIME_KIND};
+use super::training::{self, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND};
 use super::{AppState, RetrainStatus, ServeEvent};
 
 /// `GET /healthz`: the process is up and serving HTTP.
@@ -391,16 +391,27 @@ pub async fn predict_queue_wait(
     ))
 }
 
-/// `POST /v1/predict/failure`: not served by this build yet (503).
+/// `POST /v1/predict/failure`: the calibrated probability that each job ends failed.
 pub async fn predict_failure(
-    State(_state): State<AppState>,
+    State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    request_jobs(req, usize::MAX)?;
-    Err(ApiError::model_not_available(
-        "failure",
-        "no failure predictor is built into this service yet",
-    ))
+    let started = Instant::now();
+    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
+    let (version, preds) = {
+        let mut o = state.online();
+        let version = o.models.failure.as_ref().map(|s| s.meta.version);
+        let mut preds = Vec::with_capacity(jobs.len());
+        for (path, j) in &jobs {
+            let (id, profile, at, _) = resolve(&o, path, j)?;
+            preds.push(
+                o.predict_failure(&id, &profile, at)
+                    .map_err(predict_error)?,
+            );
+        }
+        (version, preds)
+    };
+    Ok(answer(&state, "failure", single, version, preds, started))
 }
 
 /// `POST /v1/predict/convergence`: not served by this build yet (503).
@@ -566,8 +577,9 @@ fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
     match kind {
         RUNTIME_KIND => Ok(RUNTIME_KIND),
         QUEUE_WAIT_KIND => Ok(QUEUE_WAIT_KIND),
+        FAILURE_KIND => Ok(FAILURE_KIND),
         _ => Err(ApiError::not_found(format!(
-            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}"
+            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}, {FAILURE_KIND}"
         ))),
     }
 }
@@ -587,12 +599,13 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<Value>, A
         json!({
             RUNTIME_KIND: o.models.runtime.as_ref().map(|s| s.meta.version),
             QUEUE_WAIT_KIND: o.models.queue_wait.as_ref().map(|s| s.meta.version),
+            FAILURE_KIND: o.models.failure.as_ref().map(|s| s.meta.version),
         })
     };
     let registry = state.registry.clone();
     let kinds = blocking(move || {
         let mut kinds = serde_json::Map::new();
-        for kind in [RUNTIME_KIND, QUEUE_WAIT_KIND] {
+        for kind in [RUNTIME_KIND, QUEUE_WAIT_KIND, FAILURE_KIND] {
             let versions = registry
                 .versions(kind)
                 .map_err(|e| ApiError::internal(e.to_string()))?;

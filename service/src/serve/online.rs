@@ -13,9 +13,11 @@ use std::sync::Arc;
 
 use augur_datasets::split::clamp_duration;
 use augur_datasets::{JobRecord, JobStatus};
-use augur_features::{FeatureState, JobHandle};
+use augur_features::{FailureFeatureState, FeatureState, JobHandle};
+use augur_predictor::failure::SvmScratch;
 use augur_predictor::{
-    ArtifactMeta, ConformalWindow, QueueState, QueueWaitPredictor, RuntimePredictor, ONLINE_WINDOW,
+    ArtifactMeta, ConformalWindow, FailurePredictor, QueueState, QueueWaitPredictor,
+    RuntimePredictor, ONLINE_WINDOW,
 };
 use serde::Serialize;
 
@@ -34,6 +36,7 @@ pub struct Served<T> {
 pub struct ServedModels {
     pub runtime: Option<Served<RuntimePredictor>>,
     pub queue_wait: Option<Served<QueueWaitPredictor>>,
+    pub failure: Option<Served<FailurePredictor>>,
 }
 
 /// A runtime prediction as served: point, interval and the model that made it.
@@ -63,6 +66,16 @@ pub struct WaitAnswer {
     pub coverage: f64,
 }
 
+/// A failure prediction as served (a calibrated probability; no interval).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FailureAnswer {
+    pub model_version: u32,
+    /// Calibrated probability that the job ends failed (from the served model).
+    pub probability: f64,
+    /// Which model is served: `gbdt` or `svm`.
+    pub model: &'static str,
+}
+
 /// What the service knows about one job.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobInfo {
@@ -82,6 +95,8 @@ pub struct JobInfo {
     pub runtime_at_submit: Option<RuntimeAnswer>,
     /// The queue-wait prediction made when it was submitted.
     pub queue_wait_at_submit: Option<WaitAnswer>,
+    /// The failure prediction made when it was submitted.
+    pub failure_at_submit: Option<FailureAnswer>,
     /// Training-metric points received (the last [`KEEP_POINTS`]).
     pub metric_points: Vec<MetricPoint>,
     pub metric_points_total: u64,
@@ -91,6 +106,8 @@ pub struct JobInfo {
     rt_handle: Option<JobHandle>,
     #[serde(skip)]
     qw_handle: Option<JobHandle>,
+    #[serde(skip)]
+    fl_handle: Option<JobHandle>,
 }
 
 /// Metric points kept per job.
@@ -107,6 +124,7 @@ pub struct Outcome {
     pub runtime: Option<RuntimeAnswer>,
     pub actual_wait: Option<f64>,
     pub queue_wait: Option<WaitAnswer>,
+    pub failure: Option<FailureAnswer>,
 }
 
 /// Counts of applied events by type.
@@ -135,6 +153,8 @@ pub struct Online {
     rt_window: Option<ConformalWindow>,
     qw_features: Option<FeatureState>,
     queue: Option<QueueState>,
+    fl_features: Option<FailureFeatureState>,
+    scratch: SvmScratch,
     pub jobs: HashMap<String, JobInfo>,
     /// Every applied event, in sequence order (replayed when models are swapped).
     log: Vec<StoredEvent>,
@@ -162,7 +182,10 @@ impl Online {
             .as_ref()
             .map(|s| FeatureState::new(s.model.runtime.schema.clone()));
         let queue = models.queue_wait.as_ref().map(|s| s.model.new_state());
+        let fl_features = models.failure.as_ref().map(|s| s.model.new_state());
         Online {
+            fl_features,
+            scratch: SvmScratch::default(),
             models,
             rt_features,
             rt_window,
@@ -242,11 +265,13 @@ impl Online {
                 duration: None,
                 runtime_at_submit: None,
                 queue_wait_at_submit: None,
+                failure_at_submit: None,
                 metric_points: Vec::new(),
                 metric_points_total: 0,
                 anomalies: Vec::new(),
                 rt_handle: None,
                 qw_handle: None,
+                fl_handle: None,
             })
     }
 
@@ -346,7 +371,11 @@ impl Online {
             }
             qw_handle = Some(hist.observe_submit(&record));
         }
+        let failure = self.predict_failure_record(&record, at).ok();
+        let fl_handle = self.fl_features.as_mut().map(|s| s.observe_submit(&record));
         let job = self.job_entry(job_id);
+        job.failure_at_submit = failure;
+        job.fl_handle = fl_handle;
         job.profile = Some(profile.clone());
         job.dag = dag.cloned();
         job.submitted_at = Some(at);
@@ -372,7 +401,13 @@ impl Online {
         job.status = Some(status);
         let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
         job.duration = dur;
-        let (num, rt_handle, qw_handle) = (job.num, job.rt_handle.take(), job.qw_handle.take());
+        let (num, rt_handle, qw_handle, fl_handle) = (
+            job.num,
+            job.rt_handle.take(),
+            job.qw_handle.take(),
+            job.fl_handle.take(),
+        );
+        let failure_issued = job.failure_at_submit;
         let issued = job.runtime_at_submit;
         let wait_issued = job.queue_wait_at_submit;
         let actual_wait = job
@@ -392,10 +427,14 @@ impl Online {
                 w.observe_outcome(resid, Some(p.offsets_log));
             }
         }
+        if let (Some(h), Some(fs)) = (fl_handle, &mut self.fl_features) {
+            let _ = fs.observe_finish(h, at, dur, status.into());
+        }
         if let Some(q) = &mut self.queue {
             let _ = q.end(num, at);
         }
         Some(Outcome {
+            failure: failure_issued,
             job_id: job_id.to_string(),
             status,
             actual_runtime: dur,
@@ -450,6 +489,36 @@ impl Online {
             coverage: m.coverage,
             interval,
             offsets_log: offsets,
+        })
+    }
+
+    /// Failure probability for a job with `profile`, submitted at `at`.
+    pub fn predict_failure(
+        &mut self,
+        job_id: &str,
+        profile: &JobProfile,
+        at: f64,
+    ) -> Result<FailureAnswer, PredictError> {
+        let record = profile.to_record(job_id, at);
+        self.predict_failure_record(&record, at)
+    }
+
+    fn predict_failure_record(
+        &mut self,
+        record: &JobRecord,
+        at: f64,
+    ) -> Result<FailureAnswer, PredictError> {
+        let (Some(served), Some(fs)) = (&self.models.failure, &mut self.fl_features) else {
+            return Err(PredictError::NotAvailable("failure"));
+        };
+        let p = served
+            .model
+            .predict(fs, record, at, &mut self.buf, &mut self.scratch)
+            .map_err(|e| PredictError::Internal(e.to_string()))?;
+        Ok(FailureAnswer {
+            model_version: served.meta.version,
+            probability: p.probability,
+            model: served.model.served.name(),
         })
     }
 

@@ -46,7 +46,8 @@ pub fn document() -> Value {
         o["responses"]["503"] = json!({ "description": "model not available (`model_not_available`): this build has no such predictor yet" });
         o
     };
-    let failure = unavailable("whether the job will fail");
+    let mut failure = predict("the probability that the job ends failed (calibrated; no interval)");
+    failure["responses"]["503"] = json!({ "description": "model not available: no failure model in the registry (the bundled Philly trace has no job statuses; `augur train --task failure --dataset itp`, or retrain on an ingested history with statuses)" });
     let convergence = unavailable("when the job's loss curve converges");
     let mut runtime = predict("the run time (seconds, 80% interval)");
     runtime["responses"]["503"] =
@@ -111,10 +112,10 @@ pub fn document() -> Value {
             },
             "/v1/models/{kind}/promote": {
                 "post": {
-                    "summary": "Serve a saved version of `runtime` or `queue_wait`",
+                    "summary": "Serve a saved version of `runtime`, `queue_wait` or `failure`",
                     "tags": ["models"],
                     "security": [{ "bearer": [] }],
-                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait"] } }],
+                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait", "failure"] } }],
                     "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["version"], "properties": { "version": { "type": "integer", "minimum": 1 } }, "additionalProperties": false } } } },
                     "responses": { "200": { "description": "`{kind, promoted}`" } }
                 }
@@ -124,7 +125,7 @@ pub fn document() -> Value {
                     "summary": "Serve the previously promoted version again",
                     "tags": ["models"],
                     "security": [{ "bearer": [] }],
-                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait"] } }],
+                    "parameters": [{ "name": "kind", "in": "path", "required": true, "schema": { "enum": ["runtime", "queue_wait", "failure"] } }],
                     "responses": { "200": { "description": "`{kind, promoted}`" }, "409": { "description": "nothing to roll back to" } }
                 }
             }

@@ -34,8 +34,15 @@ fn mira() -> &'static [JobRecord] {
     JOBS.get_or_init(|| training::bundled_jobs("mira", Some(4000)).expect("bundled mira"))
 }
 
+/// The first jobs of the bundled Alibaba openb pods (it has job outcomes; Philly has none).
+fn openb() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("openb", Some(4000)).expect("bundled openb"))
+}
+
 /// A registry with the runtime model trained on the first [`TRAIN_JOBS`] Philly jobs and
-/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs (trained once).
+/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs and the failure model on the
+/// first [`TRAIN_JOBS`] openb pods (trained once).
 fn trained_models() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -45,6 +52,9 @@ fn trained_models() -> &'static Path {
             .unwrap()
             .unwrap();
         training::train_queue_wait(&registry, "mira", &mira()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        training::train_failure(&registry, "openb", &openb()[..TRAIN_JOBS], Some(15))
             .unwrap()
             .unwrap();
         dir.join("models")
@@ -219,7 +229,7 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
         &state,
         "POST",
         "/v1/predict/queue-wait",
-        Some(json!({ "jobs": batch })),
+        Some(json!({ "jobs": batch.clone() })),
         false,
     )
     .await;
@@ -269,11 +279,26 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["prediction"]["seconds"], 111.0);
     assert_eq!(v["prediction"]["critical_path"], json!(["a", "b", "d"]));
-    // failure and convergence are not built in yet: 503 naming the model
+    // failure: a calibrated probability from the served model
     let (st, v) = call(
         &state,
         "POST",
         "/v1/predict/failure",
+        Some(json!({ "jobs": batch })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["model_version"], 1);
+    for p in v["predictions"].as_array().unwrap() {
+        let pr = p["probability"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&pr), "{p}");
+    }
+    // convergence is not built in yet: 503 naming the model
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/convergence",
         Some(json!({ "job": { "profile": {} } })),
         false,
     )

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{JobRecord, ReadOptions};
-use augur_predictor::registry::Artifact;
 use augur_predictor::registry::Selector;
 use augur_predictor::{
-    evaluate_queue_wait, evaluate_runtime, ArtifactMeta, ModelRegistry, NewArtifact,
-    QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
+    evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta, FailurePredictor,
+    FailureTrainer, ModelRegistry, NewArtifact, QueueWaitPredictor, QueueWaitTrainer,
+    RegistryError, RuntimePredictor,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::online::{Served, ServedModels};
 
@@ -27,18 +27,8 @@ pub const QUEUE_WAIT_KIND: &str = "queue_wait";
 /// Registry kind of the runtime predictor.
 pub const RUNTIME_KIND: &str = "runtime";
 
-/// The queue-wait predictor as a registry artifact.
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct QueueWaitArtifact(pub QueueWaitPredictor);
-
-impl Artifact for QueueWaitArtifact {
-    const KIND: &'static str = QUEUE_WAIT_KIND;
-    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = augur_features::FEATURE_SCHEMA_VERSION;
-    fn feature_schema_version(&self) -> u32 {
-        self.0.runtime.schema.version
-    }
-}
+/// Registry kind of the failure predictor.
+pub const FAILURE_KIND: &str = "failure";
 
 /// What a training run produced.
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +37,7 @@ pub struct TrainReport {
     pub jobs: usize,
     pub runtime: Option<ArtifactMeta>,
     pub queue_wait: Option<ArtifactMeta>,
+    pub failure: Option<ArtifactMeta>,
     /// Why a model was not trained (e.g. too few jobs with a known wait).
     pub skipped: Vec<String>,
 }
@@ -62,24 +53,34 @@ pub fn load_serving(registry: &ModelRegistry) -> anyhow::Result<ServedModels> {
         Err(RegistryError::Empty { .. }) => None,
         Err(e) => return Err(e).context("loading the served runtime model"),
     };
-    let queue_wait = match registry.load::<QueueWaitArtifact>(Selector::Serving) {
+    let queue_wait = match registry.load::<QueueWaitPredictor>(Selector::Serving) {
         Ok((m, meta)) => Some(Served {
-            model: Arc::new(m.0),
+            model: Arc::new(m),
             meta,
         }),
         Err(RegistryError::Empty { .. }) => None,
         Err(e) => return Err(e).context("loading the served queue-wait model"),
     };
+    let failure = match registry.load::<FailurePredictor>(Selector::Serving) {
+        Ok((m, meta)) => Some(Served {
+            model: Arc::new(m),
+            meta,
+        }),
+        Err(RegistryError::Empty { .. }) => None,
+        Err(e) => return Err(e).context("loading the served failure model"),
+    };
     Ok(ServedModels {
         runtime,
         queue_wait,
+        failure,
     })
 }
 
 /// Whether the registry has no version of either kind the service serves.
 pub fn registry_is_empty(registry: &ModelRegistry) -> anyhow::Result<bool> {
     Ok(registry.version_numbers(RUNTIME_KIND)?.is_empty()
-        && registry.version_numbers(QUEUE_WAIT_KIND)?.is_empty())
+        && registry.version_numbers(QUEUE_WAIT_KIND)?.is_empty()
+        && registry.version_numbers(FAILURE_KIND)?.is_empty())
 }
 
 /// The jobs of a bundled dataset, the first `limit` by submit time if given.
@@ -110,6 +111,7 @@ pub fn train_and_save(
         jobs: jobs.len(),
         runtime: None,
         queue_wait: None,
+        failure: None,
         skipped: Vec::new(),
     };
     match train_runtime(registry, source, jobs, trees)? {
@@ -119,6 +121,10 @@ pub fn train_and_save(
     match train_queue_wait(registry, source, jobs, trees)? {
         Ok(meta) => report.queue_wait = Some(meta),
         Err(why) => report.skipped.push(format!("queue_wait: {why}")),
+    }
+    match train_failure(registry, source, jobs, trees)? {
+        Ok(meta) => report.failure = Some(meta),
+        Err(why) => report.skipped.push(format!("failure: {why}")),
     }
     Ok(report)
 }
@@ -186,8 +192,44 @@ pub fn train_queue_wait(
     let mut info = NewArtifact::new(source, eval.n_train);
     info.metrics = metrics;
     info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
-    let meta = registry.save(&QueueWaitArtifact(predictor), info)?;
+    let meta = registry.save(&predictor, info)?;
     registry.promote(QUEUE_WAIT_KIND, meta.version)?;
+    Ok(Ok(meta))
+}
+
+/// Trains, saves and promotes the failure predictor; `Ok(Err(why))` when the jobs cannot
+/// train one (e.g. no job statuses, as in the bundled Philly trace).
+pub fn train_failure(
+    registry: &ModelRegistry,
+    source: &str,
+    jobs: &[JobRecord],
+    trees: Option<usize>,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    let mut trainer = FailureTrainer::default();
+    if let Some(n) = trees {
+        trainer.gbdt.n_trees = n.max(1);
+    }
+    let mut eval = match evaluate_failure(jobs, &trainer) {
+        Ok(e) => e,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let predictor = eval
+        .predictor
+        .take()
+        .context("the failure evaluation returned no trained predictor")?;
+    let mut metrics = BTreeMap::new();
+    for r in &eval.rows {
+        metrics.insert(format!("{} roc_auc", r.method), r.roc_auc);
+        metrics.insert(format!("{} brier", r.method), r.brier);
+    }
+    metrics.insert("base_rate_test".to_string(), eval.base_rate_test);
+    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
+    metrics.retain(|_, v| v.is_finite());
+    let mut info = NewArtifact::new(source, eval.n_train);
+    info.metrics = metrics;
+    info.notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
+    let meta = registry.save(&predictor, info)?;
+    registry.promote(FAILURE_KIND, meta.version)?;
     Ok(Ok(meta))
 }
 
