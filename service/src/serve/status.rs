@@ -85,6 +85,13 @@ pub fn routes() -> Router<AppState> {
         .route("/status/uPlot.min.css", get(uplot_css))
         .route("/status/uPlot.LICENSE", get(uplot_license))
         .route("/v1/predictions/recent", get(recent))
+        .route("/v1/ping", get(ping))
+}
+
+/// `GET /v1/ping`: a trivial handler (the load benchmark's baseline: same server, same
+/// middleware, no work).
+async fn ping() -> &'static str {
+    "pong"
 }
 
 async fn index() -> Html<&'static str> {
