@@ -70,6 +70,30 @@ pub fn system_clock() -> Clock {
     })
 }
 
+/// A client for `augur serve`: the kubeconfig at `kubeconfig` (its current context), else the
+/// in-cluster configuration when run as a pod, else `$KUBECONFIG` / `~/.kube/config`. kube's
+/// own retry layer is turned off: the backend's bounded backoff with jitter ([`Safety`]) is the
+/// one retry policy.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, BackendError> {
+    let invalid = |m: String| BackendError::new(ErrorKind::Invalid, None, m);
+    let mut config = match kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .map_err(|e| invalid(format!("kubeconfig {}: {e}", p.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| invalid(format!("kubeconfig {}: {e}", p.display())))?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            invalid(format!(
+                "no in-cluster configuration and no kubeconfig (pass --kubeconfig): {e}"
+            ))
+        })?,
+    };
+    config.default_retry = false;
+    Client::try_from(config).map_err(|e| invalid(format!("kubernetes client: {e}")))
+}
+
 /// `kubeflow.org/v1` `PyTorchJob`.
 pub fn pytorchjob_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
