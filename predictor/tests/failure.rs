@@ -260,3 +260,37 @@ fn failure_predictor_registry_round_trip() {
     // in-sample sanity: the served model ranks failures above successes
     assert!(roc_auc(&scores, &labels) > 0.6);
 }
+
+/// A Philly `cluster_job_log` (the form with a status; hand-written fixture of the reader's
+/// tests): Pass and Killed are not failures, Failed is, and a job whose last attempt has no
+/// end was still running when the log was taken — censored, whatever its status says.
+#[test]
+fn philly_joblog_statuses_map_to_failure_labels() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../datasets/tests/fixtures/philly_cluster_job_log.json");
+    let (table, _) = augur_datasets::load_jobs(
+        &path,
+        Some(augur_datasets::TraceFormat::PhillyJobLog),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    let labels: Vec<(String, Option<bool>)> = table
+        .to_records()
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.job_id.clone(), failure_label(j.status)))
+        .collect();
+    let label_of = |id: &str| {
+        labels
+            .iter()
+            .find(|(j, _)| j == id)
+            .map(|(_, l)| *l)
+            .unwrap_or_else(|| panic!("{id} not read: {labels:?}"))
+    };
+    assert_eq!(label_of("application_1500000000000_0001"), Some(false)); // Pass
+    assert_eq!(label_of("application_1500000000000_0002"), Some(false)); // Killed
+    assert_eq!(label_of("application_1500000000000_0003"), Some(true)); // Failed
+    assert_eq!(label_of("application_1500000000000_0008"), Some(false)); // Pass, ended
+                                                                         // Pass, but the last attempt has no end: still running, censored
+    assert_eq!(label_of("application_1500000000000_0005"), None);
+}
