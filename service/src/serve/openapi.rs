@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document of the API, served at `/openapi.json`. Hand-written; a test
-//! checks that every route of [`super::own_routes`] is in it and every path in it is routed.
+//! checks that every route of [`super::own_routes`] and of the plugged-in files (live,
+//! metrics, status) is in it, and that every path in it is routed.
 
 use axum::Json;
 use serde_json::{json, Value};
@@ -28,6 +29,46 @@ fn op(summary: &str, tag: &str, body: Option<&str>, ok: &str, auth: bool) -> Val
         o["security"] = json!([{ "bearer": [] }]);
     }
     o
+}
+
+/// A GET without a JSON schema (pages, assets, text).
+fn html(summary: &str, tag: &str) -> Value {
+    json!({ "summary": summary, "tags": [tag], "responses": { "200": { "description": "OK" } } })
+}
+
+/// A GET with `?limit=N`.
+fn limited(summary: &str, tag: &str) -> Value {
+    json!({
+        "summary": summary,
+        "tags": [tag],
+        "parameters": [{ "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1 } }],
+        "responses": { "200": { "description": "JSON", "content": { "application/json": {} } } }
+    })
+}
+
+/// The routes of the plugged-in files (status page, metrics, live cluster and controller).
+fn plugged_paths() -> Value {
+    json!({
+            "/": { "get": html("The status page: utilisation and queue over time, predicted vs actual for recent jobs, controller decisions", "status") },
+            "/status/uPlot.iife.min.js": { "get": html("The status page's chart library (uPlot, MIT, vendored)", "status") },
+            "/status/uPlot.min.css": { "get": html("The chart library's stylesheet", "status") },
+            "/status/uPlot.LICENSE": { "get": html("The chart library's license", "status") },
+            "/metrics": { "get": html("Prometheus metrics (text exposition format): request and prediction latency, predictions by model version, live accuracy, controller actions, cluster utilisation and queue", "ops") },
+            "/v1/ping": { "get": html("A trivial handler (baseline of the load benchmark)", "ops") },
+            "/v1/predictions/recent": { "get": limited("Recently finished jobs: predicted (at submit) vs actual", "status") },
+            "/v1/cluster": { "get": op("The cluster the controller acts on: capacity, use, queue, controller switches", "autoscaler", None, "", false) },
+            "/v1/cluster/history": { "get": limited("Utilisation and queue over time", "autoscaler") },
+            "/v1/autoscaler/decisions": { "get": limited("The controller's recent decisions with their reasons, newest first", "autoscaler") },
+            "/v1/autoscaler/dry-run": { "post": {
+                "summary": "Switch dry-run (decide and log, do not act)",
+                "tags": ["autoscaler"],
+                "security": [{ "bearer": [] }],
+                "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["enabled"], "properties": { "enabled": { "type": "boolean" } }, "additionalProperties": false } } } },
+                "responses": { "200": { "description": "`{controller}`" } }
+            } },
+            "/v1/autoscaler/pause": { "post": op("Pause the controller loop", "autoscaler", None, "`{controller}`", true) },
+            "/v1/autoscaler/resume": { "post": op("Resume the controller loop", "autoscaler", None, "`{controller}`", true) }
+    })
 }
 
 /// The document.
@@ -68,7 +109,7 @@ pub fn document() -> Value {
         "409": { "description": "already running, or too few finished jobs ingested" },
         "default": { "description": "an error" }
     });
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Augur",
@@ -134,7 +175,11 @@ pub fn document() -> Value {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
             "schemas": schemas()
         }
-    })
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), plugged_paths()) {
+        paths.extend(more);
+    }
+    doc
 }
 
 fn schemas() -> Value {

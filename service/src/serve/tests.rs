@@ -426,6 +426,32 @@ async fn every_route_is_in_the_openapi_document_and_every_documented_path_is_rou
             assert_ne!(v["error"]["code"], "no_such_route", "{method} {path}");
         }
     }
+    // the routes the plugged-in files (live.rs, metrics.rs, status.rs) serve
+    let plugged = [
+        ("GET", "/", false),
+        ("GET", "/metrics", false),
+        ("GET", "/v1/ping", false),
+        ("GET", "/v1/predictions/recent", false),
+        ("GET", "/v1/cluster", false),
+        ("GET", "/v1/cluster/history", false),
+        ("GET", "/v1/autoscaler/decisions", false),
+        ("POST", "/v1/autoscaler/dry-run", true),
+        ("POST", "/v1/autoscaler/pause", true),
+        ("POST", "/v1/autoscaler/resume", true),
+    ];
+    for (method, path, auth) in plugged {
+        let m = method.to_ascii_lowercase();
+        assert!(
+            paths.get(path).and_then(|p| p.get(&m)).is_some(),
+            "{method} {path} is not documented"
+        );
+        let (st, _) = call(&state, method, path, Some(json!({})), false).await;
+        assert_eq!(
+            auth,
+            st == StatusCode::UNAUTHORIZED,
+            "{method} {path}: {st}"
+        );
+    }
     let (st, v) = call(&state, "GET", "/v2/nothing", None, false).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert_eq!(v["error"]["code"], "no_such_route");
