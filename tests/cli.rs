@@ -429,7 +429,10 @@ fn evaluate_failure_json_and_report_on_mlperf() {
     let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
     assert!(methods.iter().any(|m| m.contains("svm")), "{methods:?}");
     assert!(methods.iter().any(|m| m.contains("gbdt")), "{methods:?}");
-    assert!(methods.iter().any(|m| m.contains("base rate")), "{methods:?}");
+    assert!(
+        methods.iter().any(|m| m.contains("base rate")),
+        "{methods:?}"
+    );
     for r in rows {
         for k in ["roc_auc", "pr_auc", "recall_at_10fpr", "brier"] {
             let x = r[k].as_f64().unwrap_or(f64::NAN);
@@ -445,4 +448,52 @@ fn evaluate_failure_json_and_report_on_mlperf() {
     // the bundled Philly CSV has no status: a clear error, not a table of NaN
     let err = run_err(&["evaluate", "--task", "failure", "--dataset", "philly"]);
     assert!(err.contains("no status column"), "{err}");
+}
+
+#[test]
+fn train_failure_and_queue_wait_save_their_own_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = dir.path().join("models");
+    let r = reg.to_str().unwrap();
+    let out = run_ok(&[
+        "train",
+        "--task",
+        "failure",
+        "--dataset",
+        "mlperf",
+        "--registry",
+        r,
+    ]);
+    assert!(out.contains("saved failure v1"), "{out}");
+    let out = run_ok(&[
+        "train",
+        "--task",
+        "queue-wait",
+        "--dataset",
+        "openb",
+        "--trees",
+        "20",
+        "--registry",
+        r,
+    ]);
+    assert!(out.contains("saved queue-wait v1"), "{out}");
+    assert!(reg.join("failure/v1/meta.json").is_file());
+    assert!(reg.join("queue_wait/v1/meta.json").is_file());
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reg.join("failure/v1/meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["kind"], "failure");
+    assert_eq!(meta["dataset"], "mlperf");
+    assert!(meta["metrics"]["gbdt roc_auc"].is_number(), "{meta}");
+    // no outcomes in the bundled Philly CSV: a clear refusal
+    let err = run_err(&[
+        "train",
+        "--task",
+        "failure",
+        "--dataset",
+        "philly",
+        "--registry",
+        r,
+    ]);
+    assert!(err.contains("no job status"), "{err}");
 }

@@ -28,9 +28,19 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         .predictor
         .take()
         .context("the evaluation returned no trained predictor")?;
-    // the model's own rows (not the baselines'): its metrics on the held-out jobs
+    // the served model's row (online adaptive bound; not the baselines' or the hindsight
+    // row): its metrics on the held-out jobs
     let mut metrics = BTreeMap::new();
-    if let Some(r) = eval.rows.iter().rev().find(|r| r.coverage95.is_some()) {
+    let served = eval
+        .rows
+        .iter()
+        .find(|r| r.method.starts_with("augur") && r.method.contains("online"))
+        .or_else(|| {
+            eval.rows
+                .iter()
+                .find(|r| r.method.starts_with("augur") && r.coverage95.is_some())
+        });
+    if let Some(r) = served {
         metrics.insert("mae_s".to_string(), r.mae_s);
         metrics.insert("within60".to_string(), r.within60);
         metrics.insert("within600".to_string(), r.within600);
