@@ -239,22 +239,21 @@ impl AppState {
     }
 
     /// Serves `models` from now on: rebuilds the online state for them by replaying the
-    /// ingested events (off the lock), then swaps it in, catching up with events that
-    /// arrived meanwhile. Requests are served throughout; none is dropped. Blocking (call
-    /// from a blocking context).
+    /// event store (off the lock), then swaps it in, catching up under the lock with events
+    /// committed meanwhile (the writer then skips what the new state already has). Requests
+    /// are served throughout; none is dropped. Blocking (call from a blocking context).
     pub fn swap_models(&self, models: ServedModels) {
         let runtime = models.runtime.as_ref().map(|s| s.meta.version);
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
-        let (snapshot, upto) = {
-            let o = self.online();
-            (o.log_snapshot(), o.last_seq)
-        };
-        let mut fresh = Online::rebuilt(models, &snapshot);
-        drop(snapshot);
+        let upto = self.online().last_seq;
+        let mut fresh = Online::new(models);
+        if let Err(e) = self.replay_store(&mut fresh, upto) {
+            tracing::error!(error = %e, "replaying the event store for the new models failed");
+        }
         {
             let mut o = self.online();
-            for e in o.log_after(upto) {
-                fresh.apply(e);
+            if let Err(e) = self.replay_store(&mut fresh, i64::MAX) {
+                tracing::error!(error = %e, "catching up with the event store failed");
             }
             *o = fresh;
         }
@@ -264,6 +263,24 @@ impl AppState {
             queue_wait,
         });
         tracing::info!(?runtime, ?queue_wait, "serving models swapped");
+    }
+}
+
+impl AppState {
+    /// Applies the stored events after `online.last_seq`, up to `upto`, to `online`.
+    fn replay_store(&self, online: &mut Online, upto: i64) -> Result<(), store::StoreError> {
+        loop {
+            let page = self.store.read_after(online.last_seq, 10_000)?;
+            if page.is_empty() {
+                return Ok(());
+            }
+            for e in &page {
+                if e.seq > upto {
+                    return Ok(());
+                }
+                online.apply(e);
+            }
+        }
     }
 }
 

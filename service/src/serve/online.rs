@@ -5,8 +5,9 @@
 //! the latest cluster snapshot.
 //!
 //! Events are applied in the store's sequence order (the store's writer calls
-//! [`Online::apply`] right after each commit). A model swap rebuilds the state for the new
-//! models by replaying the applied events ([`Online::rebuilt`]).
+//! [`Online::apply`] right after each commit); an event whose sequence number was already
+//! applied is skipped. A model swap rebuilds the state for the new models by replaying the
+//! store ([`super::AppState::swap_models`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -156,8 +157,6 @@ pub struct Online {
     fl_features: Option<FailureFeatureState>,
     scratch: SvmScratch,
     pub jobs: HashMap<String, JobInfo>,
-    /// Every applied event, in sequence order (replayed when models are swapped).
-    log: Vec<StoredEvent>,
     /// Latest event time seen (the service's notion of "now" on the events' clock).
     pub clock: Option<f64>,
     pub last_seq: i64,
@@ -192,33 +191,12 @@ impl Online {
             qw_features,
             queue,
             jobs: HashMap::new(),
-            log: Vec::new(),
             clock: None,
             last_seq: 0,
             last_snapshot: None,
             counts: EventCounts::default(),
             buf: Vec::new(),
         }
-    }
-
-    /// A fresh state for `models` with `events` replayed into it.
-    pub fn rebuilt(models: ServedModels, events: &[StoredEvent]) -> Online {
-        let mut o = Online::new(models);
-        for e in events {
-            o.apply(e);
-        }
-        o
-    }
-
-    /// The applied events with `seq > after` (for a rebuild that must catch up).
-    pub fn log_after(&self, after: i64) -> &[StoredEvent] {
-        let i = self.log.partition_point(|e| e.seq <= after);
-        &self.log[i..]
-    }
-
-    /// A copy of the applied events.
-    pub fn log_snapshot(&self) -> Vec<StoredEvent> {
-        self.log.clone()
     }
 
     /// The jobs known, as trace records with what the events told (for retraining).
@@ -277,8 +255,11 @@ impl Online {
 
     /// Applies one stored event; returns the outcome when it finished a job.
     pub fn apply(&mut self, stored: &StoredEvent) -> Option<Outcome> {
-        self.last_seq = self.last_seq.max(stored.seq);
-        self.log.push(stored.clone());
+        if stored.seq <= self.last_seq {
+            // already applied (a rebuild caught up with the store before the writer did)
+            return None;
+        }
+        self.last_seq = stored.seq;
         if let Some(t) = stored.event.at() {
             self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
         }

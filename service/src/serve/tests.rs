@@ -488,6 +488,23 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
             (n, versions)
         })
     };
+    // and events keep being ingested: none may be lost by the rebuild
+    let ingester = {
+        let state = state.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = format!("during-swap-{}", acked.len());
+                let ev = json!({ "type": "job_submitted", "job_id": id, "at": 2.0e9, "profile": { "num_gpus": 1 } });
+                let (st, v) = call(&state, "POST", "/v1/events", Some(ev), true).await;
+                assert_eq!(st, StatusCode::OK, "{v}");
+                acked.push(id);
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            acked
+        })
+    };
     let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     let (st, _) = call(&state, "POST", "/v1/models/retrain", None, true).await;
@@ -535,12 +552,22 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
     assert_eq!(st, StatusCode::OK);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (n, versions) = probe.await.unwrap();
+    let acked = ingester.await.unwrap();
+    assert!(
+        acked.len() > 10,
+        "{} events ingested during the swaps",
+        acked.len()
+    );
     assert!(n > 10, "{n} probe requests");
     assert!(versions.contains(&1), "{versions:?}");
     // the online state was rebuilt for the swapped model: still knows every job
     let o = state.online();
     assert_eq!(o.models.runtime.as_ref().unwrap().meta.version, 2);
-    assert_eq!(o.jobs.len(), 1200);
+    assert_eq!(o.jobs.len(), 1200 + acked.len());
+    for id in &acked {
+        assert!(o.jobs[id].submitted_at.is_some(), "{id} lost by a swap");
+    }
+    assert_eq!(o.counts.job_submitted as usize, 1200 + acked.len());
 }
 
 /// Arbitrary JSON, biased towards the shapes the API expects.
