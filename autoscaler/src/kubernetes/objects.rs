@@ -106,6 +106,7 @@ pub struct JobFacts {
 #[derive(Debug, Default)]
 pub struct JobMemory {
     ids: HashMap<JobKey, JobId>,
+    next_id: u64,
     /// First observed worker replicas (the request when no annotation says it).
     first_replicas: HashMap<JobKey, u32>,
     /// Time of the last rescale Augur made.
@@ -115,8 +116,20 @@ pub struct JobMemory {
 impl JobMemory {
     /// The id of a job (interned on first sight).
     pub fn id(&mut self, key: &JobKey) -> JobId {
-        let next = JobId(self.ids.len() as u64);
-        *self.ids.entry(key.clone()).or_insert(next)
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        self.ids.insert(key.clone(), id);
+        id
+    }
+
+    /// Forgets jobs that are gone (finished or deleted); their ids are never reused.
+    fn retain(&mut self, live: &std::collections::HashSet<&JobKey>) {
+        self.ids.retain(|k, _| live.contains(k));
+        self.first_replicas.retain(|k, _| live.contains(k));
+        self.last_rescale.retain(|k, _| live.contains(k));
     }
 }
 
@@ -466,6 +479,7 @@ pub fn build_snapshot(
         .filter(|v| v.finished.is_none())
         .collect();
     views.sort_by(|a, b| a.created.total_cmp(&b.created).then(a.key.cmp(&b.key)));
+    memory.retain(&views.iter().map(|v| &v.key).collect());
     let mut facts = HashMap::new();
     for v in &views {
         let id = memory.id(&v.key);
