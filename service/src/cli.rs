@@ -341,4 +341,27 @@ pub struct ServeArgs {
     /// Train on only the first N jobs of the bootstrap dataset (by submit time).
     #[arg(long)]
     pub bootstrap_limit: Option<usize>,
+    /// The cluster the controller acts on: the simulated replay of the bootstrap trace, or a
+    /// Kubernetes cluster (Kubeflow PyTorchJobs scaled through /scale).
+    #[arg(long, value_enum, default_value_t = ServeBackend::Sim)]
+    pub backend: ServeBackend,
+    /// `--backend kubernetes`: kubeconfig to use [default: the in-cluster configuration when
+    /// run as a pod, else $KUBECONFIG or ~/.kube/config].
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// `--backend kubernetes`: namespace of the PyTorchJobs to watch and scale [default: all].
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// `--backend kubernetes`: decide and log, never patch.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The cluster `augur serve` drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeBackend {
+    /// The bundled trace replayed by the simulator at `--speed`.
+    Sim,
+    /// A Kubernetes cluster.
+    Kubernetes,
 }

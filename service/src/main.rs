@@ -83,6 +83,20 @@ fn run_serve(args: &cli::ServeArgs) -> anyhow::Result<()> {
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
     let config = serve::config::load(args.config.as_deref(), &env, flags)?;
+    match args.backend {
+        cli::ServeBackend::Kubernetes => serve::kube::select(serve::kube::KubeOptions {
+            kubeconfig: args.kubeconfig.clone(),
+            namespace: args.namespace.clone(),
+            dry_run: args.dry_run,
+        }),
+        cli::ServeBackend::Sim => {
+            if args.kubeconfig.is_some() || args.namespace.is_some() || args.dry_run {
+                anyhow::bail!(
+                    "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"
+                );
+            }
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("augur-serve")

@@ -26,6 +26,8 @@ pub mod training;
 pub mod live;
 pub mod metrics;
 pub mod status;
+// `--backend kubernetes` (the simulated replay otherwise)
+pub mod kube;
 
 #[cfg(test)]
 mod tests;
@@ -448,7 +450,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // ── serve-live starts its background tasks here (simulator, controller loop), e.g.
     // `live::spawn(state.clone());` — they should stop when `state.shutdown` turns true.
     metrics::spawn_listener(&state);
-    live::spawn(state.clone());
+    kube::spawn_cluster(state.clone());
     let shutdown_tx = info.shutdown_tx;
     let app = router(state.clone());
     axum::serve(listener, app)
