@@ -569,3 +569,132 @@ pub fn node_gpus(n: &Node, resource: &str) -> u32 {
         .and_then(whole)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(v).expect("object"))
+    }
+
+    fn node(name: &str, gpus: u32, ready: &str, cordoned: bool) -> Arc<Node> {
+        obj(json!({
+            "metadata": { "name": name, "labels": { "nvidia.com/gpu.product": "H100" } },
+            "spec": { "unschedulable": cordoned },
+            "status": {
+                "allocatable": { "nvidia.com/gpu": gpus.to_string() },
+                "conditions": [{ "type": "Ready", "status": ready }],
+            },
+        }))
+    }
+
+    fn worker(job: &str, i: u32, gpus: u32, node: Option<&str>, phase: &str) -> Arc<Pod> {
+        obj(json!({
+            "metadata": { "name": format!("{job}-worker-{i}"), "namespace": "ml", "labels": {
+                JOB_NAME_LABEL: job, REPLICA_TYPE_LABEL: "Worker" } },
+            "spec": { "nodeName": node, "containers": [{ "name": "c",
+                "resources": { "limits": { "nvidia.com/gpu": gpus.to_string() } } }] },
+            "status": { "phase": phase },
+        }))
+    }
+
+    fn job(
+        name: &str,
+        replicas: u32,
+        gpus: u32,
+        elastic: Value,
+        created: &str,
+    ) -> Arc<DynamicObject> {
+        obj(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": { "name": name, "namespace": "ml", "creationTimestamp": created },
+            "spec": { "elasticPolicy": elastic, "pytorchReplicaSpecs": { "Worker": {
+                "replicas": replicas,
+                "template": { "spec": { "containers": [{ "name": "c",
+                    "resources": { "limits": { "nvidia.com/gpu": gpus } } }] } } } } },
+        }))
+    }
+
+    #[test]
+    fn multi_gpu_workers_count_in_gpus_and_half_specified_bounds_are_not_elastic() {
+        let nodes = [
+            node("a", 8, "True", false),
+            node("b", 8, "True", false),
+            node("c", 8, "True", true),
+            node("d", 8, "Unknown", false),
+        ];
+        let pods = [
+            worker("big", 0, 8, Some("a"), "Running"),
+            worker("big", 1, 8, Some("b"), "Running"),
+            worker("big", 2, 8, None, "Pending"),
+            // finished pods hold nothing
+            worker("old", 0, 8, Some("b"), "Succeeded"),
+            worker("half", 0, 1, None, "Pending"),
+        ];
+        let jobs = [
+            job(
+                "big",
+                3,
+                8,
+                json!({ "minReplicas": 1, "maxReplicas": 4 }),
+                "2026-01-01T00:00:00Z",
+            ),
+            job(
+                "half",
+                1,
+                1,
+                json!({ "maxReplicas": 4 }),
+                "2026-01-01T00:01:00Z",
+            ),
+        ];
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs,
+            ..Default::default()
+        };
+        let mut mem = JobMemory::default();
+        let (s, facts) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let free: Vec<(u32, bool)> = s.nodes.iter().map(|n| (n.free, n.healthy)).collect();
+        assert_eq!(free, vec![(0, true), (0, true), (0, false), (0, false)]);
+        let r = &s.running[0];
+        // 2 of 3 workers bound (the third is stuck pending): it holds 16 GPUs
+        assert_eq!(
+            (r.workers, r.requested, r.min_workers, r.max_workers),
+            (16, 24, 8, 32)
+        );
+        assert_eq!(s.placement_of(r).len(), 2);
+        let f = &facts[&r.id];
+        assert_eq!(
+            (f.spec_replicas, f.gpus_per_worker, f.bounds),
+            (3, 8, Some((1, 4)))
+        );
+        let q = &s.queued[0];
+        assert!(!q.elastic(), "only maxReplicas: observed, never scaled");
+        assert_eq!(facts[&q.id].bounds, None);
+        // ids are stable across snapshots and not reused after a job is gone
+        let (s2, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert_eq!(s2.running[0].id, r.id);
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs[1..],
+            ..Default::default()
+        };
+        let (s3, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert_eq!(s3.queued[0].id, q.id);
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs,
+            ..Default::default()
+        };
+        let (s4, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert!(
+            s4.running[0].id.0 > q.id.0,
+            "a job seen again gets a new id"
+        );
+    }
+}
