@@ -146,7 +146,7 @@ pub struct Hooks {
     pub clock: Clock,
     /// Job lifecycle events and snapshots.
     pub events: Option<EventSink>,
-    /// Predicted run times (else the [`PREDICTED_ANNOTATION`]).
+    /// Predicted run times for jobs without the [`PREDICTED_ANNOTATION`].
     pub runtime_hint: Option<RuntimeHint>,
     /// Act only while this gate is open (leader election); `None` acts always.
     pub leader: Option<LeaderGate>,

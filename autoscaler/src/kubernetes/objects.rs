@@ -355,7 +355,8 @@ pub struct Objects<'a> {
     pub workloads: Option<&'a [Arc<DynamicObject>]>,
 }
 
-/// Predicted run time of a job, from outside (Augur's predictor), when known.
+/// Predicted run time of a job from outside (Augur's predictor), used when the job has no
+/// [`PREDICTED_ANNOTATION`].
 pub type RuntimeHint = Arc<dyn Fn(&PyTorchJobView) -> Option<f64> + Send + Sync>;
 
 /// Builds the snapshot at `now`, with the facts the backend needs to act on each job (indexed
@@ -490,7 +491,8 @@ pub fn build_snapshot(
             .or_insert(v.worker_replicas);
         let requested = v.requested_replicas.unwrap_or(first);
         let (lo, hi) = v.elastic.unwrap_or((requested, requested));
-        let predicted = hint.and_then(|h| h(v)).or(v.predicted_runtime);
+        // an explicit annotation wins over the service's prediction
+        let predicted = v.predicted_runtime.or_else(|| hint.and_then(|h| h(v)));
         let bound = bound_workers.get(&v.key);
         let queued = held.get(&v.key).copied().unwrap_or(false) || bound.is_none_or(Vec::is_empty);
         let last_rescale = memory.last_rescale.get(&v.key).copied();
