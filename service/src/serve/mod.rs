@@ -401,7 +401,10 @@ pub fn router(state: AppState) -> Router {
                 )
                 .on_response(
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
-                ),
+                )
+                // 5xx answers are expected (503 while not ready or a model is missing) and
+                // real failures are logged as errors where they happen (e.g. the store)
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::INFO)),
         )
         .with_state(state)
 }
@@ -489,15 +492,22 @@ fn spawn_bootstrap(state: AppState) {
         })();
         match result {
             Ok(report) => {
+                let version = |m: &Option<augur_predictor::ArtifactMeta>| {
+                    m.as_ref()
+                        .map_or("not trained".to_string(), |m| format!("v{}", m.version))
+                };
                 eprintln!(
-                    "augur serve: models trained on {} ({} jobs) in {:.1} s: runtime {}, queue_wait {}{}",
+                    "augur serve: models trained on {} ({} jobs) in {:.1} s: runtime {}, queue_wait {}, failure {}",
                     report.source,
                     report.jobs,
                     started.elapsed().as_secs_f64(),
-                    report.runtime.as_ref().map_or("not trained".into(), |m| format!("v{}", m.version)),
-                    report.queue_wait.as_ref().map_or("not trained".into(), |m| format!("v{}", m.version)),
-                    if report.skipped.is_empty() { String::new() } else { format!(" ({})", report.skipped.join("; ")) }
+                    version(&report.runtime),
+                    version(&report.queue_wait),
+                    version(&report.failure),
                 );
+                for why in &report.skipped {
+                    eprintln!("augur serve:   not trained: {why}");
+                }
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "training the models at first start failed");
