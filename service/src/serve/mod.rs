@@ -71,6 +71,7 @@ pub enum ServeEvent {
     ModelsSwapped {
         runtime: Option<u32>,
         queue_wait: Option<u32>,
+        failure: Option<u32>,
     },
 }
 
@@ -247,6 +248,7 @@ impl AppState {
     pub fn swap_models(&self, models: ServedModels) {
         let runtime = models.runtime.as_ref().map(|s| s.meta.version);
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
+        let failure = models.failure.as_ref().map(|s| s.meta.version);
         let upto = self.online().last_seq;
         let mut fresh = Online::new(models);
         if let Err(e) = self.replay_store(&mut fresh, upto) {
@@ -263,8 +265,9 @@ impl AppState {
         let _ = self.events.send(ServeEvent::ModelsSwapped {
             runtime,
             queue_wait,
+            failure,
         });
-        tracing::info!(?runtime, ?queue_wait, "serving models swapped");
+        tracing::info!(?runtime, ?queue_wait, ?failure, "serving models swapped");
     }
 }
 
