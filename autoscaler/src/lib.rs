@@ -38,9 +38,9 @@
 pub mod backend;
 mod controller;
 pub mod elastic;
-pub mod live;
 mod error;
 pub mod kubernetes;
+pub mod live;
 pub mod metrics;
 pub mod optimus;
 pub mod placement;
