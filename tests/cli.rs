@@ -27,6 +27,7 @@ fn every_subcommand_has_help() {
         vec!["--help"],
         vec!["data", "--help"],
         vec!["data", "inspect", "--help"],
+        vec!["serve", "--help"],
     ] {
         let out = run_ok(&args);
         assert!(out.contains("Usage:"), "{args:?}: {out}");
