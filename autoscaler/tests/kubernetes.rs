@@ -36,7 +36,7 @@ fn config(safety: Safety) -> KubeConfig {
 
 /// Two 8-GPU nodes (A100 in zone a, V100 in zone b); elastic job `a` [2, 8] running 4 one-GPU
 /// workers on n0 since T0; static job `b` (4 workers) pending; finished job `c`; a foreign pod
-/// holding 2 GPUs on n1.
+/// holding 2 GPUs on n1 and a pod of another namespace holding 1.
 fn seed(api: &FakeApi) {
     api.put(NODES, node("n0", 8, "NVIDIA-A100-SXM4-80GB", "a", true));
     api.put(NODES, node("n1", 8, "Tesla-V100-SXM2-32GB", "b", true));
@@ -57,6 +57,8 @@ fn seed(api: &FakeApi) {
     let mut other = worker_pod("ml", "notebook", 0, 2, Some("n1"));
     other["metadata"]["labels"] = json!({ "app": "notebook" });
     api.put(PODS, other);
+    // a pod of another namespace holds a GPU of n1 too
+    api.put(PODS, worker_pod("other-team", "x", 0, 1, Some("n1")));
 }
 
 async fn backend(api: &FakeApi, clock: &VClock, safety: Safety, hooks: Hooks) -> KubeBackend {
@@ -115,7 +117,7 @@ async fn observe_reads_nodes_pods_and_jobs_into_a_gpu_snapshot() {
         .iter()
         .map(|n| (n.name.as_str(), n.gpus, n.free, n.gpu_type, n.rack))
         .collect();
-    assert_eq!(nodes, vec![("n0", 8, 4, 0, 0), ("n1", 8, 6, 1, 1)]);
+    assert_eq!(nodes, vec![("n0", 8, 4, 0, 0), ("n1", 8, 5, 1, 1)]);
     assert_eq!(s.gpu_types[1].name, "Tesla-V100-SXM2-32GB");
     // a: running elastic, 4 workers on n0; b: queued static; c: finished, absent
     assert_eq!(s.running.len(), 1);
@@ -143,9 +145,13 @@ async fn observe_reads_nodes_pods_and_jobs_into_a_gpu_snapshot() {
         .into_iter()
         .filter(|r| r.query.contains("watch=true"))
         .collect();
+    // pods of every namespace (capacity), without terminated ones; jobs of the configured one
+    assert!(watches.iter().any(|r| r.path == "/api/v1/pods"
+        && r.query
+            .contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed")));
     assert!(watches
         .iter()
-        .any(|r| r.path == "/api/v1/namespaces/ml/pods"));
+        .any(|r| r.path == "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs"));
     assert!(watches.iter().any(|r| r.path == "/api/v1/nodes"));
     assert!(watches
         .iter()
@@ -446,12 +452,7 @@ async fn an_expired_watch_relists_and_an_unsynced_view_is_refused() {
     seed(&api);
     let clock = VClock::new(T0 + 1000.0);
     // the pods list fails until the faults are cleared: no snapshot from a partial view
-    api.inject(Fault::status(
-        "GET",
-        "/api/v1/namespaces/ml/pods",
-        500,
-        10_000,
-    ));
+    api.inject(Fault::status("GET", "/api/v1/pods", 500, 10_000));
     let cfg = KubeConfig {
         watch_timeout_s: 1,
         ..config(fast_safety())

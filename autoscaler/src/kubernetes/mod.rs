@@ -121,7 +121,8 @@ pub fn workload_resource() -> ApiResource {
 /// What the backend watches and how it acts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubeConfig {
-    /// Namespace of the jobs and pods; `None` watches all namespaces.
+    /// Namespace of the jobs (and their PodGroups / Workloads); `None` watches all namespaces.
+    /// Pods are watched in every namespace: GPUs held elsewhere are not free.
     pub namespace: Option<String>,
     pub observe: ObserveConfig,
     pub safety: Safety,
@@ -208,6 +209,23 @@ fn spawn_watch<K, F>(
     api: Api<K>,
     dyntype: K::DynamicType,
     timeout_s: u32,
+    on_event: F,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Watched<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    F: FnMut(&watcher::Event<K>) + Send + 'static,
+{
+    let cfg = watcher::Config::default().timeout(timeout_s);
+    spawn_watch_with(name, api, dyntype, cfg, on_event, tasks)
+}
+
+fn spawn_watch_with<K, F>(
+    name: &'static str,
+    api: Api<K>,
+    dyntype: K::DynamicType,
+    cfg: watcher::Config,
     mut on_event: F,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Watched<K>
@@ -220,7 +238,6 @@ where
     let store = writer.as_reader();
     let sync = Arc::new(WatchSync::default());
     let s = sync.clone();
-    let cfg = watcher::Config::default().timeout(timeout_s);
     let stream = reflector::reflector(writer, watcher(api, cfg).default_backoff());
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -296,13 +313,6 @@ impl std::fmt::Debug for KubeBackend {
     }
 }
 
-fn pods_api(client: &Client, ns: Option<&str>) -> Api<Pod> {
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 fn dyn_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<DynamicObject> {
     match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
@@ -310,11 +320,23 @@ fn dyn_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<DynamicOb
     }
 }
 
-/// True when the resource is served (a 404 on list means its CRD is not installed).
-async fn installed(api: &Api<DynamicObject>, what: &str) -> Result<bool, BackendError> {
+/// True when the resource is served (a 404 on list means its CRD is not installed). An
+/// optional resource the RBAC does not let us read (403) is skipped with a warning.
+async fn installed(
+    api: &Api<DynamicObject>,
+    what: &str,
+    optional: bool,
+) -> Result<bool, BackendError> {
     match api.list(&ListParams::default().limit(1)).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 403 && optional => {
+            tracing::warn!(
+                resource = what,
+                "installed but not readable (RBAC); not watched"
+            );
+            Ok(false)
+        }
         Err(e) => Err(BackendError::new(
             ErrorKind::Unavailable,
             None,
@@ -334,7 +356,7 @@ impl KubeBackend {
         let ns = cfg.namespace.as_deref();
         let jobs_ar = pytorchjob_resource();
         let jobs_api = dyn_api(&client, ns, &jobs_ar);
-        if !installed(&jobs_api, "pytorchjobs.kubeflow.org").await? {
+        if !installed(&jobs_api, "pytorchjobs.kubeflow.org", false).await? {
             return Err(BackendError::new(
                 ErrorKind::Invalid,
                 None,
@@ -343,10 +365,10 @@ impl KubeBackend {
         }
         let pg_ar = podgroup_resource();
         let pg_api = dyn_api(&client, ns, &pg_ar);
-        let volcano = installed(&pg_api, "podgroups.scheduling.volcano.sh").await?;
+        let volcano = installed(&pg_api, "podgroups.scheduling.volcano.sh", true).await?;
         let wl_ar = workload_resource();
         let wl_api = dyn_api(&client, ns, &wl_ar);
-        let kueue = installed(&wl_api, "workloads.kueue.x-k8s.io").await?;
+        let kueue = installed(&wl_api, "workloads.kueue.x-k8s.io", true).await?;
         tracing::info!(volcano, kueue, namespace = ?ns, "kubernetes backend watching");
 
         let mut tasks = Vec::new();
@@ -359,7 +381,19 @@ impl KubeBackend {
             |_| {},
             &mut tasks,
         );
-        let pods = spawn_watch("pods", pods_api(&client, ns), (), t, |_| {}, &mut tasks);
+        // pods of every namespace: GPUs other namespaces hold are not free for our jobs
+        // (terminated pods are filtered server-side; they hold nothing)
+        let pods_cfg = watcher::Config::default()
+            .timeout(t)
+            .fields("status.phase!=Succeeded,status.phase!=Failed");
+        let pods = spawn_watch_with(
+            "pods",
+            Api::<Pod>::all(client.clone()),
+            (),
+            pods_cfg,
+            |_| {},
+            &mut tasks,
+        );
         let mut lifecycle = Lifecycle::default();
         let sink = hooks.events.clone();
         let clock = hooks.clock.clone();
