@@ -178,6 +178,9 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         lease_namespace = lease_ns,
         "Kubernetes backend started"
     );
+    if let Err(e) = backend.wait_synced(Duration::from_secs(60)).await {
+        tracing::warn!(error = %e, "watches not in sync yet; the controller waits for them");
+    }
     let params = ElasticParams {
         preempt_factor: None,
         ..ElasticParams::default()
