@@ -53,16 +53,13 @@ fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-#[test]
-fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let api = rt.block_on(FakeApi::start(&[]));
+/// Two 8-GPU nodes; elastic job `a` [2, 8] running 2 workers for 6 h (predicted 20 h); job
+/// `c` finished an hour ago.
+fn seed(api: &FakeApi) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    // two 8-GPU nodes; elastic job `a` [2, 8] running 2 workers for 6 h (predicted 20 h);
-    // job `c` finished an hour ago
     api.put(NODES, node("n0", 8, "NVIDIA-A100-SXM4-80GB", "a", true));
     api.put(NODES, node("n1", 8, "NVIDIA-A100-SXM4-80GB", "a", true));
     let mut a = pytorchjob("ml", "a", 2, 1, Some((2, 8)), now - 6.0 * 3600.0);
@@ -75,9 +72,11 @@ fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
     set_started(&mut c, now - 3.0 * 3600.0, 1);
     set_succeeded(&mut c, now - 3600.0);
     api.put(JOBS, c);
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// `augur serve --backend kubernetes` on a free port, pointed at the fake API.
+fn start(api: &FakeApi, dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
+    let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
         format!(
@@ -92,10 +91,10 @@ fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
         .unwrap()
         .port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let _server = Server(
+    let server = Server(
         Command::new(env!("CARGO_BIN_EXE_augur"))
             .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-            .arg(dir.path().join("data"))
+            .arg(dir.join("data"))
             .args(["--trees", "10", "--bootstrap-limit", "3000"])
             .args([
                 "--backend",
@@ -105,19 +104,33 @@ fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
                 "--kubeconfig",
             ])
             .arg(&kubeconfig)
+            .args(extra)
             .env("AUGUR_DATA_DIR", DATA)
             .env("POD_NAME", "augur-e2e")
             .env("POD_NAMESPACE", "augur-system")
             .env("AUGUR_LOG", "warn")
             .env_remove("AUGUR_SERVE_TOKEN")
             .env_remove("KUBECONFIG")
-            .current_dir(dir.path())
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start augur serve"),
     );
+    (server, addr)
+}
+
+const SET_WORKERS_IDLE: &str =
+    r#"augur_controller_actions_total{action="set_workers",reason="idle_gpus",outcome="#;
+
+#[test]
+fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[]));
+    seed(&api);
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&api, dir.path(), &[]);
 
     // it takes the lease
     let lease = wait_for("the lease", 120, || {
@@ -170,9 +183,35 @@ fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
     // and the action is on /metrics
     let metrics = wait_for("the action on /metrics", 60, || {
         let (_, body) = get(addr, "/metrics")?;
-        body.contains(r#"augur_controller_actions_total{action="set_workers",reason="idle_gpus",outcome="applied"}"#)
+        body.contains(&format!(r#"{SET_WORKERS_IDLE}"applied"}}"#))
             .then_some(body)
     });
     assert!(metrics.contains("augur_cluster_running_jobs"));
+    drop(rt);
+}
+
+#[test]
+fn serve_in_dry_run_decides_and_counts_but_never_patches() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[]));
+    seed(&api);
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&api, dir.path(), &["--dry-run"]);
+    wait_for("the dry-run decision on /metrics", 120, || {
+        let (_, body) = get(addr, "/metrics")?;
+        body.contains(&format!(r#"{SET_WORKERS_IDLE}"dry_run"}}"#))
+            .then_some(())
+    });
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.method == "GET" || r.path.contains("/leases")),
+        "dry-run wrote to the cluster"
+    );
+    let job = api.get(JOBS, "ml", "a").unwrap();
+    assert_eq!(
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
+        json!(2)
+    );
     drop(rt);
 }
