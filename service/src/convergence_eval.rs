@@ -1,0 +1,452 @@
+//! `augur evaluate --task convergence`: the convergence predictor on the bundled MLPerf v1.0
+//! curves (issue #5 protocol) beside the two peers, per prefix, overall and per benchmark;
+//! a report folder with a test curve's fitted extrapolation and the per-prefix error bars.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use augur_predictor::convergence::{
+    load_bundled_mlperf, ConvergenceEvaluation, Direction, PrefixScores, TestCase, METHOD_AUGUR,
+    METHOD_ENSEMBLE, METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
+};
+use augur_predictor::{evaluate_convergence, ConvergenceRun, ConvergenceTrainer};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::cli::EvaluateArgs;
+use crate::report::{plot_err, render, Area, FAMILY};
+
+/// The team's peer numbers for issue #5 (median relative error of remaining wall time at
+/// the 25/50/75% prefixes): Optimus fit over wall time, and the median time-to-train prior.
+const TEAM_OPTIMUS: [f64; 3] = [1.000, 1.000, 1.000];
+const TEAM_PRIOR: [f64; 3] = [0.378, 0.569, 1.000];
+
+/// Table columns: (method, short header).
+const COLUMNS: [(&str, &str); 5] = [
+    (METHOD_AUGUR, "augur"),
+    (METHOD_TRUNCATED_PRIOR, "EB prior|T>t"),
+    (METHOD_ENSEMBLE, "curve ens."),
+    (METHOD_OPTIMUS, "optimus"),
+    (METHOD_PRIOR, "prior"),
+];
+
+#[derive(Serialize)]
+struct TeamPeers {
+    prefixes: [f64; 3],
+    optimus_wall_time: [f64; 3],
+    prior_median_time_to_train: [f64; 3],
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    dataset: &'static str,
+    task: &'static str,
+    convergence: &'a ConvergenceEvaluation,
+    team_peers: TeamPeers,
+}
+
+pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
+    if args.trace.is_some() {
+        bail!("--task convergence evaluates the bundled MLPerf v1.0 curves; --trace is not supported for it");
+    }
+    if let Some(d) = args
+        .dataset
+        .iter()
+        .find(|d| !matches!(d.as_str(), "mlperf" | "philly"))
+    {
+        bail!("--task convergence evaluates the bundled MLPerf v1.0 curves (--dataset mlperf), not `{d}`");
+    }
+    let runs: Vec<ConvergenceRun> =
+        load_bundled_mlperf().context("reading the bundled MLPerf v1.0 runs and eval curves")?;
+    let mut trainer = ConvergenceTrainer::default();
+    if let Some(n) = args.trees {
+        trainer.trees = n.max(10);
+    }
+    let eval = evaluate_convergence(&runs, &trainer).context("evaluating convergence on mlperf")?;
+    if args.json {
+        let out = JsonOut {
+            dataset: "mlperf",
+            task: "convergence",
+            convergence: &eval,
+            team_peers: TeamPeers {
+                prefixes: PREFIXES,
+                optimus_wall_time: TEAM_OPTIMUS,
+                prior_median_time_to_train: TEAM_PRIOR,
+            },
+        };
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print!("{}", table(&eval));
+    }
+    if !args.no_report {
+        let dir = write_report(&args.report, &eval).context("writing the convergence report")?;
+        eprintln!("report: {}", dir.join("report.md").display());
+    }
+    Ok(())
+}
+
+fn cell(s: &PrefixScores, method: &str) -> String {
+    s.methods
+        .iter()
+        .find(|m| m.method == method)
+        .map_or("-".into(), |m| format!("{:.3}", m.median_rel_error))
+}
+
+fn coverage_cell(s: &PrefixScores) -> String {
+    s.methods
+        .iter()
+        .find(|m| m.method == METHOD_AUGUR)
+        .and_then(|m| m.coverage)
+        .map_or("-".into(), |c| format!("{:.1}%", 100.0 * c))
+}
+
+/// The printed table: one line per (group, prefix).
+fn table(eval: &ConvergenceEvaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "convergence · mlperf v1.0 · split by run start: {} train / {} test runs · remaining wall time to target",
+        eval.n_train_runs, eval.n_test_runs
+    );
+    let _ = writeln!(
+        s,
+        "  median |predicted − actual| / actual (no finite answer = 1.0); cover80 = augur's 80% interval"
+    );
+    let _ = write!(s, "  {:<8} {:>6} {:>5}", "group", "prefix", "runs");
+    for (_, h) in COLUMNS {
+        let _ = write!(s, " {h:>12}");
+    }
+    let _ = writeln!(
+        s,
+        " {:>8} {:>14} {:>12}",
+        "cover80", "optimus (team)", "prior (team)"
+    );
+    for sc in &eval.scores {
+        let _ = write!(
+            s,
+            "  {:<8} {:>5.0}% {:>5}",
+            sc.group,
+            100.0 * sc.prefix,
+            sc.runs
+        );
+        for (m, _) in COLUMNS {
+            let _ = write!(s, " {:>12}", cell(sc, m));
+        }
+        let team = PREFIXES
+            .iter()
+            .position(|p| (p - sc.prefix).abs() < 1e-9)
+            .filter(|_| sc.group == "all");
+        let _ = writeln!(
+            s,
+            " {:>8} {:>14} {:>12}",
+            coverage_cell(sc),
+            team.map_or("".into(), |i| format!("{:.3}", TEAM_OPTIMUS[i])),
+            team.map_or("".into(), |i| format!("{:.3}", TEAM_PRIOR[i])),
+        );
+    }
+    let targets: Vec<String> = eval
+        .targets
+        .iter()
+        .map(|(b, d, t)| {
+            format!(
+                "{b} {} {t:.4}",
+                if format!("{d:?}") == "Rising" {
+                    "≥"
+                } else {
+                    "≤"
+                }
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "learned targets: {}", targets.join(", "));
+    let _ = writeln!(
+        s,
+        "train {:.1} s · predict {:.0} µs per prefix (fits 4 curve families + 3 tree models)",
+        eval.train_s, eval.predict_us
+    );
+    s
+}
+
+/// Writes `dir/mlperf-convergence/` with `report.md`, `curve.png` and `errors.png`.
+fn write_report(dir: &Path, eval: &ConvergenceEvaluation) -> anyhow::Result<PathBuf> {
+    let out = dir.join("mlperf-convergence");
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let case = representative_case(eval);
+    if let Some(case) = case {
+        let png = render(|area| plot_curve(area, eval, case)).context("drawing curve.png")?;
+        let path = out.join("curve.png");
+        std::fs::write(&path, png).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let png = render(|area| plot_errors(area, eval)).context("drawing errors.png")?;
+    let path = out.join("errors.png");
+    std::fs::write(&path, png).with_context(|| format!("writing {}", path.display()))?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# Convergence · MLPerf v1.0\n");
+    let _ = writeln!(
+        md,
+        "Written by augur {} on {}. Successful runs split by run start (first 80% train, last 20% test); \
+         each test run's first 25/50/75% of points given; remaining wall time to the quality target predicted.\n",
+        env!("CARGO_PKG_VERSION"),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    let _ = writeln!(md, "```\n{}```\n", table(eval));
+    if let Some(c) = case {
+        let _ = writeln!(
+            md,
+            "![curve](curve.png)\n\n`curve.png`: test run {} ({}) given its first {} points ({:.0}%): \
+             the curve-fit ensemble over wall time, the predicted convergence time with its 80% interval, and the actual time-to-train.\n",
+            c.run_id,
+            c.benchmark,
+            c.points_given,
+            100.0 * c.prefix
+        );
+    }
+    let _ = writeln!(
+        md,
+        "![errors](errors.png)\n\n`errors.png`: median relative error per prefix and method, whiskers at the 25th and 75th percentiles.\n"
+    );
+    let path = out.join("report.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(out)
+}
+
+/// A 50%-prefix case with a curve whose error is closest to the overall median.
+fn representative_case(eval: &ConvergenceEvaluation) -> Option<&TestCase> {
+    let med = eval
+        .score("all", 0.5, METHOD_AUGUR)
+        .map_or(0.3, |m| m.median_rel_error);
+    eval.cases
+        .iter()
+        .filter(|c| (c.prefix - 0.5).abs() < 1e-9 && c.prediction.curve.is_some())
+        .filter(|c| c.points_given >= 5)
+        .min_by(|a, b| {
+            let e = |c: &TestCase| {
+                ((c.prediction.remaining_s - c.actual_remaining_s).abs() / c.actual_remaining_s
+                    - med)
+                    .abs()
+            };
+            e(a).total_cmp(&e(b))
+        })
+}
+
+const MODEL: RGBColor = RGBColor(31, 119, 180);
+const GREY: RGBColor = RGBColor(150, 150, 150);
+const METHOD_COLORS: [RGBColor; 5] = [
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(214, 39, 40),
+    RGBColor(255, 127, 14),
+];
+
+fn plot_curve(area: &Area, eval: &ConvergenceEvaluation, case: &TestCase) -> anyhow::Result<()> {
+    let run = eval
+        .test_runs
+        .iter()
+        .find(|r| r.run_id == case.run_id)
+        .context("the plotted case's run")?;
+    let p = &case.prediction;
+    let curve = p.curve.as_ref().context("the plotted case's curve fit")?;
+    let t_end = (p.elapsed_s + p.remaining_upper_s)
+        .max(run.time_to_train_s)
+        .max(1.0)
+        * 1.05;
+    // the y range leaves out the first two evaluations (a fresh model's metric can be far
+    // off the scale of the rest, e.g. rnnt's first WER of 13)
+    let values = run.points.iter().skip(2).map(|q| q.value).chain(p.target);
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+        (a.min(v), b.max(v))
+    });
+    let pad = 0.08 * (hi - lo).abs().max(1e-6);
+    let (y0, y1) = (lo - pad, hi + pad);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "{} run {}: first {:.0}% of points, predicted convergence",
+                case.benchmark,
+                case.run_id,
+                100.0 * case.prefix
+            ),
+            (FAMILY, 20),
+        )
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..t_end, y0..y1)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("wall seconds since start")
+        .y_desc("eval metric")
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(plot_err)?;
+    // 80% interval of the convergence time
+    let (c_lo, c_hi) = (
+        p.elapsed_s + p.remaining_lower_s,
+        p.elapsed_s + p.remaining_upper_s,
+    );
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(c_lo, y0), (c_hi.min(t_end), y1)],
+            MODEL.mix(0.15).filled(),
+        )))
+        .map_err(plot_err)?
+        .label("80% interval of convergence time")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], MODEL.mix(0.3).filled()));
+    let given = case.points_given;
+    chart
+        .draw_series(
+            run.points[..given]
+                .iter()
+                .filter(|q| (y0..=y1).contains(&q.value))
+                .map(|q| Circle::new((q.wall_time_s, q.value), 4, MODEL.filled())),
+        )
+        .map_err(plot_err)?
+        .label(format!("given points ({given})"))
+        .legend(|(x, y)| Circle::new((x + 10, y), 4, MODEL.filled()));
+    chart
+        .draw_series(
+            run.points[given..]
+                .iter()
+                .filter(|q| (y0..=y1).contains(&q.value))
+                .map(|q| Circle::new((q.wall_time_s, q.value), 3, GREY.filled())),
+        )
+        .map_err(plot_err)?
+        .label("later points (unseen)")
+        .legend(|(x, y)| Circle::new((x + 10, y), 3, GREY.filled()));
+    let steps = 200;
+    let fitted: Vec<(f64, f64)> = (0..=steps)
+        .map(|i| {
+            let t = t_end * i as f64 / steps as f64;
+            (t, curve.value_at(t.max(1e-6)))
+        })
+        .filter(|(_, v)| v.is_finite() && *v >= y0 && *v <= y1)
+        .collect();
+    chart
+        .draw_series(LineSeries::new(fitted, MODEL.stroke_width(2)))
+        .map_err(plot_err)?
+        .label("curve-fit ensemble (extrapolated)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], MODEL.stroke_width(2)));
+    if let Some(target) = p.target {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, target), (t_end, target)],
+                8,
+                6,
+                BLACK.stroke_width(1),
+            ))
+            .map_err(plot_err)?
+            .label(format!("learned target {target:.4}"))
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    }
+    chart
+        .draw_series(LineSeries::new(
+            [(p.total_s, y0), (p.total_s, y1)],
+            MODEL.stroke_width(3),
+        ))
+        .map_err(plot_err)?
+        .label(format!("predicted convergence {:.0} s", p.total_s))
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], MODEL.stroke_width(3)));
+    chart
+        .draw_series(LineSeries::new(
+            [(run.time_to_train_s, y0), (run.time_to_train_s, y1)],
+            BLACK.stroke_width(2),
+        ))
+        .map_err(plot_err)?
+        .label(format!("actual time-to-train {:.0} s", run.time_to_train_s))
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+    let rising = p.direction == Direction::Rising;
+    chart
+        .configure_series_labels()
+        .position(if rising {
+            SeriesLabelPosition::LowerRight
+        } else {
+            SeriesLabelPosition::UpperRight
+        })
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
+fn plot_errors(area: &Area, eval: &ConvergenceEvaluation) -> anyhow::Result<()> {
+    let n_methods = COLUMNS.len();
+    let y_max = eval
+        .scores
+        .iter()
+        .filter(|s| s.group == "all")
+        .flat_map(|s| s.methods.iter().map(|m| m.q75_rel_error))
+        .filter(|v| v.is_finite())
+        .fold(1.0f64, f64::max)
+        .min(3.0)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "remaining-time error per prefix (all test runs)",
+            (FAMILY, 22),
+        )
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..PREFIXES.len() as f64, 0f64..y_max)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(PREFIXES.len() * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.01 && i < PREFIXES.len() {
+                format!("first {:.0}%", 100.0 * PREFIXES[i])
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("median |pred − actual| / actual")
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(plot_err)?;
+    let width = 0.8 / n_methods as f64;
+    for (mi, ((method, header), color)) in COLUMNS.iter().zip(METHOD_COLORS).enumerate() {
+        let mut bars = Vec::new();
+        let mut whiskers = Vec::new();
+        for (pi, &prefix) in PREFIXES.iter().enumerate() {
+            let Some(m) = eval.score("all", prefix, method) else {
+                continue;
+            };
+            let x0 = pi as f64 + 0.1 + mi as f64 * width;
+            let v = m.median_rel_error.min(y_max);
+            bars.push(Rectangle::new(
+                [(x0, 0.0), (x0 + width * 0.9, v)],
+                color.filled(),
+            ));
+            let xm = x0 + width * 0.45;
+            whiskers.push(PathElement::new(
+                [
+                    (xm, m.q25_rel_error.min(y_max)),
+                    (xm, m.q75_rel_error.min(y_max)),
+                ],
+                BLACK.stroke_width(2),
+            ));
+        }
+        chart
+            .draw_series(bars)
+            .map_err(plot_err)?
+            .label(*header)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+        chart.draw_series(whiskers).map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
