@@ -313,3 +313,32 @@ fn registry_round_trip_predicts_identically() {
         assert_eq!(a.remaining_upper_s, b.remaining_upper_s);
     }
 }
+
+#[test]
+fn pollux_final_metric_extrapolation_runs_on_the_real_curves() {
+    let curves = load_bundled_pollux_curves().expect("bundled Pollux curves");
+    assert!(curves.len() >= 30, "{}", curves.len());
+    let rows = evaluate_final_metric(&curves);
+    for r in &rows {
+        eprintln!("{:.2} ({} curves)", r.prefix, r.curves);
+        for (m, e) in &r.methods {
+            eprintln!("   {m:<32} {e:.3}");
+        }
+        assert_eq!(r.curves, curves.len());
+        assert!(r.methods.iter().all(|(_, e)| e.is_finite() && *e >= 0.0));
+    }
+    // with half the curve seen, the ensemble extrapolates the final metric better than
+    // assuming the curve stops where it is
+    let half = &rows[1];
+    let get = |name: &str| {
+        half.methods
+            .iter()
+            .find(|m| m.0.starts_with(name))
+            .unwrap()
+            .1
+    };
+    assert!(
+        get("weighted ensemble") < get("last observed value"),
+        "{half:?}"
+    );
+}

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use augur_predictor::convergence::{
-    load_bundled_mlperf, ConvergenceEvaluation, Direction, PrefixScores, TestCase, METHOD_AUGUR,
-    METHOD_ENSEMBLE, METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
+    evaluate_final_metric, load_bundled_mlperf, load_bundled_pollux_curves, ConvergenceEvaluation,
+    Direction, FinalMetricScores, PrefixScores, TestCase, METHOD_AUGUR, METHOD_ENSEMBLE,
+    METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
 };
 use augur_predictor::{evaluate_convergence, ConvergenceRun, ConvergenceTrainer};
 use plotters::prelude::*;
@@ -44,6 +45,8 @@ struct JsonOut<'a> {
     task: &'static str,
     convergence: &'a ConvergenceEvaluation,
     team_peers: TeamPeers,
+    /// Final-metric extrapolation on the Pollux/Sia validation curves.
+    pollux_final_metric: &'a [FinalMetricScores],
 }
 
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
@@ -64,6 +67,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         trainer.trees = n.max(10);
     }
     let eval = evaluate_convergence(&runs, &trainer).context("evaluating convergence on mlperf")?;
+    let pollux =
+        load_bundled_pollux_curves().context("reading the bundled Pollux/Sia validation curves")?;
+    let final_metric = evaluate_final_metric(&pollux);
     if args.json {
         let out = JsonOut {
             dataset: "mlperf",
@@ -74,13 +80,16 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
                 optimus_wall_time: TEAM_OPTIMUS,
                 prior_median_time_to_train: TEAM_PRIOR,
             },
+            pollux_final_metric: &final_metric,
         };
         println!("{}", serde_json::to_string(&out)?);
     } else {
         print!("{}", table(&eval));
+        print!("{}", final_metric_table(&final_metric));
     }
     if !args.no_report {
-        let dir = write_report(&args.report, &eval).context("writing the convergence report")?;
+        let dir = write_report(&args.report, &eval, &final_metric)
+            .context("writing the convergence report")?;
         eprintln!("report: {}", dir.join("report.md").display());
     }
     Ok(())
@@ -168,8 +177,38 @@ fn table(eval: &ConvergenceEvaluation) -> String {
     s
 }
 
+/// The Pollux/Sia final-metric table: one line per method, one column per prefix.
+fn final_metric_table(rows: &[FinalMetricScores]) -> String {
+    let mut s = String::new();
+    let curves = rows.first().map_or(0, |r| r.curves);
+    let _ = writeln!(
+        s,
+        "\nfinal metric · pollux/sia validation curves ({curves} with ≥ 8 points) · median |predicted − actual last value| / curve range"
+    );
+    let _ = write!(s, "  {:<34}", "method");
+    for r in rows {
+        let _ = write!(s, " {:>10}", format!("first {:.0}%", 100.0 * r.prefix));
+    }
+    let _ = writeln!(s);
+    if let Some(first) = rows.first() {
+        for (i, (name, _)) in first.methods.iter().enumerate() {
+            let _ = write!(s, "  {name:<34}");
+            for r in rows {
+                let v = r.methods.get(i).map_or(f64::NAN, |m| m.1);
+                let _ = write!(s, " {v:>10.3}");
+            }
+            let _ = writeln!(s);
+        }
+    }
+    s
+}
+
 /// Writes `dir/mlperf-convergence/` with `report.md`, `curve.png` and `errors.png`.
-fn write_report(dir: &Path, eval: &ConvergenceEvaluation) -> anyhow::Result<PathBuf> {
+fn write_report(
+    dir: &Path,
+    eval: &ConvergenceEvaluation,
+    final_metric: &[FinalMetricScores],
+) -> anyhow::Result<PathBuf> {
     let out = dir.join("mlperf-convergence");
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let case = representative_case(eval);
@@ -190,7 +229,12 @@ fn write_report(dir: &Path, eval: &ConvergenceEvaluation) -> anyhow::Result<Path
         env!("CARGO_PKG_VERSION"),
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
     );
-    let _ = writeln!(md, "```\n{}```\n", table(eval));
+    let _ = writeln!(
+        md,
+        "```\n{}{}```\n",
+        table(eval),
+        final_metric_table(final_metric)
+    );
     if let Some(c) = case {
         let _ = writeln!(
             md,
