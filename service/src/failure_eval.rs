@@ -130,8 +130,10 @@ pub(crate) fn interval(r: &FailureEvalRow) -> String {
 /// The line under the table: which model is served and how each is calibrated.
 pub(crate) fn served_line(eval: &FailureEvaluation) -> String {
     format!(
-        "served: {} (ROC-AUC on the calibration slice: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
+        "served: {} (ROC-AUC on the calibration slice of {} jobs, {} failed: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
         eval.served.name(),
+        eval.training.calibration_jobs,
+        eval.training.calibration_failed,
         num(eval.validation_auc.0, 3),
         num(eval.validation_auc.1, 3),
         num(eval.raw_test_auc.0, 3),
