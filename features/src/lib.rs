@@ -11,6 +11,10 @@
 //! replay of the trace through the same state, so the two paths cannot disagree; a test
 //! replays a real trace through the online event API and checks they are identical.
 //!
+//! [`failure`] adds the failure feature set ([`FailureFeatureState`], [`failure_batch_features`]):
+//! per-key failure histories on top of the same state, for the failure predictor; the runtime
+//! feature schema is unchanged.
+//!
 //! History features only see jobs that *finished* before the predicted job's submit time
 //! (no leakage): a job's finish is known at its `end_time`, or, when the trace gives no end,
 //! at `submit + wait + duration` (wait 0 when unknown). What is known about *unfinished*
