@@ -346,8 +346,18 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
         predicted = r.is_some_and(|(s, _)| s == 200);
         predicted
     });
-    let (s, text) = http(port, "GET", "/metrics", None).expect("metrics");
-    assert_eq!(s, 200);
+    // predictions reach the metrics through the service's event broadcast (asynchronously)
+    let mut text = String::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the prediction in /metrics",
+        || {
+            let (s, t) = http(port, "GET", "/metrics", None).expect("metrics");
+            assert_eq!(s, 200);
+            text = t;
+            text.contains("augur_predictions_total{predictor=\"runtime\"")
+        },
+    );
     assert!(text.ends_with("# EOF\n"), "not OpenMetrics text");
     let sample = |prefix: &str| -> f64 {
         text.lines()

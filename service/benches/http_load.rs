@@ -8,15 +8,15 @@
 //!    `--seconds` against `GET /v1/ping` (a trivial handler on the same server, same
 //!    middleware) and against `POST /v1/predict/runtime` (one job), interleaved twice;
 //! 2. **latency at a fixed rate**, open loop: `--rate` requests/s of `POST
-//!    /v1/predict/runtime` for `--seconds`; a request's latency is measured from the moment
-//!    the schedule says it should have been sent (no coordinated omission), so a server
-//!    that falls behind shows it in the tail;
+//!    /v1/predict/runtime` for `--seconds` over a pool of `--pool` keep-alive connections; a
+//!    request's latency is measured from the moment the schedule says it should have been
+//!    sent (no coordinated omission), so a server that falls behind shows it in the tail;
 //! 3. with `--soak SECONDS`: the same open-loop prediction load (at `--soak-rate`) for that
 //!    long, sampling the server's RSS (`/proc/PID/status`) every `--sample` seconds.
 //!
 //! ```text
 //! cargo bench -p augur --bench http_load -- [--rate 5000] [--seconds 10] [--connections 32]
-//!     [--soak 600] [--soak-rate 1000] [--sample 30] [--json]
+//!     [--pool 64] [--soak 600] [--soak-rate 1000] [--sample 30] [--json]
 //! ```
 //!
 //! The load generator runs on the same machine as the server (2 cores shared).
@@ -24,7 +24,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,7 @@ struct Args {
     soak: Option<f64>,
     soak_rate: u64,
     sample: f64,
+    pool: usize,
     json: bool,
 }
 
@@ -49,6 +50,7 @@ fn parse_args() -> Args {
         soak: None,
         soak_rate: 1000,
         sample: 30.0,
+        pool: 64,
         json: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -66,6 +68,7 @@ fn parse_args() -> Args {
             "--soak" => a.soak = Some(num("--soak")),
             "--soak-rate" => a.soak_rate = num("--soak-rate") as u64,
             "--sample" => a.sample = num("--sample"),
+            "--pool" => a.pool = num("--pool") as usize,
             "--json" => {
                 a.json = true;
                 i += 1;
@@ -324,65 +327,70 @@ async fn closed_loop(addr: SocketAddr, req: Req, conns: usize, secs: f64) -> (f6
     (all.ok as f64 / el, all)
 }
 
-/// Open loop at `rate` req/s for `secs`: request k is due at t0 + k/rate and sent on a free
-/// connection (a new one is opened when all are busy); latency counts from its due time.
-/// `on_tick` is called about every second with the elapsed seconds.
+/// Open loop at `rate` req/s for `secs`: request k is due at t0 + k/rate. A scheduler thread
+/// (`std::thread::sleep`, ~0.1 ms precision; tokio's timer wheel has 1 ms ticks) queues each
+/// request at its due time; a pool of `pool` keep-alive connections sends them; latency counts
+/// from the due time, so time spent queued behind a slow server counts too (no coordinated
+/// omission). `on_tick` is called about every second with the elapsed seconds.
 async fn open_loop(
     addr: SocketAddr,
     req: Req,
     rate: u64,
     secs: f64,
+    pool: usize,
     mut on_tick: impl FnMut(f64),
 ) -> Tally {
     let total = (rate as f64 * secs) as u64;
     let (tx, rx) = async_channel();
-    let done = Arc::new(AtomicU64::new(0));
-    let t0 = Instant::now();
     let mut workers = Vec::new();
-    let busy = Arc::new(AtomicU64::new(0));
-    let mut next_tick = 1.0;
-    for k in 0..total {
-        let due = t0 + Duration::from_secs_f64(k as f64 / rate as f64);
-        let now = Instant::now();
-        if due > now {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        // every connection busy: add one (bounded), so queueing shows as latency, not as a
-        // lower rate
-        if busy.load(Ordering::Relaxed) as usize >= workers.len() && workers.len() < 512 {
-            let (rx, req, busy, done) = (rx.clone(), req.clone(), busy.clone(), done.clone());
-            workers.push(tokio::spawn(async move {
-                let mut t = Tally::default();
-                let Ok(mut c) = Conn::open(addr).await else {
-                    return t;
-                };
-                while let Some(due) = rx.recv().await {
-                    busy.fetch_add(1, Ordering::Relaxed);
-                    match c.call(&req).await {
-                        Ok(200) => {
-                            t.ok += 1;
-                            t.lat_us.push(due.elapsed().as_micros() as u64);
-                        }
-                        Ok(_) => t.errors += 1,
-                        Err(_) => {
-                            t.errors += 1;
-                            let _ = c.reopen().await;
-                        }
+    for _ in 0..pool {
+        let (rx, req) = (rx.clone(), req.clone());
+        workers.push(tokio::spawn(async move {
+            let mut t = Tally::default();
+            let Ok(mut c) = Conn::open(addr).await else {
+                t.errors += 1;
+                return t;
+            };
+            while let Some(due) = rx.recv().await {
+                match c.call(&req).await {
+                    Ok(200) => {
+                        t.ok += 1;
+                        t.lat_us.push(due.elapsed().as_micros() as u64);
                     }
-                    busy.fetch_sub(1, Ordering::Relaxed);
-                    done.fetch_add(1, Ordering::Relaxed);
+                    Ok(_) => t.errors += 1,
+                    Err(_) => {
+                        t.errors += 1;
+                        let _ = c.reopen().await;
+                    }
                 }
-                t
-            }));
+            }
+            t
+        }));
+    }
+    // let the pool connect
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t0 = Instant::now();
+    let scheduler = std::thread::spawn(move || {
+        for k in 0..total {
+            let due = t0 + Duration::from_secs_f64(k as f64 / rate as f64);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            tx.send(due);
         }
-        tx.send(due);
+        tx.close();
+    });
+    let mut next_tick = 1.0;
+    while !scheduler.is_finished() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let el = t0.elapsed().as_secs_f64();
         if el >= next_tick {
             next_tick += 1.0;
             on_tick(el);
         }
     }
-    tx.close();
+    let _ = scheduler.join();
     let mut all = Tally::default();
     for w in workers {
         if let Ok(t) = w.await {
@@ -483,7 +491,7 @@ fn main() {
         }
         let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let (ping_r, pred_r) = (avg(&ping_rps), avg(&pred_rps));
-        let fixed = open_loop(addr, predict.clone(), args.rate, args.seconds, |_| {})
+        let fixed = open_loop(addr, predict.clone(), args.rate, args.seconds, args.pool, |_| {})
             .await
             .sorted();
         let sent = (args.rate as f64 * args.seconds) as u64;
@@ -529,7 +537,7 @@ fn main() {
             println!("  t=0 s: {:.1}", start as f64 / 1024.0);
             let mut next = args.sample;
             let mut samples = vec![(0.0, start)];
-            let t = open_loop(addr, predict.clone(), args.soak_rate, soak, |el| {
+            let t = open_loop(addr, predict.clone(), args.soak_rate, soak, args.pool, |el| {
                 if el >= next {
                     next += args.sample;
                     let r = rss_kib(pid).unwrap_or(0);

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::live::{
-    ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveDecision, LiveLoop, LiveSim, Outcome,
+    block_on, ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveDecision, LiveLoop, LiveSim,
+    Outcome,
 };
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
 use augur_autoscaler::{ElasticController, ElasticParams, JobId};
@@ -273,12 +274,17 @@ async fn drive(state: AppState) {
         let now = Instant::now();
         let wall = now.duration_since(last).min(Duration::from_secs(1));
         last = now;
-        // 1. time passes; arrivals and completions are ingested
+        // 1. time passes; arrivals and completions are ingested. The simulator's work is
+        // synchronous (its backend futures are ready at once): it runs in `block_in_place`
+        // so requests queued on this worker thread move to another meanwhile.
+        let mut busy = Duration::ZERO;
         {
             let mut guard = live.running.lock().await;
             let Some(r) = guard.as_mut() else { break };
-            let evs = r.live.advance(wall);
+            let t = Instant::now();
+            let evs = tokio::task::block_in_place(|| r.live.advance(wall));
             to_events(&evs, &r.records, &mut pending, &mut submitted);
+            busy += t.elapsed();
         }
         if !pending.is_empty() {
             let batch = std::mem::take(&mut pending);
@@ -316,7 +322,8 @@ async fn drive(state: AppState) {
         if r.live.dry_run() != dry {
             r.live.set_dry_run(dry);
         }
-        let report = r.live.control().await;
+        let t = Instant::now();
+        let report = tokio::task::block_in_place(|| block_on(r.live.control()));
         if let Some(e) = &report.error {
             tracing::warn!(error = %e, "live controller tick failed; retried next tick");
         }
@@ -330,6 +337,8 @@ async fn drive(state: AppState) {
             }
             *seen = n;
         }
+        busy += t.elapsed();
+        metrics.observe_tick(busy.as_secs_f64());
         if p.time >= last_snapshot + SNAPSHOT_EVERY_S {
             last_snapshot = p.time;
             pending.push(snapshot_event(&p));

@@ -13,6 +13,7 @@
 //! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs) |
 //! | `augur_cluster_queue_length` | gauge | (queued jobs) |
 //! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
+//! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
 //!
 //! Request latency is recorded by the [`track`] middleware (labelled by the matched route
 //! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
@@ -118,6 +119,7 @@ pub struct Metrics {
     queue_length: Gauge,
     queued_gpus: Gauge,
     running_jobs: Gauge,
+    live_tick: Histogram,
     rolling: Mutex<HashMap<String, Rolling>>,
 }
 
@@ -204,6 +206,12 @@ impl Metrics {
             "Jobs holding GPUs",
             running_jobs.clone(),
         );
+        let live_tick = latency_histogram();
+        registry.register(
+            "live_tick_duration_seconds",
+            "Time one tick of the live simulator and controller loop takes (ingest excluded)",
+            live_tick.clone(),
+        );
         Metrics {
             registry,
             http,
@@ -217,6 +225,7 @@ impl Metrics {
             queue_length,
             queued_gpus,
             running_jobs,
+            live_tick,
             rolling: Mutex::new(HashMap::new()),
         }
     }
@@ -284,6 +293,11 @@ impl Metrics {
         self.queue_length.set(i64::from(queued));
         self.queued_gpus.set(i64::from(queued_gpus));
         self.running_jobs.set(i64::from(running));
+    }
+
+    /// One tick of the live loop took `seconds`.
+    pub fn observe_tick(&self, seconds: f64) {
+        self.live_tick.observe(seconds);
     }
 
     /// Everything, in the OpenMetrics text format.
@@ -432,7 +446,12 @@ mod tests {
         m.observe_outcome("runtime", 300.0, Some(false));
         m.observe_action("set_workers", "idle_gpus", "applied");
         m.set_cluster(0.75, 12, 40, 30);
+        m.observe_tick(0.002);
         let samples = parse(&m.encode().expect("encode"));
+        assert_eq!(
+            value(&samples, "augur_live_tick_duration_seconds_count"),
+            Some(1.0)
+        );
         assert_eq!(
             value(
                 &samples,
