@@ -18,8 +18,12 @@
 //!
 //! Both are fitted on the training period minus its last 20% (by submit time), and
 //! calibrated on that last 20% ([`Calibrator`]: Platt scaling, or isotonic regression when
-//! the slice has at least [`ISOTONIC_MIN_CLASS`] jobs of each class). The served model is
-//! the one with the higher ROC-AUC on that slice.
+//! the slice has at least [`ISOTONIC_MIN_CLASS`] jobs of each class). When the slice holds
+//! fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class (MLPerf's newest 20% holds one failed
+//! run), no slope can be fitted on it: the calibrators then also get forward-chained
+//! out-of-fold scores of the later training period (each block scored by models fitted on
+//! everything before it). The served model is the one with the higher ROC-AUC on those
+//! out-of-sample scores.
 //!
 //! Labels ([`failure_label`]): `failed` = 1; `completed` and `killed` = 0; `unknown` (still
 //! running or pending when the trace ended, or no status) is censored — never a label, in
@@ -49,6 +53,15 @@ use crate::PredictorError;
 /// Isotonic calibration needs at least this many jobs of each class in the calibration
 /// slice; with fewer, Platt scaling's two parameters are all the slice can support.
 pub const ISOTONIC_MIN_CLASS: usize = 30;
+
+/// When the calibration slice holds fewer jobs than this of its rarer class, Platt's slope
+/// cannot be fitted on it: the calibrators are then fitted on forward-chained out-of-fold
+/// scores of the later training period as well (see [`CROSS_FIT_CUTS`]).
+pub const MIN_CALIBRATION_CLASS: usize = 5;
+
+/// Cut points (shares of the fit part, in submit order) of the out-of-fold blocks: each
+/// block is scored by models fitted on everything before it.
+pub const CROSS_FIT_CUTS: [f64; 4] = [0.4, 0.6, 0.8, 1.0];
 
 /// The false-positive rate at which recall is reported.
 pub const RECALL_AT_FPR: f64 = 0.10;
@@ -641,8 +654,12 @@ impl Default for FailureTrainer {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TrainingInfo {
     pub fit_jobs: usize,
+    /// Jobs the calibrators were fitted on (and the served model chosen by).
     pub calibration_jobs: usize,
     pub calibration_failed: usize,
+    /// True when the slice had too few jobs of a class and the calibration used
+    /// forward-chained out-of-fold scores too (see [`MIN_CALIBRATION_CLASS`]).
+    pub cross_fitted: bool,
     pub svm_rows: usize,
     pub svm_train_s: f64,
     pub gbdt_train_s: f64,
@@ -699,25 +716,40 @@ impl FailureTrainer {
             &TrainSet::new(fm, &fy, None)?,
             Some(Validation { x: cm, y: &cy }),
         )?;
-        let gbdt_train_s = t0.elapsed().as_secs_f64();
+        let mut gbdt_train_s = t0.elapsed().as_secs_f64();
 
         // SVM
         let t1 = Instant::now();
         let svm = fit_svm(x, d, fit, &fit_y, svm_columns(schema), &self.svm)?;
-        let svm_train_s = t1.elapsed().as_secs_f64();
+        let mut svm_train_s = t1.elapsed().as_secs_f64();
 
-        // calibration on the slice
+        // calibration on the slice; when its rarer class is too small to fit a slope, on
+        // forward-chained out-of-fold scores of the later training period plus the slice
         let mut g_scores = vec![0.0; cal.len()];
         gbdt.predict_into(&cm, &mut g_scores)?;
         let mut scratch = SvmScratch::default();
-        let s_scores: Vec<f64> = cal
+        let mut s_scores: Vec<f64> = cal
             .iter()
             .map(|&i| svm.decision(&x[i * d..(i + 1) * d], &mut scratch))
             .collect();
-        let gbdt_calibration = Calibrator::fit(&g_scores, &cal_y);
-        let svm_calibration = Calibrator::fit(&s_scores, &cal_y);
-        let auc_g = roc_auc(&g_scores, &cal_y);
-        let auc_s = roc_auc(&s_scores, &cal_y);
+        let mut calib_y = cal_y.clone();
+        let cal_pos = cal_y.iter().filter(|&&l| l).count();
+        let cross_fitted = cal_pos.min(cal_y.len() - cal_pos) < MIN_CALIBRATION_CLASS;
+        if cross_fitted {
+            let t2 = Instant::now();
+            let (fg, fs, fy) = self.out_of_fold(schema, x, fit, &fit_y, gbdt.n_trees())?;
+            g_scores.splice(0..0, fg);
+            s_scores.splice(0..0, fs);
+            calib_y.splice(0..0, fy);
+            // the extra fits are training time of both models
+            let extra = t2.elapsed().as_secs_f64() / 2.0;
+            gbdt_train_s += extra;
+            svm_train_s += extra;
+        }
+        let gbdt_calibration = Calibrator::fit(&g_scores, &calib_y);
+        let svm_calibration = Calibrator::fit(&s_scores, &calib_y);
+        let auc_g = roc_auc(&g_scores, &calib_y);
+        let auc_s = roc_auc(&s_scores, &calib_y);
         let served = if auc_s > auc_g {
             FailureModel::Svm
         } else {
@@ -727,8 +759,9 @@ impl FailureTrainer {
         let train_base_rate = all_y.clone().filter(|&&l| l).count() as f64 / labelled.len() as f64;
         let info = TrainingInfo {
             fit_jobs: fit.len(),
-            calibration_jobs: cal.len(),
-            calibration_failed: cal_y.iter().filter(|&&l| l).count(),
+            calibration_jobs: calib_y.len(),
+            calibration_failed: calib_y.iter().filter(|&&l| l).count(),
+            cross_fitted,
             svm_rows: self.svm.max_rows.max(20).min(fit.len()),
             svm_train_s,
             gbdt_train_s,
@@ -746,6 +779,52 @@ impl FailureTrainer {
             },
             info,
         ))
+    }
+}
+
+/// Out-of-fold (GBDT score, SVM score, label) columns.
+type OutOfFold = (Vec<f64>, Vec<f64>, Vec<bool>);
+
+impl FailureTrainer {
+    /// Out-of-fold scores of the later part of `fit` (labelled rows in submit order):
+    /// for each block between [`CROSS_FIT_CUTS`], both models are fitted on every row before
+    /// the block (the GBDT with `n_trees` trees, no early stopping) and score the block.
+    /// Blocks whose history lacks a class are left out. Returns (GBDT, SVM, label) per row.
+    fn out_of_fold(
+        &self,
+        schema: &FailureSchema,
+        x: &[f32],
+        fit: &[usize],
+        fit_y: &[bool],
+        n_trees: usize,
+    ) -> Result<OutOfFold, PredictorError> {
+        let d = schema.len();
+        let params = GbdtParams {
+            n_trees: n_trees.max(1),
+            ..self.gbdt.clone()
+        };
+        let (mut g, mut s, mut y) = (Vec::new(), Vec::new(), Vec::new());
+        let at = |f: f64| ((fit.len() as f64) * f) as usize;
+        for w in CROSS_FIT_CUTS.windows(2) {
+            let (a, b) = (at(w[0]), at(w[1]));
+            let head_pos = fit_y[..a].iter().filter(|&&l| l).count();
+            if a == 0 || b <= a || head_pos == 0 || head_pos == a {
+                continue;
+            }
+            let hx = gather(x, d, &fit[..a]);
+            let hy: Vec<f64> = fit_y[..a].iter().map(|&l| f64::from(u8::from(l))).collect();
+            let hm = Matrix::new(&hx, a, d)?;
+            let model = params.fit_with_validation(&TrainSet::new(hm, &hy, None)?, None)?;
+            let svm = fit_svm(x, d, &fit[..a], &fit_y[..a], svm_columns(schema), &self.svm)?;
+            let mut scratch = SvmScratch::default();
+            for (k, &i) in fit[a..b].iter().enumerate() {
+                let row = &x[i * d..(i + 1) * d];
+                g.push(model.predict_row(row));
+                s.push(svm.decision(row, &mut scratch));
+                y.push(fit_y[a + k]);
+            }
+        }
+        Ok((g, s, y))
     }
 }
 

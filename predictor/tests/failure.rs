@@ -152,6 +152,8 @@ fn row<'a>(
 fn models_beat_the_base_rate_on_openb() {
     let jobs = load(Dataset::Openb);
     let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    // a calibration slice with both classes well represented: no cross-fitting
+    assert!(!eval.training.cross_fitted);
     for r in &eval.rows {
         eprintln!(
             "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
@@ -224,6 +226,29 @@ fn mlperf_rare_failures_evaluate() {
     assert!(eval.failed_test >= 3);
     let r = row(&eval, METHOD_GBDT);
     assert!(r.roc_auc.is_finite() && r.brier.is_finite());
+    // the newest 20% of the training period holds a single failed run: too few to fit a
+    // calibration slope, so the calibrators also see forward-chained out-of-fold scores
+    assert!(eval.training.cross_fitted);
+    assert!(
+        eval.training.calibration_failed >= 10,
+        "{:?}",
+        eval.training
+    );
+    assert!(eval.training.calibration_jobs > eval.n_train / 2);
+    let p = eval.predictor.as_ref().unwrap();
+    let (g, s) = p.calibrators();
+    for c in [g, s] {
+        if let augur_predictor::Calibrator::Platt { a, .. } = c {
+            assert!(*a >= 0.0, "{c:?}");
+        }
+    }
+    for mp in &eval.test_probs {
+        assert!(
+            mp.probs.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{}",
+            mp.method
+        );
+    }
 }
 
 #[test]

@@ -130,10 +130,15 @@ pub(crate) fn interval(r: &FailureEvalRow) -> String {
 /// The line under the table: which model is served and how each is calibrated.
 pub(crate) fn served_line(eval: &FailureEvaluation) -> String {
     format!(
-        "served: {} (ROC-AUC on the calibration slice of {} jobs, {} failed: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
+        "served: {} (ROC-AUC on {} out-of-sample training scores, {} failed{}: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
         eval.served.name(),
         eval.training.calibration_jobs,
         eval.training.calibration_failed,
+        if eval.training.cross_fitted {
+            ", cross-fitted: the newest 20% held too few failures"
+        } else {
+            ", the newest 20% of the training period"
+        },
         num(eval.validation_auc.0, 3),
         num(eval.validation_auc.1, 3),
         num(eval.raw_test_auc.0, 3),
