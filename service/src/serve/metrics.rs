@@ -256,6 +256,21 @@ impl Metrics {
             .inc_by(count as u64);
     }
 
+    /// The latency histogram and prediction counter of `kind` at model `version` (handles
+    /// to the registered metrics, for callers that record often and want no label lookup).
+    pub fn prediction_handles(&self, kind: &str, version: u32) -> (Histogram, Counter) {
+        let h = self
+            .prediction_latency
+            .get_or_create_owned(&PredictorLabels {
+                predictor: kind.to_string(),
+            });
+        let c = self.predictions.get_or_create_owned(&ModelLabels {
+            predictor: kind.to_string(),
+            model_version: version.to_string(),
+        });
+        (h, c)
+    }
+
     /// A finished job scored against the prediction of `kind` made at its submit:
     /// `abs_err` seconds off; `covered` whether the actual value fell in the interval.
     pub fn observe_outcome(&self, kind: &str, abs_err: f64, covered: Option<bool>) {
@@ -381,11 +396,17 @@ pub fn spawn_listener(state: &AppState) {
     let mut shutdown = state.shutdown.clone();
     let state = state.clone();
     tokio::spawn(async move {
+        // handles by (predictor, version): no label lookup per prediction
+        let mut handles: HashMap<(&'static str, u32), (Histogram, Counter)> = HashMap::new();
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
                     Ok(ServeEvent::Predicted { kind, model_version, count, seconds }) => {
-                        state.ext.metrics.observe_prediction(kind, model_version, count, seconds);
+                        let (h, c) = handles
+                            .entry((kind, model_version))
+                            .or_insert_with(|| state.ext.metrics.prediction_handles(kind, model_version));
+                        h.observe(seconds);
+                        c.inc_by(count as u64);
                     }
                     Ok(ServeEvent::JobFinished(out)) => record_outcome(&state, &out),
                     Ok(_) => {}
@@ -442,6 +463,9 @@ mod tests {
         m.observe_http("/v1/predict/runtime", "POST", 200, 0.0004);
         m.observe_http("/v1/predict/runtime", "POST", 200, 0.0009);
         m.observe_prediction("runtime", 3, 5, 0.0002);
+        let (h, c) = m.prediction_handles("runtime", 3);
+        h.observe(0.0004);
+        c.inc_by(2);
         m.observe_outcome("runtime", 100.0, Some(true));
         m.observe_outcome("runtime", 300.0, Some(false));
         m.observe_action("set_workers", "idle_gpus", "applied");
@@ -470,7 +494,7 @@ mod tests {
                 &samples,
                 r#"augur_predictions_total{predictor="runtime",model_version="3"}"#
             ),
-            Some(5.0)
+            Some(7.0)
         );
         assert_eq!(
             value(
