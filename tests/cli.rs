@@ -498,3 +498,47 @@ fn train_failure_and_queue_wait_save_their_own_kinds() {
     ]);
     assert!(err.contains("no job status"), "{err}");
 }
+
+#[test]
+fn evaluate_dag_json_and_report_on_wfcommons() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    let out = run_ok(&[
+        "evaluate",
+        "--task",
+        "dag",
+        "--dataset",
+        "dag-wfcommons",
+        "--json",
+        "--epochs",
+        "2",
+        "--trees",
+        "40",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["dataset"], "dag-wfcommons");
+    // every bundled workflow instance is held out once
+    assert_eq!(v["jobs"], 19);
+    assert_eq!(v["groups"], 19);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    let model = &rows[v["model_row"].as_u64().unwrap() as usize];
+    assert!(model["method"].as_str().unwrap().starts_with("augur GRU"));
+    for r in rows {
+        let m = r["makespan_mae_log"].as_f64().unwrap();
+        assert!(m.is_finite() && m >= 0.0, "{r}");
+    }
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 19);
+    assert!(results
+        .iter()
+        .all(|r| r["predicted_makespan_s"].as_array().unwrap().len() == 6));
+    let md = std::fs::read_to_string(rep.join("dag-wfcommons/report.md")).unwrap();
+    assert!(md.contains("](makespan_pred_vs_actual.png)"), "{md}");
+    assert_real_png(&rep.join("dag-wfcommons/makespan_pred_vs_actual.png"));
+    // an unknown DAG dataset is named
+    let err = run_err(&["evaluate", "--task", "dag", "--dataset", "dag-nope", "--no-report"]);
+    assert!(err.contains("dag-nope"), "{err}");
+}

@@ -41,6 +41,7 @@
 //! tested, and lets us train on exactly the loss we evaluate.
 
 pub mod gbdt;
+pub mod gru;
 pub mod linear;
 mod matrix;
 pub mod mlp;

@@ -17,6 +17,7 @@
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
+pub mod dag;
 pub mod failure;
 pub mod metrics;
 pub mod queue_wait;

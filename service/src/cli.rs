@@ -191,6 +191,9 @@ pub struct EvaluateArgs {
     /// 600 s, 95%-bound coverage and median bound; no report folder yet).
     #[arg(long, value_enum, default_value_t = EvalTask::Runtime)]
     pub task: EvalTask,
+    /// `--task dag`: cap the GRU's training epochs (default 60) for a quick, weaker run.
+    #[arg(long)]
+    pub epochs: Option<usize>,
 }
 
 /// The predictor `augur evaluate` measures.
@@ -201,6 +204,8 @@ pub enum EvalTask {
     /// Probability that a job ends failed (openb, mlperf, or a trace with a status column):
     /// ROC-AUC, PR-AUC, recall at 10% FPR, Brier, calibration; SVM and GBDT side by side.
     Failure,
+    /// Stage run times and makespans of DAG jobs (dag-tpch, dag-wfcommons).
+    Dag,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,6 +5,7 @@
 //! renders the result for people (tables, progress bars) or machines (`--json`).
 
 mod cli;
+mod dag_eval;
 mod evaluate;
 mod failure_eval;
 mod failure_report;
@@ -52,6 +53,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Evaluate(args) if args.task == cli::EvalTask::QueueWait => {
             queue_eval::run(&args)
         }
+        cli::Command::Evaluate(args) if args.task == cli::EvalTask::Dag => dag_eval::run(&args),
         cli::Command::Evaluate(args) if args.task == cli::EvalTask::Failure => {
             failure_eval::run(&args)
         }

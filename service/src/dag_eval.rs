@@ -1,0 +1,258 @@
+//! `augur evaluate --task dag`: per-stage run times and makespans of DAG jobs (TPC-H on
+//! Spark, WfCommons workflows), Augur's GRU over the stages beside the per-stage GBDT and
+//! per-stage-type-median baselines, by grouped cross-validation (whole queries / workflow
+//! instances held out). Prints a table (or one JSON object per dataset with `--json`) and
+//! writes `DIR/<dataset>/report.md` with `makespan_pred_vs_actual.png`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use augur_datasets::bundled::bundled_file;
+use augur_predictor::dag::{evaluate_dag, load_tpch, load_wfcommons, DagEvaluation, DagTrainer};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+
+use crate::cli::EvaluateArgs;
+use crate::report::{folder_slug, plot_err, render, Area, FAMILY};
+
+/// The DAG datasets `--task dag` knows.
+const DATASETS: [&str; 2] = ["dag-tpch", "dag-wfcommons"];
+
+/// File name of the makespan plot in the report folder.
+pub const MAKESPAN_PLOT: &str = "makespan_pred_vs_actual.png";
+
+pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
+    if args.trace.is_some() {
+        bail!("--task dag reads the bundled DAG datasets: use --dataset dag-tpch,dag-wfcommons");
+    }
+    // `--dataset` defaults to the runtime task's `philly`: that default means both DAG sets
+    let names: Vec<String> = if args.dataset == ["philly"] {
+        DATASETS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.dataset.clone()
+    };
+    let mut trainer = DagTrainer::default();
+    if let Some(e) = args.epochs {
+        trainer = trainer.with_epochs(e);
+    }
+    if let Some(t) = args.trees {
+        trainer.gbdt.n_trees = t.max(1);
+    }
+    for name in names {
+        let data = match name.as_str() {
+            "dag-tpch" => load_tpch(&bundled_file("dag-tpch/tpch_dags.json.gz")?)?,
+            "dag-wfcommons" => load_wfcommons(&bundled_file("dag-wfcommons")?)?,
+            other => bail!(
+                "unknown DAG dataset `{other}` for --task dag (known: {})",
+                DATASETS.join(", ")
+            ),
+        };
+        let bar = ProgressBar::new(trainer.folds as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:20}] {pos}/{len} folds [{elapsed}]",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("{name}: training"));
+        let eval = evaluate_dag(&name, &data.jobs, &data.groups, &trainer, &mut |d, t| {
+            bar.set_length(t as u64);
+            bar.set_position(d as u64);
+        })
+        .with_context(|| format!("evaluating DAG predictions on {name}"))?;
+        bar.finish_and_clear();
+        if args.json {
+            println!("{}", serde_json::to_string(&eval)?);
+        } else {
+            print!("{}", table(&eval));
+        }
+        if !args.no_report {
+            let dir = write_report(&args.report, &eval)?;
+            if !args.json {
+                println!("report: {}\n", dir.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{:.1}%", 100.0 * v),
+        _ => "-".into(),
+    }
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+/// The printed table.
+pub fn table(eval: &DagEvaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "dag · {} · {} jobs, {} stages, {} groups, grouped {}-fold cross-validation (GRU {} epochs)",
+        eval.dataset, eval.jobs, eval.stages, eval.groups, eval.folds, eval.gru_epochs
+    );
+    let _ = writeln!(
+        s,
+        "  {:<42} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+        "method", "mk mae", "mk w2x", "stage mae", "stage w2x", "train s", "predict µs"
+    );
+    for r in &eval.rows {
+        let _ = writeln!(
+            s,
+            "  {:<42} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+            r.method,
+            num(Some(r.makespan_mae_log), 3),
+            pct(Some(r.makespan_within2x)),
+            num(r.stage_mae_log, 3),
+            pct(r.stage_within2x),
+            num(r.train_s, 2),
+            num(r.predict_us, 1),
+        );
+    }
+    let _ = writeln!(s, "  (mk = makespan; mae = mae_log; w2x = within2x)");
+    s
+}
+
+/// Writes `dir/<dataset>/report.md` and the makespan plot; returns the folder.
+pub fn write_report(dir: &Path, eval: &DagEvaluation) -> anyhow::Result<PathBuf> {
+    let out = dir.join(folder_slug(&eval.dataset, true));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let path = out.join(MAKESPAN_PLOT);
+    let png = render(|area| plot_makespan(area, eval))
+        .with_context(|| format!("drawing {}", path.display()))?;
+    std::fs::write(&path, png).with_context(|| format!("writing {}", path.display()))?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# DAG jobs · {}\n", eval.dataset);
+    let _ = writeln!(md, "Split: {}.\n", eval.split);
+    let _ = writeln!(
+        md,
+        "| method | makespan mae_log | makespan within2x | stage mae_log | stage within2x | train s / fold | predict µs / job |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for r in &eval.rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.method,
+            num(Some(r.makespan_mae_log), 3),
+            pct(Some(r.makespan_within2x)),
+            num(r.stage_mae_log, 3),
+            pct(r.stage_within2x),
+            num(r.train_s, 2),
+            num(r.predict_us, 1)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n![predicted vs actual makespan]({MAKESPAN_PLOT})\n\nEach point is one held-out job, predicted by models trained on the other folds."
+    );
+    let path = out.join("report.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(out)
+}
+
+fn plot_makespan(area: &Area, eval: &DagEvaluation) -> anyhow::Result<()> {
+    let model = eval.model_row;
+    let baselines = [0usize, 1];
+    let series: Vec<(usize, Vec<(f64, f64)>)> = std::iter::once(model)
+        .chain(baselines)
+        .map(|k| {
+            let pts = eval
+                .results
+                .iter()
+                .filter_map(|r| {
+                    let p = *r.predicted_makespan_s.get(k)?;
+                    let a = r.actual_makespan_s;
+                    (p.is_finite() && a.is_finite()).then_some((a.max(1.0), p.max(1.0)))
+                })
+                .collect();
+            (k, pts)
+        })
+        .collect();
+    let all = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().flat_map(|&(a, b)| [a, b]));
+    let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64
+                .powf(hi.log10().ceil())
+                .max(10f64.powf(lo.log10().floor()) * 10.0),
+        )
+    } else {
+        (1.0, 10.0)
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "{}: predicted vs actual makespan (held-out jobs)",
+                eval.dataset
+            ),
+            (FAMILY, 22),
+        )
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(70)
+        .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("actual makespan, seconds")
+        .y_desc("predicted makespan, seconds")
+        .x_label_formatter(&|v| format!("{v:.0e}"))
+        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(plot_err)?;
+    let colours = [
+        RGBColor(31, 119, 180),
+        RGBColor(127, 127, 127),
+        RGBColor(255, 127, 14),
+    ];
+    for (i, (k, pts)) in series.iter().enumerate().rev() {
+        let c = colours[i % colours.len()];
+        let (size, alpha) = if i == 0 { (4, 0.8) } else { (3, 0.45) };
+        let label = eval
+            .rows
+            .get(*k)
+            .map(|r| r.method.clone())
+            .unwrap_or_default();
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(move |&p| Circle::new(p, size, c.mix(alpha).filled())),
+            )
+            .map_err(plot_err)?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
+    }
+    chart
+        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(2)))
+        .map_err(plot_err)?
+        .label("y = x")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+    for k in [2.0, 0.5] {
+        let line = [(lo, (lo * k).max(lo)), ((hi / k).min(hi), (hi * k).min(hi))];
+        chart
+            .draw_series(DashedLineSeries::new(line, 8, 6, BLACK.stroke_width(1)))
+            .map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
