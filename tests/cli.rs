@@ -401,6 +401,56 @@ fn simulate_compares_policies_on_a_philly_slice() {
 }
 
 #[test]
+fn evaluate_convergence_json_and_report_on_mlperf() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("rep");
+    let out = run_ok(&[
+        "evaluate",
+        "--task",
+        "convergence",
+        "--json",
+        "--trees",
+        "60",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["task"], "convergence");
+    let c = &v["convergence"];
+    assert_eq!(c["n_train_runs"], 971);
+    assert_eq!(c["n_test_runs"], 243);
+    let err = |group: &str, prefix: f64, method: &str| -> f64 {
+        c["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["group"] == group && (s["prefix"].as_f64().unwrap() - prefix).abs() < 1e-9)
+            .and_then(|s| {
+                s["methods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["method"].as_str().unwrap().starts_with(method))
+            })
+            .and_then(|m| m["median_rel_error"].as_f64())
+            .unwrap_or_else(|| panic!("{group} {prefix} {method}"))
+    };
+    let augur = err("all", 0.5, "augur");
+    assert!(augur < err("all", 0.5, "Optimus fit"), "{augur}");
+    assert!(augur < err("all", 0.5, "median time-to-train"), "{augur}");
+    // per-benchmark groups are there too
+    assert!(err("resnet", 0.25, "augur").is_finite());
+    assert_eq!(v["team_peers"]["prior_median_time_to_train"][1], 0.569);
+    assert_eq!(v["pollux_final_metric"].as_array().unwrap().len(), 3);
+    let md = std::fs::read_to_string(rep.join("mlperf-convergence/report.md")).unwrap();
+    assert!(md.contains("971 train / 243 test runs"), "{md}");
+    for png in ["curve.png", "errors.png"] {
+        assert!(md.contains(&format!("]({png})")), "{md}");
+        assert_real_png(&rep.join("mlperf-convergence").join(png));
+    }
+}
+
+#[test]
 fn evaluate_failure_json_and_report_on_mlperf() {
     let dir = tempfile::tempdir().unwrap();
     let rep = dir.path().join("rep");
@@ -486,6 +536,15 @@ fn train_failure_and_queue_wait_save_their_own_kinds() {
     assert_eq!(meta["kind"], "failure");
     assert_eq!(meta["dataset"], "mlperf");
     assert!(meta["metrics"]["gbdt roc_auc"].is_number(), "{meta}");
+    // `models list` shows each kind's own metrics, not the runtime columns
+    let list = run_ok(&["models", "list", "--registry", r]);
+    let failure_line = list
+        .lines()
+        .find(|l| l.trim_start().starts_with("v1") && l.contains("roc_auc="))
+        .unwrap_or_else(|| panic!("no failure metrics listed:\n{list}"));
+    assert!(failure_line.contains("base_rate_test="), "{list}");
+    assert!(list.contains("mae_s="), "queue-wait metrics listed:\n{list}");
+    assert!(!list.contains("-%"), "{list}");
     // no outcomes in the bundled Philly CSV: a clear refusal
     let err = run_err(&[
         "train",

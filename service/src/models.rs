@@ -122,18 +122,27 @@ fn list(args: &ModelsListArgs) -> anyhow::Result<()> {
                 None => " · none promoted: the latest is served".to_string(),
             }
         );
-        println!(
-            "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>9} {:>8} {:>7} {:>9}",
-            "version",
-            "created (UTC)",
-            "dataset",
-            "jobs",
-            "mae_log",
-            "within2x",
-            "cover80",
-            "schema",
-            "size"
-        );
+        // the runtime kind has fixed metric columns; other kinds list their own metrics
+        let runtime_kind = k.kind == "runtime";
+        if runtime_kind {
+            println!(
+                "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>9} {:>8} {:>7} {:>9}",
+                "version",
+                "created (UTC)",
+                "dataset",
+                "jobs",
+                "mae_log",
+                "within2x",
+                "cover80",
+                "schema",
+                "size"
+            );
+        } else {
+            println!(
+                "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  metrics (held-out)",
+                "version", "created (UTC)", "dataset", "jobs", "schema", "size"
+            );
+        }
         for v in &k.versions {
             let mark = if Some(v.version) == serving {
                 "  ← serving"
@@ -165,6 +174,24 @@ fn list(args: &ModelsListArgs) -> anyhow::Result<()> {
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_else(|| m.dataset.clone());
+            if !runtime_kind {
+                let listed: Vec<String> = m
+                    .metrics
+                    .iter()
+                    .map(|(key, x)| format!("{key}={}", significant(*x)))
+                    .collect();
+                println!(
+                    "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  {}{mark}",
+                    format!("v{}", v.version),
+                    created,
+                    dataset,
+                    thousands(m.training_rows as u64),
+                    m.feature_schema_version,
+                    bytes(m.payload_bytes),
+                    listed.join(", "),
+                );
+                continue;
+            }
             println!(
                 "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>8}% {:>7}% {:>7} {:>9}{mark}",
                 format!("v{}", v.version),
@@ -181,6 +208,21 @@ fn list(args: &ModelsListArgs) -> anyhow::Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// A metric value with about 3 significant digits (counts without decimals).
+fn significant(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a >= 100.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
 }
 
 fn show(args: &ModelsShowArgs) -> anyhow::Result<()> {
