@@ -242,6 +242,7 @@ impl Metrics {
     }
 
     /// `count` predictions of `kind` by model `version` computed in `seconds`.
+    #[cfg_attr(not(test), allow(dead_code))] // the listener uses cached handles; for handlers
     pub fn observe_prediction(&self, kind: &str, version: u32, count: usize, seconds: f64) {
         self.prediction_latency
             .get_or_create(&PredictorLabels {
