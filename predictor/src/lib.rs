@@ -11,12 +11,16 @@
 //! - [`QueueWaitPredictor`]: queue wait from the job's request, its history and the cluster's
 //!   queue state at submit ([`QueueState`], with a forward simulation of the queue), with a
 //!   conformalised 95% upper bound; [`evaluate_queue_wait`] on the same split.
+//! - [`ConvergencePredictor`]: when a running job's loss/accuracy curve reaches its target,
+//!   from curve fits (Optimus and three other families), an empirical-Bayes prior over
+//!   time-to-train and boosted trees on the prefix; [`evaluate_convergence`] on MLPerf.
 //! - [`FailurePredictor`]: the probability that a job ends failed, from its request and the
 //!   failure history of its user/group/name/queue: a class-weighted kernel SVM and log-loss
 //!   GBDT, each calibrated (Platt or isotonic); [`evaluate_failure`] on the same split.
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
+pub mod convergence;
 pub mod dag;
 pub mod failure;
 pub mod metrics;
@@ -24,6 +28,10 @@ pub mod queue_wait;
 pub mod registry;
 mod runtime;
 
+pub use convergence::{
+    evaluate_convergence, ConvergenceError, ConvergenceEvaluation, ConvergencePrediction,
+    ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+};
 pub use failure::{
     evaluate_failure, Calibrator, FailureEvaluation, FailureModel, FailurePrediction,
     FailurePredictor, FailureTrainer,

@@ -206,6 +206,9 @@ pub enum EvalTask {
     Failure,
     /// Stage run times and makespans of DAG jobs (dag-tpch, dag-wfcommons).
     Dag,
+    /// Remaining wall time to a training run's quality target from a prefix of its eval
+    /// curve (bundled MLPerf v1.0 curves).
+    Convergence,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,6 +5,7 @@
 //! renders the result for people (tables, progress bars) or machines (`--json`).
 
 mod cli;
+mod convergence_eval;
 mod dag_eval;
 mod evaluate;
 mod failure_eval;
@@ -54,6 +55,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<()> {
             queue_eval::run(&args)
         }
         cli::Command::Evaluate(args) if args.task == cli::EvalTask::Dag => dag_eval::run(&args),
+        cli::Command::Evaluate(args) if args.task == cli::EvalTask::Convergence => {
+            convergence_eval::run(&args)
+        }
         cli::Command::Evaluate(args) if args.task == cli::EvalTask::Failure => {
             failure_eval::run(&args)
         }
