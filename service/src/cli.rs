@@ -191,7 +191,8 @@ pub struct EvaluateArgs {
     /// 600 s, 95%-bound coverage and median bound; no report folder yet).
     #[arg(long, value_enum, default_value_t = EvalTask::Runtime)]
     pub task: EvalTask,
-    /// `--task dag`: cap the GRU's training epochs (default 60) for a quick, weaker run.
+    /// `--task dag`: train the GRU for exactly N epochs (default: 40, more on small datasets
+    /// so that it takes at least 600 steps; early stopping may end sooner) for a quick run.
     #[arg(long)]
     pub epochs: Option<usize>,
 }
