@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiJson};
 use super::events::{Dag, Event, EventBatch, JobProfile};
-use super::online::{Online, PredictError, RuntimeAnswer};
-use super::training::{self, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND};
+use super::online::{ConvergenceFailure, Online, PredictError, RuntimeAnswer};
+use super::training::{self, CONVERGENCE_KIND, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND};
 use super::{AppState, RetrainStatus, ServeEvent};
 
 /// `GET /healthz`: the process is up and serving HTTP.
@@ -414,15 +414,39 @@ pub async fn predict_failure(
     Ok(answer(&state, "failure", single, version, preds, started))
 }
 
-/// `POST /v1/predict/convergence`: not served by this build yet (503).
+/// `POST /v1/predict/convergence`: when an ingested running job's metric curve converges.
 pub async fn predict_convergence(
-    State(_state): State<AppState>,
+    State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    request_jobs(req, usize::MAX)?;
-    Err(ApiError::model_not_available(
+    let started = Instant::now();
+    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
+    let (version, preds) = {
+        let o = state.online();
+        let version = o.models.convergence.as_ref().map(|s| s.meta.version);
+        let mut preds = Vec::with_capacity(jobs.len());
+        for (path, j) in &jobs {
+            let Some(id) = &j.job_id else {
+                return Err(ApiError::invalid(
+                    format!("{path}.job_id"),
+                    "convergence needs the job_id of an ingested job with metric points",
+                ));
+            };
+            let p = o.predict_convergence(id).map_err(|e| match e {
+                ConvergenceFailure::Predict(e) => predict_error(e),
+                ConvergenceFailure::Input(m) => ApiError::invalid(format!("{path}.job_id"), m),
+            })?;
+            preds.push(p);
+        }
+        (version, preds)
+    };
+    Ok(answer(
+        &state,
         "convergence",
-        "no convergence predictor is built into this service yet",
+        single,
+        version,
+        preds,
+        started,
     ))
 }
 
@@ -578,8 +602,9 @@ fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
         RUNTIME_KIND => Ok(RUNTIME_KIND),
         QUEUE_WAIT_KIND => Ok(QUEUE_WAIT_KIND),
         FAILURE_KIND => Ok(FAILURE_KIND),
+        CONVERGENCE_KIND => Ok(CONVERGENCE_KIND),
         _ => Err(ApiError::not_found(format!(
-            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}, {FAILURE_KIND}"
+            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}, {FAILURE_KIND}, {CONVERGENCE_KIND}"
         ))),
     }
 }
@@ -600,12 +625,18 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<Value>, A
             RUNTIME_KIND: o.models.runtime.as_ref().map(|s| s.meta.version),
             QUEUE_WAIT_KIND: o.models.queue_wait.as_ref().map(|s| s.meta.version),
             FAILURE_KIND: o.models.failure.as_ref().map(|s| s.meta.version),
+            CONVERGENCE_KIND: o.models.convergence.as_ref().map(|s| s.meta.version),
         })
     };
     let registry = state.registry.clone();
     let kinds = blocking(move || {
         let mut kinds = serde_json::Map::new();
-        for kind in [RUNTIME_KIND, QUEUE_WAIT_KIND, FAILURE_KIND] {
+        for kind in [
+            RUNTIME_KIND,
+            QUEUE_WAIT_KIND,
+            FAILURE_KIND,
+            CONVERGENCE_KIND,
+        ] {
             let versions = registry
                 .versions(kind)
                 .map_err(|e| ApiError::internal(e.to_string()))?;

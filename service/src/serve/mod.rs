@@ -154,6 +154,8 @@ pub struct OpenInfo {
     pub events_replayed: usize,
     /// The registry had no model: they must be trained (see [`run`]).
     pub needs_bootstrap: bool,
+    /// The registry has no convergence model: train it on the bundled MLPerf runs.
+    pub needs_convergence: bool,
     /// Sends `true` to [`AppState::shutdown`].
     pub shutdown_tx: watch::Sender<bool>,
 }
@@ -172,6 +174,7 @@ impl AppState {
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
         let registry = training::open_registry(&config.data_dir)?;
         let needs_bootstrap = training::registry_is_empty(&registry)?;
+        let needs_convergence = training::needs_convergence(&registry)?;
         let models = training::load_serving(&registry)?;
         let ready = models.runtime.is_some();
         let online = Arc::new(Mutex::new(Online::new(models)));
@@ -230,6 +233,7 @@ impl AppState {
                 token_source,
                 events_replayed: existing.len(),
                 needs_bootstrap,
+                needs_convergence,
                 shutdown_tx,
             },
         ))
@@ -448,9 +452,10 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         "augur serve: listening on http://{local} (data in {})",
         state.config.data_dir.display()
     );
-    if info.needs_bootstrap {
-        spawn_bootstrap(state.clone());
-    } else if !state.ready.load(Ordering::SeqCst) {
+    if info.needs_bootstrap || info.needs_convergence {
+        spawn_bootstrap(state.clone(), info.needs_bootstrap, info.needs_convergence);
+    }
+    if !info.needs_bootstrap && !state.ready.load(Ordering::SeqCst) {
         tracing::warn!("the registry has no runtime model: predictions answer 503 until one is trained (POST /v1/models/retrain)");
     }
     // ── serve-live starts its background tasks here (simulator, controller loop), e.g.
@@ -477,18 +482,49 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Trains the models from the bundled sample in the background and serves them.
-fn spawn_bootstrap(state: AppState) {
+/// Trains the models from the bundled sample in the background and serves them: the
+/// job-trace models (`dataset`) when the registry has none, the convergence model (bundled
+/// MLPerf runs) when it has none.
+fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
     let dataset = state.config.bootstrap_dataset.clone();
-    eprintln!(
-        "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
-    );
+    if dataset_models {
+        eprintln!(
+            "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
+        );
+    }
     tokio::task::spawn_blocking(move || {
+        if dataset_models {
+            bootstrap_dataset_models(&state, &dataset);
+        }
+        if convergence {
+            let started = std::time::Instant::now();
+            let result =
+                training::train_convergence(&state.registry, state.config.trees).and_then(|r| {
+                    let models = training::load_serving(&state.registry)?;
+                    state.swap_models(models);
+                    Ok(r)
+                });
+            match result {
+                Ok(Ok(meta)) => eprintln!(
+                    "augur serve: convergence model v{} trained on the bundled MLPerf runs in {:.1} s",
+                    meta.version,
+                    started.elapsed().as_secs_f64()
+                ),
+                Ok(Err(why)) => eprintln!("augur serve:   not trained: convergence: {why}"),
+                Err(e) => eprintln!("augur serve: training the convergence model failed: {e:#}"),
+            }
+        }
+    });
+}
+
+/// Trains the job-trace models on the bundled `dataset` and serves them.
+fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
+    {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {
-            let jobs = training::bundled_jobs(&dataset, state.config.bootstrap_limit)?;
+            let jobs = training::bundled_jobs(dataset, state.config.bootstrap_limit)?;
             let report =
-                training::train_and_save(&state.registry, &dataset, &jobs, state.config.trees)?;
+                training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
             let models = training::load_serving(&state.registry)?;
             state.swap_models(models);
             Ok(report)
@@ -517,7 +553,7 @@ fn spawn_bootstrap(state: AppState) {
                 eprintln!("augur serve: training the models failed: {e:#}");
             }
         }
-    });
+    }
 }
 
 async fn shutdown_signal() {

@@ -15,10 +15,13 @@ use std::sync::Arc;
 use augur_datasets::split::clamp_duration;
 use augur_datasets::{JobRecord, JobStatus};
 use augur_features::{FailureFeatureState, FeatureState, JobHandle};
+use augur_predictor::convergence::{
+    ConvergencePrediction, JobContext, MetricPoint as ConvergencePoint,
+};
 use augur_predictor::failure::SvmScratch;
 use augur_predictor::{
-    ArtifactMeta, ConformalWindow, FailurePredictor, QueueState, QueueWaitPredictor,
-    RuntimePredictor, ONLINE_WINDOW,
+    ArtifactMeta, ConformalWindow, ConvergencePredictor, FailurePredictor, QueueState,
+    QueueWaitPredictor, RuntimePredictor, ONLINE_WINDOW,
 };
 use serde::Serialize;
 
@@ -38,6 +41,7 @@ pub struct ServedModels {
     pub runtime: Option<Served<RuntimePredictor>>,
     pub queue_wait: Option<Served<QueueWaitPredictor>>,
     pub failure: Option<Served<FailurePredictor>>,
+    pub convergence: Option<Served<ConvergencePredictor>>,
 }
 
 /// A runtime prediction as served: point, interval and the model that made it.
@@ -75,6 +79,26 @@ pub struct FailureAnswer {
     pub probability: f64,
     /// Which model is served: `gbdt` or `svm`.
     pub model: &'static str,
+}
+
+/// A convergence prediction as served (intervals are 80%).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConvergenceAnswer {
+    pub model_version: u32,
+    /// Which metric the curve was read from (`accuracy` or `loss`).
+    pub metric: &'static str,
+    /// Points used.
+    pub points: usize,
+    #[serde(flatten)]
+    pub prediction: ConvergencePrediction,
+}
+
+/// Why a convergence prediction could not be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConvergenceFailure {
+    Predict(PredictError),
+    /// The job's data cannot give one (unknown job, no points, ...).
+    Input(String),
 }
 
 /// What the service knows about one job.
@@ -500,6 +524,67 @@ impl Online {
             model_version: served.meta.version,
             probability: p.probability,
             model: served.model.served.name(),
+        })
+    }
+
+    /// Convergence of an ingested running job from its metric points (accuracy when it
+    /// reported any, else loss; wall time from its start) and its profile (`job_name` as the
+    /// benchmark, `num_gpus` as accelerators, `gpu_type` as the accelerator model).
+    pub fn predict_convergence(
+        &self,
+        job_id: &str,
+    ) -> Result<ConvergenceAnswer, ConvergenceFailure> {
+        let Some(served) = &self.models.convergence else {
+            return Err(ConvergenceFailure::Predict(PredictError::NotAvailable(
+                "convergence",
+            )));
+        };
+        let Some(job) = self.jobs.get(job_id) else {
+            return Err(ConvergenceFailure::Input(format!(
+                "no job `{job_id}` has been ingested"
+            )));
+        };
+        let Some(start) = job.started_at.or(job.submitted_at) else {
+            return Err(ConvergenceFailure::Input(format!(
+                "job `{job_id}` has no start or submit event"
+            )));
+        };
+        let use_accuracy = job.metric_points.iter().any(|p| p.accuracy.is_some());
+        let points: Vec<ConvergencePoint> = job
+            .metric_points
+            .iter()
+            .filter_map(|p| {
+                let value = if use_accuracy { p.accuracy } else { p.loss }?;
+                Some(ConvergencePoint {
+                    wall_time_s: p.at? - start,
+                    epoch: Some(p.step as f64),
+                    samples: None,
+                    value,
+                })
+            })
+            .collect();
+        if points.is_empty() {
+            return Err(ConvergenceFailure::Input(format!(
+                "job `{job_id}` has no metric points with a time (`at`) and a {}",
+                if use_accuracy { "accuracy" } else { "loss" }
+            )));
+        }
+        let profile = job.profile.clone().unwrap_or_default();
+        let ctx = JobContext {
+            benchmark: profile.job_name.unwrap_or_default(),
+            accelerators: profile.num_gpus.map(|g| g.round().max(0.0) as u64),
+            global_batch_size: None,
+            accelerator_model: profile.gpu_type,
+        };
+        let p = served
+            .model
+            .predict(&ctx, &points)
+            .map_err(|e| ConvergenceFailure::Input(e.to_string()))?;
+        Ok(ConvergenceAnswer {
+            model_version: served.meta.version,
+            metric: if use_accuracy { "accuracy" } else { "loss" },
+            points: points.len(),
+            prediction: p,
         })
     }
 

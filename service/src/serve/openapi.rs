@@ -82,14 +82,12 @@ pub fn document() -> Value {
             false,
         )
     };
-    let unavailable = |what: &str| {
-        let mut o = predict(what);
-        o["responses"]["503"] = json!({ "description": "model not available (`model_not_available`): this build has no such predictor yet" });
-        o
-    };
     let mut failure = predict("the probability that the job ends failed (calibrated; no interval)");
-    failure["responses"]["503"] = json!({ "description": "model not available: no failure model in the registry (the bundled Philly trace has no job statuses; `augur train --task failure --dataset itp`, or retrain on an ingested history with statuses)" });
-    let convergence = unavailable("when the job's loss curve converges");
+    failure["responses"]["503"] = json!({ "description": "model not available: no failure model in the registry (the bundled Philly trace has no job statuses; `augur train --task failure --dataset openb`, or retrain on an ingested history with statuses)" });
+    let mut convergence = predict("when an ingested running job's metric curve converges (give its `job_id`; its metric points with `at` are the curve, its `job_name` the benchmark): remaining and total wall seconds, epoch and final metric, each with an 80% interval");
+    convergence["responses"]["503"] = json!({ "description": "model not available yet (trained on the bundled MLPerf runs at first start)" });
+    convergence["responses"]["422"] =
+        json!({ "description": "no such job, or no metric points with a time" });
     let mut runtime = predict("the run time (seconds, 80% interval)");
     runtime["responses"]["503"] =
         json!({ "description": "model not available yet (first-start training)" });

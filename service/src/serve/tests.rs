@@ -57,6 +57,9 @@ fn trained_models() -> &'static Path {
         training::train_failure(&registry, "openb", &openb()[..TRAIN_JOBS], Some(15))
             .unwrap()
             .unwrap();
+        training::train_convergence(&registry, Some(15))
+            .unwrap()
+            .unwrap();
         dir.join("models")
     })
 }
@@ -294,17 +297,53 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
         let pr = p["probability"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&pr), "{p}");
     }
-    // convergence is not built in yet: 503 naming the model
+    // convergence: a real MLPerf run's first half of eval points, ingested as metric points
+    let runs = augur_predictor::convergence::load_bundled_mlperf().unwrap();
+    let run = runs.iter().rev().find(|r| r.points.len() >= 6).unwrap();
+    let half = &run.points[..run.points.len() / 2];
+    let t0 = 5.0e8;
+    let mut events = vec![
+        json!({ "type": "job_submitted", "job_id": "mlperf-run", "at": t0,
+                "profile": { "job_name": run.context.benchmark, "num_gpus": run.context.accelerators } }),
+        json!({ "type": "job_started", "job_id": "mlperf-run", "at": t0 }),
+    ];
+    events.push(
+        json!({ "type": "metric_points", "job_id": "mlperf-run", "points": half
+        .iter()
+        .enumerate()
+        .map(|(i, p)| json!({ "step": i, "accuracy": p.value, "at": t0 + p.wall_time_s }))
+        .collect::<Vec<_>>() }),
+    );
+    ingest(&state, &events).await;
     let (st, v) = call(
         &state,
         "POST",
         "/v1/predict/convergence",
-        Some(json!({ "job": { "profile": {} } })),
+        Some(json!({ "job": { "job_id": "mlperf-run" } })),
         false,
     )
     .await;
-    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(v["error"]["code"], "model_not_available");
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let p = &v["prediction"];
+    assert_eq!(p["metric"], "accuracy");
+    assert_eq!(p["points"], half.len());
+    let (lo, mid, hi) = (
+        p["remaining_lower_s"].as_f64().unwrap(),
+        p["remaining_s"].as_f64().unwrap(),
+        p["remaining_upper_s"].as_f64().unwrap(),
+    );
+    assert!(lo <= mid && mid <= hi && mid >= 0.0, "{p}");
+    // a job without points: 422 naming the job
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/convergence",
+        Some(json!({ "job": { "job_id": "new-job" } })),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "job.job_id");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{JobRecord, ReadOptions};
+use augur_predictor::convergence::load_bundled_mlperf;
 use augur_predictor::registry::Selector;
 use augur_predictor::{
-    evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta, FailurePredictor,
-    FailureTrainer, ModelRegistry, NewArtifact, QueueWaitPredictor, QueueWaitTrainer,
-    RegistryError, RuntimePredictor,
+    evaluate_convergence, evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta,
+    ConvergencePredictor, ConvergenceTrainer, FailurePredictor, FailureTrainer, ModelRegistry,
+    NewArtifact, QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
 };
 use serde::Serialize;
 
@@ -29,6 +30,8 @@ pub const RUNTIME_KIND: &str = "runtime";
 
 /// Registry kind of the failure predictor.
 pub const FAILURE_KIND: &str = "failure";
+/// Registry kind of the convergence predictor.
+pub const CONVERGENCE_KIND: &str = "convergence";
 
 /// What a training run produced.
 #[derive(Debug, Clone, Serialize)]
@@ -69,10 +72,19 @@ pub fn load_serving(registry: &ModelRegistry) -> anyhow::Result<ServedModels> {
         Err(RegistryError::Empty { .. }) => None,
         Err(e) => return Err(e).context("loading the served failure model"),
     };
+    let convergence = match registry.load::<ConvergencePredictor>(Selector::Serving) {
+        Ok((m, meta)) => Some(Served {
+            model: Arc::new(m),
+            meta,
+        }),
+        Err(RegistryError::Empty { .. }) => None,
+        Err(e) => return Err(e).context("loading the served convergence model"),
+    };
     Ok(ServedModels {
         runtime,
         queue_wait,
         failure,
+        convergence,
     })
 }
 
@@ -246,6 +258,58 @@ fn notes(max_trees: &str, n_test: usize) -> BTreeMap<String, String> {
     );
     notes.insert("trained_by".to_string(), "augur serve".to_string());
     notes
+}
+
+/// Whether the registry has no convergence model yet.
+pub fn needs_convergence(registry: &ModelRegistry) -> anyhow::Result<bool> {
+    Ok(registry.version_numbers(CONVERGENCE_KIND)?.is_empty())
+}
+
+/// Trains the convergence predictor on the bundled MLPerf v1.0 runs (first 80% by run start;
+/// metrics on the last 20%, as `augur evaluate --task convergence`), saves and promotes it.
+pub fn train_convergence(
+    registry: &ModelRegistry,
+    trees: Option<usize>,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    let runs = match load_bundled_mlperf() {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let mut trainer = ConvergenceTrainer::default();
+    if let Some(n) = trees {
+        trainer.trees = n.max(10);
+    }
+    let mut eval = match evaluate_convergence(&runs, &trainer) {
+        Ok(e) => e,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let predictor = eval
+        .predictor
+        .take()
+        .context("the convergence evaluation returned no trained predictor")?;
+    let mut metrics = BTreeMap::new();
+    for s in eval.scores.iter().filter(|s| s.group == "all") {
+        for m in &s.methods {
+            metrics.insert(
+                format!("{} median_rel_error@{:.0}%", m.method, s.prefix * 100.0),
+                m.median_rel_error,
+            );
+            if let Some(c) = m.coverage {
+                metrics.insert(
+                    format!("{} coverage80@{:.0}%", m.method, s.prefix * 100.0),
+                    c,
+                );
+            }
+        }
+    }
+    metrics.insert("test_runs".to_string(), eval.n_test_runs as f64);
+    metrics.retain(|_, v| v.is_finite());
+    let mut info = NewArtifact::new("mlperf", eval.n_train_runs);
+    info.metrics = metrics;
+    info.notes = notes(&trainer.trees.to_string(), eval.n_test_runs);
+    let meta = registry.save(&predictor, info)?;
+    registry.promote(CONVERGENCE_KIND, meta.version)?;
+    Ok(Ok(meta))
 }
 
 /// Opens the registry under the data folder.
