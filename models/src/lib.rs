@@ -17,6 +17,8 @@
 //!   certified duality gap).
 //! - [`mlp`]: a ReLU multilayer perceptron trained with burn (AdamW, early stopping), served
 //!   by a plain-Rust forward pass.
+//! - [`gru`]: a bidirectional GRU sequence regressor (one target per step) trained with
+//!   burn, served by a plain-Rust recurrence.
 //!
 //! The linear model and the MLP share [`preprocess`]: median imputation with missing
 //! indicators, signed log1p of heavy-tailed columns, robust standardisation clipped to the

@@ -17,6 +17,9 @@
 //! - [`FailurePredictor`]: the probability that a job ends failed, from its request and the
 //!   failure history of its user/group/name/queue: a class-weighted kernel SVM and log-loss
 //!   GBDT, each calibrated (Platt or isotonic); [`evaluate_failure`] on the same split.
+//! - [`dag::DagPredictor`]: stage run times and the makespan of a DAG-structured job (a GRU
+//!   over its stages in topological order on a per-stage GBDT base, critical path × a learned
+//!   correction); [`dag::evaluate_dag`] by grouped cross-validation.
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
