@@ -543,7 +543,10 @@ fn train_failure_and_queue_wait_save_their_own_kinds() {
         .find(|l| l.trim_start().starts_with("v1") && l.contains("roc_auc="))
         .unwrap_or_else(|| panic!("no failure metrics listed:\n{list}"));
     assert!(failure_line.contains("base_rate_test="), "{list}");
-    assert!(list.contains("mae_s="), "queue-wait metrics listed:\n{list}");
+    assert!(
+        list.contains("mae_s="),
+        "queue-wait metrics listed:\n{list}"
+    );
     assert!(!list.contains("-%"), "{list}");
     // no outcomes in the bundled Philly CSV: a clear refusal
     let err = run_err(&[
@@ -598,6 +601,13 @@ fn evaluate_dag_json_and_report_on_wfcommons() {
     assert!(md.contains("](makespan_pred_vs_actual.png)"), "{md}");
     assert_real_png(&rep.join("dag-wfcommons/makespan_pred_vs_actual.png"));
     // an unknown DAG dataset is named
-    let err = run_err(&["evaluate", "--task", "dag", "--dataset", "dag-nope", "--no-report"]);
+    let err = run_err(&[
+        "evaluate",
+        "--task",
+        "dag",
+        "--dataset",
+        "dag-nope",
+        "--no-report",
+    ]);
     assert!(err.contains("dag-nope"), "{err}");
 }
