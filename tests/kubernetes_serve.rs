@@ -2,7 +2,9 @@
 //! Kubernetes API server (autoscaler/tests/kubernetes_fake), through a kubeconfig file. It
 //! takes the lease, watches the cluster, ingests the jobs' lifecycle into its event store (the
 //! same path as the HTTP API), and its elastic controller grows an elastic PyTorchJob onto
-//! idle GPUs through `/scale`, inside the job's bounds.
+//! idle GPUs through `/scale`, inside the job's bounds. The controller is the same live loop
+//! as the simulator's: `/v1/cluster` and `/v1/autoscaler/decisions` describe the fake cluster
+//! and `POST /v1/autoscaler/pause` stops its patches.
 
 #[path = "../autoscaler/tests/kubernetes_fake/mod.rs"]
 mod kubernetes_fake;
@@ -27,11 +29,21 @@ impl Drop for Server {
 }
 
 fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    request(addr, "GET", path, None)
+}
+
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Option<(u16, String)> {
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut raw = Vec::new();
@@ -212,6 +224,162 @@ fn serve_in_dry_run_decides_and_counts_but_never_patches() {
     assert_eq!(
         job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
         json!(2)
+    );
+    drop(rt);
+}
+
+fn get_json(addr: SocketAddr, path: &str) -> Option<Value> {
+    let (status, body) = get(addr, path)?;
+    (status == 200)
+        .then(|| serde_json::from_str(&body).ok())
+        .flatten()
+}
+
+fn scale_patches(api: &FakeApi) -> Vec<Request> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/scale"))
+        .collect()
+}
+
+#[test]
+fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[]));
+    seed(&api);
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&api, dir.path(), &[]);
+
+    // the first decision grows `a` through /scale
+    let first = wait_for("a /scale patch", 120, || {
+        scale_patches(&api)
+            .into_iter()
+            .find(|r| r.path.ends_with("/pytorchjobs/a/scale"))
+    });
+    let grown = first.body.as_ref().unwrap()["spec"]["replicas"]
+        .as_u64()
+        .unwrap() as u32;
+
+    // /v1/cluster: the fake cluster (two 8-GPU nodes, `a` running on 2 bound GPUs, no queue)
+    let c = wait_for("the kubernetes cluster on /v1/cluster", 60, || {
+        get_json(addr, "/v1/cluster").filter(|c| c["backend"] == "kubernetes")
+    });
+    assert_eq!(c["controller"]["status"], "running", "{c}");
+    assert_eq!(c["controller"]["paused"], false, "{c}");
+    assert_eq!(c["leader"], true, "{c}");
+    assert_eq!(c["watches_synced"], true, "{c}");
+    assert_eq!(c["namespace"], "ml", "{c}");
+    let now = &c["now"];
+    assert_eq!(now["healthy_gpus"], 16, "{c}");
+    assert_eq!(now["busy_gpus"], 2, "{c}");
+    assert_eq!(now["running"], 1, "{c}");
+    assert_eq!(now["queued"], 0, "{c}");
+    assert_eq!(now["queued_gpus"], 0, "{c}");
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let t = now["time"].as_f64().unwrap();
+    assert!(
+        (wall - t).abs() < 120.0,
+        "the kube clock is wall time: {t} vs {wall}"
+    );
+
+    // /v1/autoscaler/decisions: the grow, with its reason and outcome
+    let d = get_json(addr, "/v1/autoscaler/decisions").expect("decisions");
+    let grow = d["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["action"] == "set_workers" && x["workers"] == grown)
+        .unwrap_or_else(|| panic!("no set_workers to {grown} in {d}"))
+        .clone();
+    assert_eq!(grow["reason"], "idle_gpus", "{grow}");
+    assert!(grow["idle_gpus"].as_u64().unwrap() > 0, "{grow}");
+    assert_eq!(grow["outcome"], "applied", "{grow}");
+    assert!(grow["error"].is_null(), "{grow}");
+    assert!(
+        d["totals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["action"] == "set_workers"
+                && x["reason"] == "idle_gpus"
+                && x["outcome"] == "applied"
+                && x["count"].as_u64() >= Some(1)),
+        "{d}"
+    );
+
+    // pause (with the token generated in the data folder): no further /scale patch, although
+    // there is something to do
+    let token = std::fs::read_to_string(dir.path().join("data").join("auth-token"))
+        .expect("the generated token");
+    let token = Some(token.trim());
+    let (status, _) = request(addr, "POST", "/v1/autoscaler/pause", None).expect("pause");
+    assert_eq!(status, 401, "pause without the token");
+    let (status, body) = request(addr, "POST", "/v1/autoscaler/pause", token).expect("pause");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""paused":true"#), "{body}");
+    let patches_at_pause = scale_patches(&api).len();
+    let seq_at_pause =
+        get_json(addr, "/v1/autoscaler/decisions?limit=1").unwrap()["decisions"][0]["seq"].clone();
+    // the cluster's operator starts `a`'s new workers on n0, and an elastic job `b` [1, 8]
+    // starts with 1 worker on n1: idle GPUs and a job that can grow (`a` is in its cooldown)
+    for i in 2..grown {
+        api.put(PODS, worker_pod("ml", "a", i, 1, Some("n0")));
+    }
+    let started = wall - 6.0 * 3600.0;
+    let mut b = pytorchjob("ml", "b", 1, 1, Some((1, 8)), started);
+    set_started(&mut b, started, 1);
+    b["metadata"]["annotations"] = json!({ "augur.dev/predicted-runtime-s": "72000" });
+    api.put(JOBS, b);
+    api.put(PODS, worker_pod("ml", "b", 0, 1, Some("n1")));
+    let seen = wait_for("`b` on /v1/cluster", 60, || {
+        get_json(addr, "/v1/cluster")
+            .filter(|c| c["now"]["running"] == 2 && c["now"]["busy_gpus"] == json!(grown + 1))
+    });
+    assert_eq!(seen["controller"]["paused"], true);
+    // a few more ticks (one a second) in which an acting loop would have grown `b`
+    let ticks = seen["ticks"].as_u64().unwrap();
+    wait_for("three more ticks", 30, || {
+        get_json(addr, "/v1/cluster").filter(|c| c["ticks"].as_u64() >= Some(ticks + 3))
+    });
+    assert_eq!(
+        scale_patches(&api).len(),
+        patches_at_pause,
+        "patched while paused: {:?}",
+        scale_patches(&api)
+    );
+    assert!(api.requests_to("/pytorchjobs/b/scale").is_empty());
+    assert_eq!(
+        get_json(addr, "/v1/autoscaler/decisions?limit=1").unwrap()["decisions"][0]["seq"],
+        seq_at_pause,
+        "decided while paused"
+    );
+
+    // resume: the loop grows `b` (so the pause was what held it)
+    let (status, body) = request(addr, "POST", "/v1/autoscaler/resume", token).expect("resume");
+    assert_eq!(status, 200, "{body}");
+    let patch_b = wait_for("b /scale patch after resume", 60, || {
+        scale_patches(&api)
+            .into_iter()
+            .find(|r| r.path.ends_with("/pytorchjobs/b/scale"))
+    });
+    let to = patch_b.body.as_ref().unwrap()["spec"]["replicas"]
+        .as_u64()
+        .unwrap();
+    assert!((2..=8).contains(&to), "b patched to {to}");
+    let d = get_json(addr, "/v1/autoscaler/decisions").unwrap();
+    assert!(
+        d["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["action"] == "set_workers"
+                && x["workers"] == json!(to)
+                && x["reason"] == "idle_gpus"
+                && x["outcome"] == "applied"),
+        "{d}"
     );
     drop(rt);
 }

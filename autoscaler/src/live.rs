@@ -5,9 +5,11 @@
 //! [`LiveSim`] is the simulator as a live backend: it replays a job table at an accelerated
 //! wall clock (`speed` seconds of trace per wall second), reports the jobs' lifecycle
 //! ([`JobEvent`]s) so a service can ingest them, and starts the replay again when the trace
-//! is exhausted (shifted to after the last lap, so time keeps moving forward). A Kubernetes
-//! backend implements [`LiveBackend`] with a no-op [`LiveBackend::tick`]: its clock moves on
-//! its own and its own scheduler runs while Augur is paused.
+//! is exhausted (shifted to after the last lap, so time keeps moving forward). The Kubernetes
+//! backend ([`crate::kubernetes::KubeBackend`]) implements [`LiveBackend`] too: its clock is
+//! wall time, its [`LiveBackend::tick`] reports whether the watches saw a change (or a resync
+//! period passed), its own scheduler runs while Augur is paused, and it may act only while it
+//! holds the leader lease ([`LiveBackend::may_act`]).
 //!
 //! The loop is runtime-agnostic (one `async fn step` per tick); the service runs it on a tokio
 //! interval. Everything is deterministic given the seed and the sequence of tick lengths.
@@ -64,6 +66,12 @@ pub trait LiveBackend: ClusterBackend {
 
     /// Appends the job lifecycle events since the last call (default: none).
     fn drain_events(&mut self, _out: &mut Vec<JobEvent>) {}
+
+    /// False while this backend must not act (Kubernetes: another replica holds the leader
+    /// lease): the loop then neither decides nor acts, and keeps observing. Default: true.
+    fn may_act(&self) -> bool {
+        true
+    }
 }
 
 /// What happened to a job.
@@ -646,14 +654,19 @@ impl<B: LiveBackend, P: Policy> LiveLoop<B, P> {
     /// Second half of a tick: asks the policy when something changed (or the wake-up time it
     /// asked for has passed, seen one tick late at most), acts unless paused or dry-run (the
     /// cluster's own scheduler runs then), records the cluster, returns the job events of the
-    /// actions (starts).
+    /// actions (starts). While the backend may not act ([`LiveBackend::may_act`]) nothing is
+    /// decided; the pending change is kept for when it may.
     pub async fn control(&mut self) -> StepReport {
         let mut report = StepReport::default();
         let now = self.last.time;
         let due = std::mem::take(&mut self.changed)
             || self.wake_at.is_some_and(|w| w <= now)
             || self.ticks <= 1;
-        if !self.paused && due {
+        let may_act = self.backend.may_act();
+        if due && !may_act {
+            self.changed = true;
+        }
+        if !self.paused && due && may_act {
             report.decided = true;
             if self.dry_run {
                 match self.backend.observe().await {
@@ -931,6 +944,66 @@ mod tests {
                 });
             assert_eq!(p, Some(Some(1000.0 + k as f64)));
         }
+    }
+
+    /// The simulator behind a closed leader gate.
+    struct Follower(LiveSim, bool);
+
+    impl ClusterBackend for Follower {
+        fn observe(
+            &mut self,
+        ) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+            self.0.observe()
+        }
+        fn admit(
+            &mut self,
+            job: JobId,
+            workers: u32,
+        ) -> impl Future<Output = Result<(), BackendError>> + Send {
+            self.0.admit(job, workers)
+        }
+        fn set_workers(
+            &mut self,
+            job: JobId,
+            workers: u32,
+        ) -> impl Future<Output = Result<(), BackendError>> + Send {
+            self.0.set_workers(job, workers)
+        }
+        fn suspend(&mut self, job: JobId) -> impl Future<Output = Result<(), BackendError>> + Send {
+            self.0.suspend(job)
+        }
+    }
+
+    impl LiveBackend for Follower {
+        fn tick(&mut self, wall: Duration) -> bool {
+            self.0.tick(wall)
+        }
+        fn may_act(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_backend_that_may_not_act_gets_no_decision_until_it_may() {
+        let mut cfg = SimConfig::new(ClusterSpec::homogeneous(32, 8, 2).expect("cluster"));
+        cfg.seed = 3;
+        let sim = LiveSim::new(synthetic_jobs(50), cfg, 600.0).expect("sim");
+        let mut l = LiveLoop::new(Follower(sim, false), Fifo::default(), LiveConfig::default());
+        for _ in 0..30 {
+            let r = block_on(l.step(Duration::from_millis(100)));
+            assert!(!r.decided && r.error.is_none(), "{r:?}");
+        }
+        assert_eq!(l.decisions().count(), 0);
+        assert!(
+            l.cluster().queued > 0,
+            "jobs arrived and wait: {:?}",
+            l.cluster()
+        );
+        // the gate opens: the change seen while closed is decided at the next tick
+        l.backend_mut().1 = true;
+        let r = block_on(l.control());
+        assert!(r.decided && r.decisions > 0, "{r:?}");
+        assert!(l.decisions().all(|d| d.outcome == Outcome::Applied));
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //!   a watch is not in sync; only the lease holder acts ([`lease`]).
 //! - **Events** ([`events`]): job submitted / started / finished and every snapshot go to a
 //!   callback the service hooks into its ingest path.
+//! - **Live loop**: it is a [`LiveBackend`], so [`crate::live::LiveLoop`] drives it like the
+//!   simulator (decision log with reasons and outcomes, pause, dry-run, history). Its clock is
+//!   wall time; a tick asks the policy when a watch saw a change or [`KubeConfig::resync`]
+//!   passed; it may act only while it holds the lease. Lifecycle events go to the
+//!   [`Hooks::events`] sink (they carry the job's `namespace/name`, GPUs and outcome), not
+//!   [`LiveBackend::drain_events`].
 
 pub mod events;
 pub mod lease;
@@ -46,6 +52,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::{ClusterBackend, ClusterSnapshot, JobId};
 use crate::error::{BackendError, ErrorKind};
+use crate::live::LiveBackend;
 
 pub use events::{ClusterEvent, EventSink, Lifecycle, Outcome};
 pub use lease::{LeaderElector, LeaderGate, LeaseConfig};
@@ -128,6 +135,9 @@ pub struct KubeConfig {
     pub safety: Safety,
     /// Server-side timeout of each watch request (seconds); the watcher re-watches after it.
     pub watch_timeout_s: u32,
+    /// Under the live loop: ask the policy at least this often even when no watch saw a change
+    /// (waits grow, runs age).
+    pub resync: Duration,
 }
 
 impl Default for KubeConfig {
@@ -137,6 +147,7 @@ impl Default for KubeConfig {
             observe: ObserveConfig::default(),
             safety: Safety::default(),
             watch_timeout_s: 290,
+            resync: Duration::from_secs(15),
         }
     }
 }
@@ -293,6 +304,10 @@ pub struct KubeBackend {
     budget: ActionBudget,
     scales: Vec<ScaleRecord>,
     tasks: Vec<JoinHandle<()>>,
+    /// Live loop: the watches' resource versions at the last tick that asked the policy, and
+    /// the wall time since.
+    seen_rvs: Vec<u64>,
+    since_asked: Duration,
 }
 
 impl Drop for KubeBackend {
@@ -445,6 +460,8 @@ impl KubeBackend {
             budget: ActionBudget::default(),
             scales: Vec::new(),
             tasks,
+            seen_rvs: Vec::new(),
+            since_asked: Duration::ZERO,
         })
     }
 
@@ -497,6 +514,11 @@ impl KubeBackend {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
+    }
+
+    /// What it watches and how it acts.
+    pub fn config(&self) -> &KubeConfig {
+        &self.cfg
     }
 
     /// Whether Volcano `PodGroup`s / Kueue `Workload`s are watched.
@@ -762,5 +784,33 @@ impl ClusterBackend for KubeBackend {
             Some(job),
             "suspend is not supported by the Kubernetes backend (its RBAC grants patch on pytorchjobs/scale only); run the elastic policy without preemption",
         ))
+    }
+}
+
+impl LiveBackend for KubeBackend {
+    /// The cluster's clock moves on its own; true when a watch saw an object change (or an
+    /// error) since the last true, or [`KubeConfig::resync`] passed.
+    fn tick(&mut self, wall: Duration) -> bool {
+        self.since_asked += wall;
+        let rvs: Vec<u64> = self
+            .watches()
+            .iter()
+            .flat_map(|(_, s)| [s.last_resource_version(), s.errors()])
+            .collect();
+        if rvs != self.seen_rvs || self.since_asked >= self.cfg.resync {
+            self.seen_rvs = rvs;
+            self.since_asked = Duration::ZERO;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Only the lease holder acts (always, without leader election).
+    fn may_act(&self) -> bool {
+        self.hooks
+            .leader
+            .as_ref()
+            .is_none_or(|g| g.may_act(self.now()))
     }
 }

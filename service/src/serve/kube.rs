@@ -5,36 +5,46 @@
 //!   Kubeflow `PyTorchJob`s (and Volcano `PodGroup`s / Kueue `Workload`s where installed) in
 //!   `--namespace` (all namespaces by default), with the client from `--kubeconfig`, else the
 //!   in-cluster configuration.
-//! - Every [`RECONCILE_EVERY`], the elastic controller (without preemption: the backend only
-//!   patches `pytorchjobs/scale`) observes, decides and acts, but only while this replica holds
-//!   the `augur-controller` Lease in `$POD_NAMESPACE` (default `augur-system`; identity
-//!   `$POD_NAME`). `--dry-run` decides and logs without patching.
-//! - Job submitted / started / finished events from the watches and a cluster snapshot per
-//!   reconcile are appended to the event store, like the HTTP API's events (job ids are
-//!   `namespace/name`), so predictions learn from the live cluster; the runtime predicted at
-//!   a job's submit is what the controller plans with. Actions and the cluster state go to
-//!   `/metrics`.
+//! - The same controller loop as the simulator's ([`super::live`], a
+//!   [`LiveLoop`](augur_autoscaler::live::LiveLoop) over the backend) runs the elastic
+//!   controller (without preemption: the backend only patches `pytorchjobs/scale`). Every
+//!   [`TICK`] it looks at the watches; the policy is asked when one saw a change, at least every
+//!   [`RECONCILE_EVERY`]. It decides and acts only while this replica holds the
+//!   `augur-controller` Lease in `$POD_NAMESPACE` (default `augur-system`; identity
+//!   `$POD_NAME`); the backend's safety rules (stale snapshot, action budget, bounds,
+//!   checkpoints) refuse what they must, and a refusal is a `failed` decision with its error.
+//! - `/v1/cluster`, `/v1/cluster/history`, `/v1/autoscaler/decisions` (with reasons and
+//!   outcomes), `POST /v1/autoscaler/pause|resume|dry-run` and the `/metrics` controller and
+//!   cluster gauges describe and steer this cluster. `--dry-run` starts the loop in dry-run
+//!   (decide and log, never patch) until `POST /v1/autoscaler/dry-run {"enabled": false}`.
+//! - Job submitted / started / finished events from the watches and a cluster snapshot every
+//!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
+//!   are `namespace/name`), so predictions learn from the live cluster; the runtime predicted
+//!   at a job's submit is what the controller plans with.
 //!
 //! `main` selects this backend with [`select`] before the service starts; without it the
 //! simulated replay runs ([`super::live`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
     self, ClusterEvent, EventSink, Hooks, KubeBackend, KubeConfig, LeaderElector, LeaseConfig,
     Outcome, PyTorchJobView, RuntimeHint, Safety,
 };
-use augur_autoscaler::{
-    ClusterSnapshot, Controller, ElasticController, ElasticParams, ScalingModel,
-};
+use augur_autoscaler::live::{LiveConfig, LiveLoop};
+use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
 
 use super::events::{self, Event, FinishStatus, JobProfile};
+use super::live::{publish, Counted, Driven, KubeLoop};
 use super::AppState;
 
-/// Time between two reconciles.
+/// Wall time between two ticks of the loop (each reads the watch caches; no API request).
+pub const TICK: Duration = Duration::from_secs(1);
+/// Longest time between two decisions without a change (also between two ingested snapshots
+/// and two history points).
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(15);
 /// Name of the leader-election Lease.
 pub const LEASE_NAME: &str = "augur-controller";
@@ -63,9 +73,15 @@ pub fn spawn_cluster(state: AppState) {
     match SELECTED.get() {
         Some(opts) => {
             let opts = opts.clone();
+            state.ext.live.set_status("starting");
+            if opts.dry_run {
+                state.ext.live.set_dry_run(true);
+            }
             tokio::spawn(async move {
+                let live = state.ext.live.clone();
                 if let Err(e) = drive(state, opts).await {
                     tracing::error!(error = %format!("{e:#}"), "the Kubernetes backend stopped");
+                    live.set_status(format!("failed: {e:#}"));
                 }
             });
         }
@@ -154,21 +170,21 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
             .and_then(|j| j.runtime_at_submit.as_ref())
             .map(|p| p.seconds)
     });
+    // the loop's dry-run switch (set from --dry-run) is the one dry-run: the backend acts
+    // whenever the loop does
     let cfg = KubeConfig {
         namespace: opts.namespace.clone(),
-        safety: Safety {
-            dry_run: opts.dry_run,
-            ..Safety::default()
-        },
+        safety: Safety::default(),
+        resync: RECONCILE_EVERY,
         ..KubeConfig::default()
     };
     let hooks = Hooks {
         clock: clock.clone(),
         events: Some(sink),
         runtime_hint: Some(hint),
-        leader: Some(gate.clone()),
+        leader: Some(gate),
     };
-    let mut backend = KubeBackend::start(client, cfg, hooks)
+    let backend = KubeBackend::start(client, cfg, hooks)
         .await
         .context("starting the Kubernetes backend")?;
     tracing::info!(
@@ -185,11 +201,28 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         preempt_factor: None,
         ..ElasticParams::default()
     };
-    let mut ctl = Controller::new(ElasticController::new(params, ScalingModel::default()));
+    let policy = ElasticController::new(params, ScalingModel::default());
+    let mut driven = Driven::Kube(Box::new(LiveLoop::new(
+        backend,
+        policy,
+        LiveConfig {
+            decisions_kept: 1000,
+            history_kept: 720,
+            history_every_s: RECONCILE_EVERY.as_secs_f64(),
+        },
+    )));
+    let live = state.ext.live.clone();
+    live.sync_switches(&mut driven);
+    *live.running.lock().await = Some(driven);
+    live.set_status("running");
+
     let metrics = state.ext.metrics.clone();
+    let mut counted = Counted::new();
     let mut shutdown = state.shutdown.clone();
-    let mut interval = tokio::time::interval(RECONCILE_EVERY);
+    let mut interval = tokio::time::interval(TICK);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    let mut last_snapshot = f64::NEG_INFINITY;
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -198,31 +231,28 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         if *shutdown.borrow() {
             break;
         }
-        if gate.may_act(clock()) {
-            match ctl.reconcile(&mut backend).await {
-                Ok(r) => {
-                    if let Some((d, e)) = &r.failed {
-                        tracing::info!(decision = ?d, error = %e, "decision not carried out; the next reconcile observes again");
-                    }
+        let now = Instant::now();
+        let wall = now.duration_since(last);
+        last = now;
+        {
+            let mut guard = live.running.lock().await;
+            let Some(d) = guard.as_mut() else { break };
+            live.sync_switches(d);
+            let Driven::Kube(l) = d else { break };
+            let l: &mut KubeLoop = l;
+            // lifecycle events come through the sink (with the jobs' names), below
+            l.advance(wall);
+            let report = l.control().await;
+            if let Some(e) = &report.error {
+                tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+            }
+            for d in l.decisions().rev().take(report.decisions) {
+                if let Some(e) = &d.error {
+                    tracing::info!(decision = ?d.decision, error = %e, "decision not carried out; the next decision observes again");
                 }
-                Err(e) => tracing::warn!(error = %e, "observing the cluster failed"),
             }
-            for rec in ctl.take_log() {
-                let v = serde_json::to_value(rec.decision).unwrap_or_default();
-                let outcome = match (&rec.error, opts.dry_run) {
-                    (Some(_), _) => "failed",
-                    (None, true) => "dry_run",
-                    (None, false) => "applied",
-                };
-                metrics.observe_action(
-                    v["action"].as_str().unwrap_or("?"),
-                    v["reason"].as_str().unwrap_or("?"),
-                    outcome,
-                );
-            }
-        } else if let Err(e) = augur_autoscaler::ClusterBackend::observe(&mut backend).await {
-            // followers keep the cluster state and the event store current
-            tracing::debug!(error = %e, "observing the cluster failed");
+            publish(&metrics, l, &mut counted);
+            metrics.observe_tick(now.elapsed().as_secs_f64());
         }
         let mut batch = Vec::new();
         let mut latest: Option<Arc<ClusterSnapshot>> = None;
@@ -233,14 +263,10 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
             }
         }
         if let Some(s) = latest {
-            let queued_gpus = s.queued.iter().map(|q| q.requested).sum();
-            metrics.set_cluster(
-                s.allocation(),
-                s.queued.len() as u32,
-                queued_gpus,
-                s.running.len() as u32,
-            );
-            batch.push(snapshot_event(&s));
+            if s.time >= last_snapshot + RECONCILE_EVERY.as_secs_f64() {
+                last_snapshot = s.time;
+                batch.push(snapshot_event(&s));
+            }
         }
         batch.retain(|ev| match ev.validate("") {
             Ok(()) => true,

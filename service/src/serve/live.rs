@@ -16,9 +16,12 @@
 //! the simulated cluster's own FIFO scheduler runs and the controller's decisions are only
 //! logged). Decisions (with reasons) and the cluster history are kept in bounded buffers.
 //!
+//! With `--backend kubernetes` ([`super::kube`]) the same loop, endpoints, switches and metrics
+//! serve the real cluster: [`Driven::Kube`] is a [`LiveLoop`] over the `KubeBackend`.
+//!
 //! | route | |
 //! |---|---|
-//! | `GET /v1/cluster` | the cluster now: utilisation, queue, running, rescaled jobs, replay speed and lap |
+//! | `GET /v1/cluster` | the cluster now: utilisation, queue, running, rescaled jobs; replay speed and lap (simulator) or leader and watch state (Kubernetes) |
 //! | `GET /v1/cluster/history?limit=N` | utilisation and queue over time (newest last) |
 //! | `GET /v1/autoscaler/decisions?limit=N` | recent decisions with reasons (newest first) and totals |
 //! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
@@ -30,12 +33,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use augur_autoscaler::kubernetes::KubeBackend;
+use augur_autoscaler::live::LiveBackend;
 use augur_autoscaler::live::{
     block_on, ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveDecision, LiveLoop, LiveSim,
     Outcome,
 };
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
-use augur_autoscaler::{ElasticController, ElasticParams, JobId};
+use augur_autoscaler::{ElasticController, ElasticParams, JobId, Policy};
 use augur_datasets::{JobRecord, JobStatus};
 use axum::extract::{Query, State};
 use axum::routing::{get, post};
@@ -45,6 +50,7 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiJson};
 use super::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
+use super::metrics::Metrics;
 use super::{lock, AppState};
 
 /// GPUs of the simulated cluster (philly at 500 GPUs: FIFO's mean wait is about 1 h).
@@ -57,17 +63,77 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const SNAPSHOT_EVERY_S: f64 = 300.0;
 
 type Loop = LiveLoop<LiveSim, ElasticController>;
+/// The controller loop on a Kubernetes cluster.
+pub(super) type KubeLoop = LiveLoop<KubeBackend, ElasticController>;
 
 /// The replay being driven.
-struct Running {
+pub(super) struct Running {
     live: Loop,
     /// The replayed jobs by [`augur_autoscaler::sim::SimJob::row`].
     records: Arc<Vec<JobRecord>>,
 }
 
+/// The loop being driven: the simulated replay, or a Kubernetes cluster.
+pub(super) enum Driven {
+    Sim(Box<Running>),
+    Kube(Box<KubeLoop>),
+}
+
+/// What the endpoints read and switch, whichever the backend.
+trait View {
+    fn history_tail(&self, limit: usize) -> Vec<ClusterPoint>;
+    fn recent(&self, limit: usize) -> Vec<LiveDecision>;
+    fn counts(&self) -> &BTreeMap<(&'static str, &'static str, Outcome), u64>;
+    fn set_switches(&mut self, paused: bool, dry_run: bool);
+}
+
+impl<B: LiveBackend, P: Policy> View for LiveLoop<B, P> {
+    fn history_tail(&self, limit: usize) -> Vec<ClusterPoint> {
+        let h = self.history();
+        let skip = h.len().saturating_sub(limit);
+        h.skip(skip).copied().collect()
+    }
+    fn recent(&self, limit: usize) -> Vec<LiveDecision> {
+        self.decisions().rev().take(limit).cloned().collect()
+    }
+    fn counts(&self) -> &BTreeMap<(&'static str, &'static str, Outcome), u64> {
+        self.decision_counts()
+    }
+    fn set_switches(&mut self, paused: bool, dry_run: bool) {
+        if self.paused() != paused {
+            self.set_paused(paused);
+        }
+        if self.dry_run() != dry_run {
+            self.set_dry_run(dry_run);
+        }
+    }
+}
+
+impl Driven {
+    fn view(&self) -> &dyn View {
+        match self {
+            Driven::Sim(r) => &r.live,
+            Driven::Kube(l) => l.as_ref(),
+        }
+    }
+    fn view_mut(&mut self) -> &mut dyn View {
+        match self {
+            Driven::Sim(r) => &mut r.live,
+            Driven::Kube(l) => l.as_mut(),
+        }
+    }
+    /// Cluster seconds between two history points.
+    fn history_every_s(&self) -> f64 {
+        match self {
+            Driven::Sim(_) => SNAPSHOT_EVERY_S,
+            Driven::Kube(l) => l.backend().config().resync.as_secs_f64(),
+        }
+    }
+}
+
 /// Shared state of the live cluster (in [`super::Extensions`]).
 pub struct Live {
-    running: tokio::sync::Mutex<Option<Running>>,
+    pub(super) running: tokio::sync::Mutex<Option<Driven>>,
     /// `loading`, `running`, or `failed: why`.
     status: Mutex<String>,
     speed: f64,
@@ -95,8 +161,21 @@ impl Live {
         }
     }
 
-    fn set_status(&self, s: impl Into<String>) {
+    pub(super) fn set_status(&self, s: impl Into<String>) {
         *lock(&self.status) = s.into();
+    }
+
+    /// Sets the dry-run switch (`--dry-run` starts the Kubernetes loop in dry-run).
+    pub(super) fn set_dry_run(&self, on: bool) {
+        self.dry_run.store(on, Ordering::SeqCst);
+    }
+
+    /// Brings the loop's pause and dry-run switches in line with the endpoints'.
+    pub(super) fn sync_switches(&self, d: &mut Driven) {
+        d.view_mut().set_switches(
+            self.paused.load(Ordering::SeqCst),
+            self.dry_run.load(Ordering::SeqCst),
+        );
     }
 
     fn status(&self) -> String {
@@ -245,7 +324,7 @@ pub fn spawn(state: AppState) {
             }
         };
         let jobs = running.live.backend().simulator().len();
-        *state.ext.live.running.lock().await = Some(running);
+        *state.ext.live.running.lock().await = Some(Driven::Sim(Box::new(running)));
         state.ext.live.set_status("running");
         tracing::info!(jobs, speed, gpus = LIVE_GPUS, "live simulator replaying");
         drive(state).await;
@@ -261,7 +340,7 @@ async fn drive(state: AppState) {
     let mut last = Instant::now();
     let mut pending: Vec<Event> = Vec::new();
     let mut submitted: Vec<(JobId, String)> = Vec::new();
-    let mut counted: BTreeMap<(&'static str, &'static str, Outcome), u64> = BTreeMap::new();
+    let mut counted = Counted::new();
     let mut last_snapshot = f64::NEG_INFINITY;
     loop {
         tokio::select! {
@@ -280,7 +359,9 @@ async fn drive(state: AppState) {
         let mut busy = Duration::ZERO;
         {
             let mut guard = live.running.lock().await;
-            let Some(r) = guard.as_mut() else { break };
+            let Some(Driven::Sim(r)) = guard.as_mut() else {
+                break;
+            };
             let t = Instant::now();
             let evs = tokio::task::block_in_place(|| r.live.advance(wall));
             to_events(&evs, &r.records, &mut pending, &mut submitted);
@@ -310,18 +391,16 @@ async fn drive(state: AppState) {
         };
         // 3. the controller decides and acts
         let mut guard = live.running.lock().await;
-        let Some(r) = guard.as_mut() else { break };
+        let Some(Driven::Sim(r)) = guard.as_mut() else {
+            break;
+        };
         for (id, secs) in predictions {
             r.live.backend_mut().set_predicted_runtime(id, secs);
         }
-        let paused = live.paused.load(Ordering::SeqCst);
-        if r.live.paused() != paused {
-            r.live.set_paused(paused);
-        }
-        let dry = live.dry_run.load(Ordering::SeqCst);
-        if r.live.dry_run() != dry {
-            r.live.set_dry_run(dry);
-        }
+        r.live.set_switches(
+            live.paused.load(Ordering::SeqCst),
+            live.dry_run.load(Ordering::SeqCst),
+        );
         let t = Instant::now();
         let report = tokio::task::block_in_place(|| block_on(r.live.control()));
         if let Some(e) = &report.error {
@@ -329,20 +408,33 @@ async fn drive(state: AppState) {
         }
         to_events(&report.events, &r.records, &mut pending, &mut submitted);
         let p = report.cluster;
-        metrics.set_cluster(p.utilisation, p.queued, p.queued_gpus, p.running);
-        for (&(action, reason, outcome), &n) in r.live.decision_counts() {
-            let seen = counted.entry((action, reason, outcome)).or_insert(0);
-            for _ in *seen..n {
-                metrics.observe_action(action, reason, outcome.name());
-            }
-            *seen = n;
-        }
+        publish(&metrics, &r.live, &mut counted);
         busy += t.elapsed();
         metrics.observe_tick(busy.as_secs_f64());
         if p.time >= last_snapshot + SNAPSHOT_EVERY_S {
             last_snapshot = p.time;
             pending.push(snapshot_event(&p));
         }
+    }
+}
+
+/// Decisions counted on `/metrics` so far, by (action, reason, outcome).
+pub(super) type Counted = BTreeMap<(&'static str, &'static str, Outcome), u64>;
+
+/// Puts the loop's cluster gauges and its new decisions (since `counted`) on `/metrics`.
+pub(super) fn publish<B: LiveBackend, P: Policy>(
+    metrics: &Metrics,
+    live: &LiveLoop<B, P>,
+    counted: &mut Counted,
+) {
+    let p = live.cluster();
+    metrics.set_cluster(p.utilisation, p.queued, p.queued_gpus, p.running);
+    for (&(action, reason, outcome), &n) in live.decision_counts() {
+        let seen = counted.entry((action, reason, outcome)).or_insert(0);
+        for _ in *seen..n {
+            metrics.observe_action(action, reason, outcome.name());
+        }
+        *seen = n;
     }
 }
 
@@ -408,21 +500,40 @@ pub async fn cluster(State(state): State<AppState>) -> Json<Value> {
     let live = &state.ext.live;
     let sw = switches(live);
     let guard = live.running.lock().await;
-    let Some(r) = guard.as_ref() else {
-        return Json(json!({ "controller": sw, "speed": live.speed }));
-    };
-    let b = r.live.backend();
-    Json(json!({
-        "controller": sw,
-        "backend": "simulator",
-        "trace": state.config.bootstrap_dataset,
-        "speed": b.speed(),
-        "lap": b.lap(),
-        "jobs_in_replay": b.simulator().len(),
-        "finished_jobs": b.finished_total(),
-        "ticks": r.live.ticks(),
-        "now": r.live.cluster(),
-    }))
+    match guard.as_ref() {
+        None => Json(json!({ "controller": sw, "speed": live.speed })),
+        Some(Driven::Sim(r)) => {
+            let b = r.live.backend();
+            Json(json!({
+                "controller": sw,
+                "backend": "simulator",
+                "trace": state.config.bootstrap_dataset,
+                "speed": b.speed(),
+                "lap": b.lap(),
+                "jobs_in_replay": b.simulator().len(),
+                "finished_jobs": b.finished_total(),
+                "ticks": r.live.ticks(),
+                "now": r.live.cluster(),
+            }))
+        }
+        Some(Driven::Kube(l)) => {
+            let b = l.backend();
+            let (volcano, kueue) = b.queueing_systems();
+            let scales = b.scales();
+            Json(json!({
+                "controller": sw,
+                "backend": "kubernetes",
+                "namespace": b.config().namespace,
+                "leader": b.may_act(),
+                "watches_synced": b.synced(),
+                "volcano": volcano,
+                "kueue": kueue,
+                "scales": scales.iter().filter(|s| !s.dry_run).count(),
+                "ticks": l.ticks(),
+                "now": l.cluster(),
+            }))
+        }
+    }
 }
 
 /// `GET /v1/cluster/history?limit=N` (default and most: 720 points).
@@ -432,13 +543,14 @@ pub async fn history(
 ) -> Result<Json<Value>, ApiError> {
     let limit = limit_of(q, 720, 720)?;
     let guard = state.ext.live.running.lock().await;
-    let points: Vec<ClusterPoint> = guard.as_ref().map_or_else(Vec::new, |r| {
-        let h = r.live.history();
-        let skip = h.len().saturating_sub(limit);
-        h.skip(skip).copied().collect()
-    });
+    let points: Vec<ClusterPoint> = guard
+        .as_ref()
+        .map_or_else(Vec::new, |d| d.view().history_tail(limit));
+    let every_s = guard
+        .as_ref()
+        .map_or(SNAPSHOT_EVERY_S, Driven::history_every_s);
     Ok(Json(json!({
-        "every_s": SNAPSHOT_EVERY_S,
+        "every_s": every_s,
         "count": points.len(),
         "points": points,
     })))
@@ -462,11 +574,11 @@ pub async fn decisions(
     let sw = switches(live);
     let guard = live.running.lock().await;
     let (recent, totals): (Vec<LiveDecision>, Vec<Total>) =
-        guard.as_ref().map_or_else(Default::default, |r| {
-            let recent = r.live.decisions().rev().take(limit).cloned().collect();
-            let totals = r
-                .live
-                .decision_counts()
+        guard.as_ref().map_or_else(Default::default, |d| {
+            let recent = d.view().recent(limit);
+            let totals = d
+                .view()
+                .counts()
                 .iter()
                 .map(|(&(action, reason, outcome), &count)| Total {
                     action,
@@ -495,9 +607,8 @@ pub struct DryRunBody {
 async fn apply_switches(state: &AppState) -> Json<Value> {
     let live = &state.ext.live;
     // take effect at once when the replay runs (the tick task also syncs them)
-    if let Some(r) = live.running.lock().await.as_mut() {
-        r.live.set_paused(live.paused.load(Ordering::SeqCst));
-        r.live.set_dry_run(live.dry_run.load(Ordering::SeqCst));
+    if let Some(d) = live.running.lock().await.as_mut() {
+        live.sync_switches(d);
     }
     Json(json!({ "controller": switches(live) }))
 }
