@@ -657,3 +657,94 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
         .iter()
         .any(|e| matches!(e, ClusterEvent::Snapshot(s) if s.time == T0 + 2000.0)));
 }
+
+/// The live loop (pause, dry-run, decision log) drives the Kubernetes backend like the
+/// simulator: a tick asks the policy only when a watch saw a change or the resync period
+/// passed, a closed leader gate means no decision and no request, and an open one grows the
+/// elastic job through `/scale` with the decision's reason logged.
+#[tokio::test]
+async fn the_live_loop_drives_the_backend_only_while_it_leads() {
+    use augur_autoscaler::kubernetes::LeaderGate;
+    use augur_autoscaler::live::{LiveBackend, LiveConfig, LiveLoop, Outcome as Done};
+    use augur_autoscaler::{ElasticController, ElasticParams, ScalingModel};
+
+    let api = FakeApi::start(&[]).await;
+    seed(&api);
+    let mut a = api.get(JOBS, "ml", "a").expect("a");
+    a["metadata"]["annotations"] = json!({ "augur.dev/predicted-runtime-s": "72000" });
+    api.put(JOBS, a);
+    let clock = VClock::new(T0 + 3600.0);
+    let policy = || {
+        let params = ElasticParams {
+            preempt_factor: None,
+            ..ElasticParams::default()
+        };
+        ElasticController::new(params, ScalingModel::default())
+    };
+
+    // a follower (the gate stays closed): observes, never decides, sends nothing but reads
+    let follower = Hooks {
+        leader: Some(LeaderGate::default()),
+        ..Hooks::default()
+    };
+    let b = backend(&api, &clock, fast_safety(), follower).await;
+    let mut l = LiveLoop::new(b, policy(), LiveConfig::default());
+    api.clear_requests();
+    for _ in 0..3 {
+        let r = l.step(Duration::from_secs(1)).await;
+        assert!(!r.decided && r.error.is_none(), "{r:?}");
+    }
+    assert_eq!(l.decisions().count(), 0);
+    assert_eq!(l.cluster().healthy_gpus, 16);
+    assert_eq!(l.cluster().running, 1);
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    drop(l);
+
+    // the leader (no election): the first tick decides, grows `a`, and logs why
+    let b = backend(&api, &clock, fast_safety(), Hooks::default()).await;
+    let mut l = LiveLoop::new(b, policy(), LiveConfig::default());
+    let r = l.step(Duration::from_secs(1)).await;
+    assert!(r.decided && r.decisions > 0 && r.error.is_none(), "{r:?}");
+    let all: Vec<serde_json::Value> = l
+        .decisions()
+        .map(|d| serde_json::to_value(d).expect("json"))
+        .collect();
+    let grow = all
+        .iter()
+        .find(|d| d["action"] == "set_workers")
+        .unwrap_or_else(|| panic!("no rescale in {all:?}"));
+    assert_eq!(grow["reason"], "idle_gpus", "{grow}");
+    assert_eq!(grow["outcome"], "applied", "{grow}");
+    assert!(l.decisions().all(|d| d.outcome == Done::Applied), "{all:?}");
+    let patches: Vec<_> = api
+        .requests_to("/pytorchjobs/a/scale")
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    caught_up(l.backend(), &api).await;
+    // the patch changed `a`: the next tick looks again; then nothing changes until the resync
+    assert!(l.backend_mut().tick(Duration::from_secs(1)));
+    assert!(!l.backend_mut().tick(Duration::from_secs(1)));
+    assert!(!l.backend_mut().tick(Duration::from_secs(5)));
+    assert!(
+        l.backend_mut().tick(Duration::from_secs(10)),
+        "resync after 15 s"
+    );
+    assert!(!l.backend_mut().tick(Duration::from_secs(1)));
+    api.put(PODS, worker_pod("ml", "a", 4, 1, Some("n0")));
+    caught_up(l.backend(), &api).await;
+    assert!(
+        l.backend_mut().tick(Duration::from_secs(1)),
+        "a watch saw a pod"
+    );
+
+    // paused: the loop neither decides nor patches
+    l.set_paused(true);
+    api.clear_requests();
+    for _ in 0..3 {
+        let r = l.step(Duration::from_secs(20)).await;
+        assert!(!r.decided, "{r:?}");
+    }
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+}
