@@ -295,6 +295,7 @@ fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches
         .unwrap_or_else(|| panic!("no set_workers to {grown} in {d}"))
         .clone();
     assert_eq!(grow["reason"], "idle_gpus", "{grow}");
+    assert_eq!(grow["job_name"], "ml/a", "{grow}");
     assert!(grow["idle_gpus"].as_u64().unwrap() > 0, "{grow}");
     assert_eq!(grow["outcome"], "applied", "{grow}");
     assert!(grow["error"].is_null(), "{grow}");

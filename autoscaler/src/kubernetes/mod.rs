@@ -531,6 +531,11 @@ impl KubeBackend {
         &self.scales
     }
 
+    /// The `namespace/name` behind a job id, while the job exists.
+    pub fn job_key(&self, job: JobId) -> Option<&JobKey> {
+        self.memory.key_of(job)
+    }
+
     /// What the backend knows about a job of the last snapshot.
     pub fn facts(&self, job: JobId) -> Option<&JobFacts> {
         self.facts.get(&job)

@@ -125,6 +125,11 @@ impl JobMemory {
         id
     }
 
+    /// The job behind an id, while it is remembered (not yet gone).
+    pub fn key_of(&self, id: JobId) -> Option<&JobKey> {
+        self.ids.iter().find(|(_, &v)| v == id).map(|(k, _)| k)
+    }
+
     /// Forgets jobs that are gone (finished or deleted); their ids are never reused.
     fn retain(&mut self, live: &std::collections::HashSet<&JobKey>) {
         self.ids.retain(|k, _| live.contains(k));

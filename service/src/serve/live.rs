@@ -564,6 +564,18 @@ struct Total {
     count: u64,
 }
 
+/// A decision as JSON; on Kubernetes with the job's `namespace/name` (`job_name`) while the
+/// job exists.
+fn decision_json(d: &Driven, x: &LiveDecision) -> Value {
+    let mut v = serde_json::to_value(x).unwrap_or(Value::Null);
+    if let (Driven::Kube(l), Some(o)) = (d, v.as_object_mut()) {
+        if let Some(key) = l.backend().job_key(x.decision.action.job()) {
+            o.insert("job_name".into(), Value::String(key.to_string()));
+        }
+    }
+    v
+}
+
 /// `GET /v1/autoscaler/decisions?limit=N` (default 100, most 1000), newest first.
 pub async fn decisions(
     State(state): State<AppState>,
@@ -573,9 +585,14 @@ pub async fn decisions(
     let live = &state.ext.live;
     let sw = switches(live);
     let guard = live.running.lock().await;
-    let (recent, totals): (Vec<LiveDecision>, Vec<Total>) =
+    let (recent, totals): (Vec<Value>, Vec<Total>) =
         guard.as_ref().map_or_else(Default::default, |d| {
-            let recent = d.view().recent(limit);
+            let recent = d
+                .view()
+                .recent(limit)
+                .iter()
+                .map(|x| decision_json(d, x))
+                .collect();
             let totals = d
                 .view()
                 .counts()
