@@ -38,12 +38,28 @@ fn request(
     path: &str,
     token: Option<&str>,
 ) -> Option<(u16, String)> {
+    request_with_body(addr, method, path, token, "")
+}
+
+fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    json_body: &str,
+) -> Option<(u16, String)> {
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let content_type = if json_body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/json\r\n"
+    };
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}{content_type}Content-Length: {}\r\nConnection: close\r\n\r\n{json_body}",
+        json_body.len()
     )
     .ok()?;
     let mut raw = Vec::new();
@@ -219,6 +235,35 @@ fn serve_in_dry_run_decides_and_counts_but_never_patches() {
             .iter()
             .all(|r| r.method == "GET" || r.path.contains("/leases")),
         "dry-run wrote to the cluster"
+    );
+    // --dry-run is a hard guarantee: even with the token, the endpoint cannot turn it off
+    let token = std::fs::read_to_string(dir.path().join("data").join("auth-token"))
+        .expect("the generated token");
+    let (status, body) = request_with_body(
+        addr,
+        "POST",
+        "/v1/autoscaler/dry-run",
+        Some(token.trim()),
+        r#"{"enabled": false}"#,
+    )
+    .expect("dry-run switch");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("--dry-run"), "{body}");
+    let (status, body) = request_with_body(
+        addr,
+        "POST",
+        "/v1/autoscaler/dry-run",
+        Some(token.trim()),
+        r#"{"enabled": true}"#,
+    )
+    .expect("dry-run switch");
+    assert_eq!(status, 200, "{body}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.method == "GET" || r.path.contains("/leases")),
+        "dry-run wrote to the cluster after the switch was refused"
     );
     let job = api.get(JOBS, "ml", "a").unwrap();
     assert_eq!(

@@ -75,7 +75,7 @@ pub fn spawn_cluster(state: AppState) {
             let opts = opts.clone();
             state.ext.live.set_status("starting");
             if opts.dry_run {
-                state.ext.live.set_dry_run(true);
+                state.ext.live.lock_dry_run();
             }
             tokio::spawn(async move {
                 let live = state.ext.live.clone();

@@ -139,6 +139,9 @@ pub struct Live {
     speed: f64,
     paused: AtomicBool,
     dry_run: AtomicBool,
+    /// Set by `--dry-run`: dry-run for the life of the process, the endpoint cannot turn it
+    /// off (a hard guarantee that nothing is patched).
+    dry_run_locked: AtomicBool,
 }
 
 impl std::fmt::Debug for Live {
@@ -158,6 +161,7 @@ impl Live {
             speed,
             paused: AtomicBool::new(false),
             dry_run: AtomicBool::new(false),
+            dry_run_locked: AtomicBool::new(false),
         }
     }
 
@@ -165,9 +169,10 @@ impl Live {
         *lock(&self.status) = s.into();
     }
 
-    /// Sets the dry-run switch (`--dry-run` starts the Kubernetes loop in dry-run).
-    pub(super) fn set_dry_run(&self, on: bool) {
-        self.dry_run.store(on, Ordering::SeqCst);
+    /// `--dry-run`: dry-run on, and `POST /v1/autoscaler/dry-run` may no longer turn it off.
+    pub(super) fn lock_dry_run(&self) {
+        self.dry_run.store(true, Ordering::SeqCst);
+        self.dry_run_locked.store(true, Ordering::SeqCst);
     }
 
     /// Brings the loop's pause and dry-run switches in line with the endpoints'.
@@ -634,10 +639,16 @@ async fn apply_switches(state: &AppState) -> Json<Value> {
 pub async fn dry_run(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<DryRunBody>,
-) -> Json<Value> {
+) -> Result<Json<Value>, ApiError> {
+    if !body.enabled && state.ext.live.dry_run_locked.load(Ordering::SeqCst) {
+        return Err(ApiError::conflict(
+            "augur serve was started with --dry-run: the controller stays in dry-run for the \
+             life of the process; restart without --dry-run to let it act",
+        ));
+    }
     state.ext.live.dry_run.store(body.enabled, Ordering::SeqCst);
     tracing::info!(enabled = body.enabled, "autoscaler dry-run switched");
-    apply_switches(&state).await
+    Ok(apply_switches(&state).await)
 }
 
 /// `POST /v1/autoscaler/pause`.
