@@ -350,6 +350,10 @@ pub struct ServeArgs {
     /// Train on only the first N jobs of the bootstrap dataset (by submit time).
     #[arg(long)]
     pub bootstrap_limit: Option<usize>,
+    /// Retrain in the background on the ingested history after N newly finished jobs
+    /// (0 = off) [default: 2000].
+    #[arg(long)]
+    pub retrain_every_jobs: Option<usize>,
     /// The cluster the controller acts on: the simulated replay of the bootstrap trace, or a
     /// Kubernetes cluster (Kubeflow PyTorchJobs scaled through /scale).
     #[arg(long, value_enum, default_value_t = ServeBackend::Sim)]

@@ -85,6 +85,7 @@ fn run_serve(args: &cli::ServeArgs) -> anyhow::Result<()> {
         trees: args.trees,
         bootstrap_dataset: args.bootstrap.clone(),
         bootstrap_limit: args.bootstrap_limit,
+        retrain_every_jobs: args.retrain_every_jobs,
         ..Default::default()
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();

@@ -666,72 +666,15 @@ pub async fn retrain_status(State(state): State<AppState>) -> Json<RetrainStatus
     Json(super::lock(&state.retrain).clone())
 }
 
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339()
-}
-
-/// `POST /v1/models/retrain`: retrain both predictors on the ingested history in the
+/// `POST /v1/models/retrain`: retrain the predictors on the ingested history in the
 /// background (202); the new versions are saved, promoted and swapped in when done.
 pub async fn retrain(State(state): State<AppState>) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let jobs = {
-        let o = state.online();
-        o.history_records()
-    };
-    let labelled = jobs
-        .iter()
-        .filter(|j| j.duration.is_some_and(f64::is_finite))
-        .count();
-    if labelled < state.config.min_retrain_jobs {
-        return Err(ApiError::conflict(format!(
-            "the ingested history has {labelled} finished jobs; retraining needs at least {} (min_retrain_jobs)",
-            state.config.min_retrain_jobs
-        )));
-    }
-    {
-        let mut st = super::lock(&state.retrain);
-        if matches!(*st, RetrainStatus::Running { .. }) {
-            return Err(ApiError::conflict("a retrain is already running"));
-        }
-        *st = RetrainStatus::Running {
-            started_at: now_rfc3339(),
-            source: format!(
-                "ingested history ({} jobs, {labelled} finished)",
-                jobs.len()
-            ),
-        };
-    }
-    let st = state.clone();
-    let n = jobs.len();
-    tokio::task::spawn_blocking(move || {
-        let result = (|| -> anyhow::Result<training::TrainReport> {
-            let report =
-                training::train_and_save(&st.registry, "ingested", &jobs, st.config.trees)?;
-            let models = training::load_serving(&st.registry)?;
-            st.swap_models(models);
-            Ok(report)
-        })();
-        let status = match result {
-            Ok(report) => {
-                tracing::info!(jobs = report.jobs, "retrained on the ingested history");
-                RetrainStatus::Succeeded {
-                    finished_at: now_rfc3339(),
-                    report: Box::new(report),
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "retrain failed");
-                RetrainStatus::Failed {
-                    finished_at: now_rfc3339(),
-                    error: format!("{e:#}"),
-                }
-            }
-        };
-        *super::lock(&st.retrain) = status;
-    });
+    let started = super::retrain::start(&state, super::retrain::Trigger::Manual)
+        .map_err(|why| ApiError::conflict(why.to_string()))?;
     Ok((
         StatusCode::ACCEPTED,
         Json(
-            json!({ "state": "running", "jobs": n, "finished_jobs": labelled, "status": "/v1/models/retrain" }),
+            json!({ "state": "running", "jobs": started.jobs, "finished_jobs": started.finished, "status": "/v1/models/retrain" }),
         ),
     ))
 }

@@ -17,6 +17,7 @@
 //! | `body_limit_bytes` | `AUGUR_SERVE_BODY_LIMIT` | — | 4 MiB |
 //! | `max_batch` | `AUGUR_SERVE_MAX_BATCH` | — | 10000 |
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
+//! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -53,6 +54,9 @@ pub struct ServeConfig {
     pub max_batch: usize,
     /// Finished jobs needed in the ingested history before a retrain is accepted.
     pub min_retrain_jobs: usize,
+    /// Retrain in the background on the ingested history after this many newly finished
+    /// jobs since the last retrain (0 = never; see [`super::retrain`]).
+    pub retrain_every_jobs: usize,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +73,7 @@ impl Default for ServeConfig {
             body_limit_bytes: 4 * 1024 * 1024,
             max_batch: 10_000,
             min_retrain_jobs: 200,
+            retrain_every_jobs: 2000,
         }
     }
 }
@@ -88,6 +93,7 @@ pub struct PartialConfig {
     pub body_limit_bytes: Option<usize>,
     pub max_batch: Option<usize>,
     pub min_retrain_jobs: Option<usize>,
+    pub retrain_every_jobs: Option<usize>,
 }
 
 impl PartialConfig {
@@ -140,6 +146,7 @@ impl PartialConfig {
             body_limit_bytes: parse(env, "AUGUR_SERVE_BODY_LIMIT")?,
             max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
+            retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
         })
     }
 
@@ -157,6 +164,7 @@ impl PartialConfig {
             body_limit_bytes: later.body_limit_bytes.or(self.body_limit_bytes),
             max_batch: later.max_batch.or(self.max_batch),
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
+            retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
         }
     }
 
@@ -175,6 +183,7 @@ impl PartialConfig {
             body_limit_bytes: self.body_limit_bytes.unwrap_or(d.body_limit_bytes),
             max_batch: self.max_batch.unwrap_or(d.max_batch),
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
+            retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
         };
         if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
             anyhow::bail!("speed must be a positive number, got {}", cfg.speed);
@@ -252,6 +261,25 @@ mod tests {
         assert_eq!(cfg.trees, Some(11)); // flag beats env and file
         assert_eq!(cfg.speed, 10.0);
         assert_eq!(cfg.max_batch, ServeConfig::default().max_batch); // default
+        assert_eq!(cfg.retrain_every_jobs, 2000); // default
+        let cfg = load(
+            Some(&file),
+            &env(&[("AUGUR_SERVE_RETRAIN_EVERY_JOBS", "0")]),
+            PartialConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(cfg.retrain_every_jobs, 0); // env turns it off
+        let flags = PartialConfig {
+            retrain_every_jobs: Some(50),
+            ..Default::default()
+        };
+        let cfg = load(
+            Some(&file),
+            &env(&[("AUGUR_SERVE_RETRAIN_EVERY_JOBS", "0")]),
+            flags,
+        )
+        .unwrap();
+        assert_eq!(cfg.retrain_every_jobs, 50); // flag beats env
         let cfg = load(None, &HashMap::new(), PartialConfig::default()).unwrap();
         assert_eq!(cfg, ServeConfig::default());
     }

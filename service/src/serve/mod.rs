@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod online;
 pub mod openapi;
+pub mod retrain;
 pub mod store;
 pub mod training;
 // serve-live
@@ -108,14 +109,17 @@ pub enum RetrainStatus {
     Running {
         started_at: String,
         source: String,
+        trigger: retrain::Trigger,
     },
     Succeeded {
         finished_at: String,
         report: Box<training::TrainReport>,
+        trigger: retrain::Trigger,
     },
     Failed {
         finished_at: String,
         error: String,
+        trigger: retrain::Trigger,
     },
 }
 
@@ -139,6 +143,8 @@ pub struct AppState {
     pub events: broadcast::Sender<ServeEvent>,
     /// The state of the background retrain.
     pub retrain: Arc<Mutex<RetrainStatus>>,
+    /// Counters of the retrains (manual and scheduled) and the schedule's baseline.
+    pub retrain_stats: Arc<retrain::RetrainStats>,
     /// Turns true when the service is shutting down (background tasks should stop).
     #[allow(dead_code)] // for background tasks that plug in
     pub shutdown: watch::Receiver<bool>,
@@ -213,6 +219,7 @@ impl AppState {
                 o.apply(e);
             }
         }
+        let finished_at_open = lock(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ext = Arc::new(Extensions::new(&config));
         let state = AppState {
@@ -224,6 +231,7 @@ impl AppState {
             ready: Arc::new(AtomicBool::new(ready)),
             events: events_tx,
             retrain: Arc::new(Mutex::new(RetrainStatus::Idle)),
+            retrain_stats: Arc::new(retrain::RetrainStats::new(finished_at_open)),
             shutdown: shutdown_rx,
             ext,
         };
@@ -461,6 +469,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // ── serve-live starts its background tasks here (simulator, controller loop), e.g.
     // `live::spawn(state.clone());` — they should stop when `state.shutdown` turns true.
     metrics::spawn_listener(&state);
+    retrain::spawn_schedule(state.clone());
     kube::spawn_cluster(state.clone());
     let shutdown_tx = info.shutdown_tx;
     let app = router(state.clone());

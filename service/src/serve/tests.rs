@@ -696,3 +696,200 @@ proptest! {
         })?;
     }
 }
+
+/// A service over a fresh data folder (with the fixture models when `models`) whose
+/// background retrain schedule runs every `every` finished jobs; keep the sender alive
+/// (dropping it stops the schedule).
+fn scheduled_service(
+    models: bool,
+    every: usize,
+) -> (
+    AppState,
+    tempfile::TempDir,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    if models {
+        copy_dir(trained_models(), &dir.path().join("models"));
+    }
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        trees: Some(15),
+        min_retrain_jobs: 200,
+        retrain_every_jobs: every,
+        ..ServeConfig::default()
+    };
+    let (state, info) = AppState::open(config).unwrap();
+    (state, dir, info.shutdown_tx)
+}
+
+/// [`trace_events`] with a `job_started` event for each job with a start time, all in time
+/// order (submit before start before finish at equal times): the ingested history then has
+/// queue waits.
+fn trace_events_with_starts(jobs: &[JobRecord]) -> Vec<Value> {
+    let rank = |e: &Value| match e["type"].as_str() {
+        Some("job_submitted") => 0,
+        Some("job_started") => 1,
+        _ => 2,
+    };
+    let mut events = trace_events(jobs);
+    events.extend(jobs.iter().filter_map(|j| {
+        j.start_time
+            .map(|at| json!({ "type": "job_started", "job_id": j.job_id, "at": at }))
+    }));
+    events.sort_by(|a, b| {
+        let (x, y) = (a["at"].as_f64().unwrap(), b["at"].as_f64().unwrap());
+        x.total_cmp(&y).then(rank(a).cmp(&rank(b)))
+    });
+    events
+}
+
+/// Waits for the retrain status to leave `running`; returns it.
+async fn wait_retrain_done(state: &AppState) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (_, v) = call(state, "GET", "/v1/models/retrain", None, false).await;
+        if v["state"] != "running" && v["state"] != "idle" {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retrain too slow: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_retrain_serves_a_queue_wait_model_without_a_manual_call() {
+    let (state, _dir, _shutdown) = scheduled_service(false, 300);
+    super::retrain::spawn_schedule(state.clone());
+    let body = json!({ "jobs": [{ "profile": profile_json(&mira()[0]) }] });
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/queue-wait",
+        Some(body.clone()),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    // a real trace with start times, replayed as events; no retrain is asked for
+    ingest(&state, &trace_events_with_starts(&mira()[..1200])).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (st, v) = call(
+            &state,
+            "POST",
+            "/v1/predict/queue-wait",
+            Some(body.clone()),
+            false,
+        )
+        .await;
+        if st == StatusCode::OK {
+            break;
+        }
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        assert!(std::time::Instant::now() < deadline, "no queue-wait model");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let v = wait_retrain_done(&state).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["trigger"], "schedule", "{v}");
+    let (_, v) = call(&state, "GET", "/v1/models", None, false).await;
+    let qw = v["serving"]["queue_wait"]
+        .as_u64()
+        .expect("a served queue-wait model");
+    let versions = v["kinds"]["queue_wait"]["versions"].as_array().unwrap();
+    let served = versions
+        .iter()
+        .find(|m| m["version"].as_u64() == Some(qw))
+        .unwrap();
+    assert_eq!(served["dataset"], "ingested", "{v}");
+    assert!(v["serving"]["runtime"].as_u64().is_some(), "{v}");
+    let stats = &state.retrain_stats;
+    let started = stats
+        .scheduled_started
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(started >= 1);
+
+    // more history: the schedule fires again; a manual retrain meanwhile is refused
+    ingest(&state, &trace_events_with_starts(&mira()[1200..2000])).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (_, v) = call(&state, "GET", "/v1/models/retrain", None, false).await;
+        let now = stats
+            .scheduled_started
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if v["state"] == "running" && now > started {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no second retrain");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    let v = wait_retrain_done(&state).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert!(
+        stats
+            .refused_running
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    );
+    assert_eq!(stats.max_running(), 1, "retrains overlapped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_retrain_keeps_a_served_model_that_scores_better() {
+    // served: the queue-wait model trained on the first 3000 Mira jobs; the ingested
+    // history is only the next 300, so the retrained model learns from 240 jobs
+    let (state, _dir, _shutdown) = scheduled_service(true, 250);
+    let history = &mira()[TRAIN_JOBS..TRAIN_JOBS + 300];
+    ingest(&state, &trace_events_with_starts(history)).await;
+    super::retrain::spawn_schedule(state.clone());
+    let v = wait_retrain_done(&state).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["trigger"], "schedule", "{v}");
+    let kept = v["report"]["kept"].as_array().unwrap();
+    assert!(
+        kept.iter().any(|k| k
+            .as_str()
+            .unwrap()
+            .starts_with("queue_wait v2: held-out mae_s")),
+        "{v}"
+    );
+    let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
+    assert_eq!(m["serving"]["queue_wait"], 1, "{m}");
+    let versions = m["kinds"]["queue_wait"]["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "the new version is saved: {m}");
+    assert_eq!(versions[1]["dataset"], "ingested");
+    // the decision follows the metric: on the newest slice of the history the retrain saw,
+    // the served model's mae_s really is lower than the new one's
+    let jobs = state.online().history_records();
+    let registry = training::open_registry(_dir.path()).unwrap();
+    let (old, _) = registry
+        .load::<augur_predictor::QueueWaitPredictor>(augur_predictor::registry::Selector::Version(
+            1,
+        ))
+        .unwrap();
+    let (new, _) = registry
+        .load::<augur_predictor::QueueWaitPredictor>(augur_predictor::registry::Selector::Version(
+            2,
+        ))
+        .unwrap();
+    let old_mae = training::queue_wait_mae_s_on_newest(&old, &jobs)
+        .unwrap()
+        .unwrap();
+    let new_mae = training::queue_wait_mae_s_on_newest(&new, &jobs)
+        .unwrap()
+        .unwrap();
+    assert!(new_mae > old_mae, "new {new_mae} vs served {old_mae}");
+    // and predictions still come from the served version
+    let body = json!({ "jobs": [{ "profile": profile_json(&history[0]) }] });
+    let (st, p) = call(&state, "POST", "/v1/predict/queue-wait", Some(body), false).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
+    assert_eq!(p["model_version"], 1);
+    assert_eq!(state.retrain_stats.max_running(), 1);
+}

@@ -1,0 +1,267 @@
+//! Retraining on the ingested history, by hand (`POST /v1/models/retrain`) or on the
+//! background schedule (`retrain_every_jobs`).
+//!
+//! Both go through [`start`]: it snapshots the ingested history, applies the
+//! `min_retrain_jobs` gate and runs one retrain at a time (the [`RetrainStatus`] of
+//! [`AppState::retrain`] is the lock: a second start while one runs is refused).
+//!
+//! - By hand, every model trained is promoted ([`Promotion::Always`]).
+//! - On the schedule ([`spawn_schedule`]), after `retrain_every_jobs` newly finished jobs
+//!   since the last retrain started (or since the service started), every kind with enough
+//!   labelled jobs is retrained ([`Promotion::IfNotWorse`]): a kind with no served model gets
+//!   the new one; a served one is replaced only when the new version's held-out metric on
+//!   the newest slice is not worse (runtime `mae_log`, queue-wait `mae_s`). Each new version
+//!   is saved to the registry either way; a version kept back is logged with the reason.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::training::{self, Promotion};
+use super::{lock, AppState, RetrainStatus};
+
+/// Who started a retrain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// `POST /v1/models/retrain`.
+    Manual,
+    /// The background schedule (`retrain_every_jobs`).
+    Schedule,
+}
+
+impl Trigger {
+    fn promotion(self) -> Promotion {
+        match self {
+            Trigger::Manual => Promotion::Always,
+            Trigger::Schedule => Promotion::IfNotWorse,
+        }
+    }
+}
+
+/// Counters of the retrains of this process.
+#[derive(Debug, Default)]
+pub struct RetrainStats {
+    /// `job_finished` events applied when the last retrain started (or at start-up).
+    finished_at_last: AtomicU64,
+    /// Retrains started by the schedule.
+    pub scheduled_started: AtomicU64,
+    /// Retrains started by the schedule that finished without error.
+    pub scheduled_succeeded: AtomicU64,
+    /// Starts refused because a retrain was running (manual or scheduled).
+    pub refused_running: AtomicU64,
+    /// Retrains running now (at most one).
+    running: AtomicUsize,
+    /// The most retrains seen running at once.
+    max_running: AtomicUsize,
+}
+
+impl RetrainStats {
+    /// Counters starting from `finished` jobs already known (the replayed history).
+    pub fn new(finished: u64) -> RetrainStats {
+        RetrainStats {
+            finished_at_last: AtomicU64::new(finished),
+            ..RetrainStats::default()
+        }
+    }
+
+    /// The most retrains that ever ran at once in this process.
+    #[cfg_attr(not(test), allow(dead_code))] // checked by the tests
+    pub fn max_running(&self) -> usize {
+        self.max_running.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a retrain was not started.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    /// Fewer finished jobs than `min_retrain_jobs` in the ingested history.
+    TooFewJobs { finished: usize, min: usize },
+    /// A retrain is running.
+    Running,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::TooFewJobs { finished, min } => write!(
+                f,
+                "the ingested history has {finished} finished jobs; retraining needs at least {min} (min_retrain_jobs)"
+            ),
+            Refused::Running => write!(f, "a retrain is already running"),
+        }
+    }
+}
+
+/// A retrain that was started.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    /// Jobs in the history snapshot.
+    pub jobs: usize,
+    /// Of which finished (with a duration).
+    pub finished: usize,
+}
+
+/// Starts a retrain on the ingested history in the background (blocking thread pool): the
+/// new versions are saved, promoted as `trigger` says, and the served models swapped.
+pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
+    let (jobs, finished_events) = {
+        let o = state.online();
+        (o.history_records(), o.counts.job_finished)
+    };
+    let finished = jobs
+        .iter()
+        .filter(|j| j.duration.is_some_and(f64::is_finite))
+        .count();
+    if finished < state.config.min_retrain_jobs {
+        return Err(Refused::TooFewJobs {
+            finished,
+            min: state.config.min_retrain_jobs,
+        });
+    }
+    {
+        let mut st = lock(&state.retrain);
+        if matches!(*st, RetrainStatus::Running { .. }) {
+            state
+                .retrain_stats
+                .refused_running
+                .fetch_add(1, Ordering::SeqCst);
+            return Err(Refused::Running);
+        }
+        *st = RetrainStatus::Running {
+            started_at: now_rfc3339(),
+            source: format!(
+                "ingested history ({} jobs, {finished} finished)",
+                jobs.len()
+            ),
+            trigger,
+        };
+    }
+    let stats = &state.retrain_stats;
+    stats
+        .finished_at_last
+        .store(finished_events, Ordering::SeqCst);
+    if trigger == Trigger::Schedule {
+        stats.scheduled_started.fetch_add(1, Ordering::SeqCst);
+    }
+    let st = state.clone();
+    let n = jobs.len();
+    tokio::task::spawn_blocking(move || {
+        let stats = &st.retrain_stats;
+        let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.max_running.fetch_max(now_running, Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        let result = (|| -> anyhow::Result<training::TrainReport> {
+            let report = training::train_and_save_with(
+                &st.registry,
+                "ingested",
+                &jobs,
+                st.config.trees,
+                trigger.promotion(),
+            )?;
+            let models = training::load_serving(&st.registry)?;
+            st.swap_models(models);
+            Ok(report)
+        })();
+        let status = match result {
+            Ok(report) => {
+                let v = |m: &Option<augur_predictor::ArtifactMeta>| m.as_ref().map(|m| m.version);
+                tracing::info!(
+                    ?trigger,
+                    jobs = report.jobs,
+                    seconds = started.elapsed().as_secs_f64(),
+                    runtime = ?v(&report.runtime),
+                    queue_wait = ?v(&report.queue_wait),
+                    failure = ?v(&report.failure),
+                    "retrained on the ingested history"
+                );
+                for why in &report.skipped {
+                    tracing::info!(?trigger, "not trained: {why}");
+                }
+                for why in &report.kept {
+                    tracing::info!(?trigger, "saved, not promoted: {why}");
+                }
+                if trigger == Trigger::Schedule {
+                    stats.scheduled_succeeded.fetch_add(1, Ordering::SeqCst);
+                }
+                RetrainStatus::Succeeded {
+                    finished_at: now_rfc3339(),
+                    report: Box::new(report),
+                    trigger,
+                }
+            }
+            Err(e) => {
+                tracing::error!(?trigger, error = %format!("{e:#}"), "retrain failed");
+                RetrainStatus::Failed {
+                    finished_at: now_rfc3339(),
+                    error: format!("{e:#}"),
+                    trigger,
+                }
+            }
+        };
+        stats.running.fetch_sub(1, Ordering::SeqCst);
+        *lock(&st.retrain) = status;
+    });
+    Ok(Started { jobs: n, finished })
+}
+
+/// How often the schedule looks at the count of finished jobs.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Starts the background retrain schedule (nothing when `retrain_every_jobs` is 0); it
+/// stops when [`AppState::shutdown`] turns true.
+pub fn spawn_schedule(state: AppState) {
+    let every = state.config.retrain_every_jobs;
+    if every == 0 {
+        tracing::info!("background retraining is off (retrain_every_jobs = 0)");
+        return;
+    }
+    tracing::info!(
+        every_finished_jobs = every,
+        "background retraining on the ingested history is on"
+    );
+    tokio::spawn(async move {
+        let mut shutdown = state.shutdown.clone();
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        break;
+                    }
+                }
+            }
+            let finished = state.online().counts.job_finished;
+            let last = state.retrain_stats.finished_at_last.load(Ordering::SeqCst);
+            let new = finished.saturating_sub(last);
+            if new < every as u64 {
+                continue;
+            }
+            match start(&state, Trigger::Schedule) {
+                Ok(s) => tracing::info!(
+                    new_finished_jobs = new,
+                    jobs = s.jobs,
+                    finished = s.finished,
+                    "background retrain started"
+                ),
+                Err(Refused::Running) => {} // try again when it is done
+                Err(why @ Refused::TooFewJobs { .. }) => {
+                    // wait for another `every` finished jobs before trying again
+                    state
+                        .retrain_stats
+                        .finished_at_last
+                        .store(finished, Ordering::SeqCst);
+                    tracing::info!(new_finished_jobs = new, "background retrain skipped: {why}");
+                }
+            }
+        }
+        tracing::debug!("background retrain schedule stopped");
+    });
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339()
+}
