@@ -501,9 +501,12 @@ fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
             "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
         );
     }
+    // the background retrain schedule waits until this is done
+    state.retrain_stats.set_bootstrapping(dataset_models);
     tokio::task::spawn_blocking(move || {
         if dataset_models {
             bootstrap_dataset_models(&state, &dataset);
+            state.retrain_stats.set_bootstrapping(false);
         }
         if convergence {
             let started = std::time::Instant::now();

@@ -12,8 +12,9 @@
 //!   the new one; a served one is replaced only when the new version's held-out metric on
 //!   the newest slice is not worse (runtime `mae_log`, queue-wait `mae_s`). Each new version
 //!   is saved to the registry either way; a version kept back is logged with the reason.
+//!   The schedule waits while the first-start training runs.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -51,6 +52,8 @@ pub struct RetrainStats {
     pub scheduled_succeeded: AtomicU64,
     /// Starts refused because a retrain was running (manual or scheduled).
     pub refused_running: AtomicU64,
+    /// The first-start training is running (the schedule waits for it).
+    bootstrapping: AtomicBool,
     /// Retrains running now (at most one).
     running: AtomicUsize,
     /// The most retrains seen running at once.
@@ -64,6 +67,11 @@ impl RetrainStats {
             finished_at_last: AtomicU64::new(finished),
             ..RetrainStats::default()
         }
+    }
+
+    /// Marks the first-start training as running or done.
+    pub fn set_bootstrapping(&self, on: bool) {
+        self.bootstrapping.store(on, Ordering::SeqCst);
     }
 
     /// The most retrains that ever ran at once in this process.
@@ -233,6 +241,9 @@ pub fn spawn_schedule(state: AppState) {
                         break;
                     }
                 }
+            }
+            if state.retrain_stats.bootstrapping.load(Ordering::SeqCst) {
+                continue; // the first-start training saves and promotes its own versions
             }
             let finished = state.online().counts.job_finished;
             let last = state.retrain_stats.finished_at_last.load(Ordering::SeqCst);
