@@ -213,23 +213,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         .predictor
         .take()
         .context("the evaluation returned no trained predictor")?;
-    let mut metrics = BTreeMap::new();
-    for r in &eval.rows {
-        let tag = if r.method == augur_predictor::failure::METHOD_SVM {
-            "svm"
-        } else if r.method == augur_predictor::failure::METHOD_GBDT {
-            "gbdt"
-        } else {
-            continue;
-        };
-        metrics.insert(format!("{tag} roc_auc"), r.roc_auc);
-        metrics.insert(format!("{tag} pr_auc"), r.pr_auc);
-        metrics.insert(format!("{tag} recall_at_10fpr"), r.recall_at_10fpr);
-        metrics.insert(format!("{tag} brier"), r.brier);
-    }
-    metrics.insert("base_rate_test".into(), eval.base_rate_test);
-    metrics.insert("test_jobs".into(), eval.n_test as f64);
-    metrics.retain(|_, v| v.is_finite());
+    let metrics = held_out_metrics(&eval);
     let mut notes = BTreeMap::new();
     notes.insert("served".to_string(), eval.served.name().to_string());
     notes.insert(
@@ -273,4 +257,27 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The failure models' held-out metrics as the registry stores them (one source for
+/// `augur train --task failure` and `augur serve`'s retraining).
+pub(crate) fn held_out_metrics(eval: &FailureEvaluation) -> BTreeMap<String, f64> {
+    let mut metrics = BTreeMap::new();
+    for r in &eval.rows {
+        let tag = if r.method == augur_predictor::failure::METHOD_SVM {
+            "svm"
+        } else if r.method == augur_predictor::failure::METHOD_GBDT {
+            "gbdt"
+        } else {
+            continue;
+        };
+        metrics.insert(format!("{tag} roc_auc"), r.roc_auc);
+        metrics.insert(format!("{tag} pr_auc"), r.pr_auc);
+        metrics.insert(format!("{tag} recall_at_10fpr"), r.recall_at_10fpr);
+        metrics.insert(format!("{tag} brier"), r.brier);
+    }
+    metrics.insert("base_rate_test".into(), eval.base_rate_test);
+    metrics.insert("test_jobs".into(), eval.n_test as f64);
+    metrics.retain(|_, v| v.is_finite());
+    metrics
 }

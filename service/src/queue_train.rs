@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use augur_predictor::{evaluate_queue_wait, ModelRegistry, NewArtifact, QueueWaitTrainer};
+use augur_predictor::{
+    evaluate_queue_wait, ModelRegistry, NewArtifact, QueueWaitEvaluation, QueueWaitTrainer,
+};
 
 use crate::cli::TrainArgs;
 use crate::evaluate::load_inputs;
@@ -28,31 +30,7 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         .predictor
         .take()
         .context("the evaluation returned no trained predictor")?;
-    // the served model's row (online adaptive bound; not the baselines' or the hindsight
-    // row): its metrics on the held-out jobs
-    let mut metrics = BTreeMap::new();
-    let served = eval
-        .rows
-        .iter()
-        .find(|r| r.method.starts_with("augur") && r.method.contains("online"))
-        .or_else(|| {
-            eval.rows
-                .iter()
-                .find(|r| r.method.starts_with("augur") && r.coverage95.is_some())
-        });
-    if let Some(r) = served {
-        metrics.insert("mae_s".to_string(), r.mae_s);
-        metrics.insert("within60".to_string(), r.within60);
-        metrics.insert("within600".to_string(), r.within600);
-        if let Some(c) = r.coverage95 {
-            metrics.insert("coverage95".to_string(), c);
-        }
-        if let Some(b) = r.median_bound_s {
-            metrics.insert("median_bound_s".to_string(), b);
-        }
-    }
-    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
-    metrics.retain(|_, v| v.is_finite());
+    let metrics = held_out_metrics(&eval);
     let mut notes = BTreeMap::new();
     notes.insert(
         "trained_on".to_string(),
@@ -93,4 +71,35 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The served queue-wait model's held-out metrics as the registry stores them (one source for
+/// `augur train` and `augur serve`'s retraining).
+pub(crate) fn held_out_metrics(eval: &QueueWaitEvaluation) -> BTreeMap<String, f64> {
+    // the served model's row (online adaptive bound; not the baselines' or the hindsight
+    // row): its metrics on the held-out jobs
+    let mut metrics = BTreeMap::new();
+    let served = eval
+        .rows
+        .iter()
+        .find(|r| r.method.starts_with("augur") && r.method.contains("online"))
+        .or_else(|| {
+            eval.rows
+                .iter()
+                .find(|r| r.method.starts_with("augur") && r.coverage95.is_some())
+        });
+    if let Some(r) = served {
+        metrics.insert("mae_s".to_string(), r.mae_s);
+        metrics.insert("within60".to_string(), r.within60);
+        metrics.insert("within600".to_string(), r.within600);
+        if let Some(c) = r.coverage95 {
+            metrics.insert("coverage95".to_string(), c);
+        }
+        if let Some(b) = r.median_bound_s {
+            metrics.insert("median_bound_s".to_string(), b);
+        }
+    }
+    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
+    metrics.retain(|_, v| v.is_finite());
+    metrics
 }

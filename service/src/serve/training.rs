@@ -399,17 +399,7 @@ pub fn train_queue_wait_with(
         .predictor
         .take()
         .context("the queue-wait evaluation returned no trained predictor")?;
-    let mut metrics = BTreeMap::new();
-    if let Some(row) = eval.rows.iter().find(|r| r.method.contains("online")) {
-        metrics.insert("mae_s".to_string(), row.mae_s);
-        metrics.insert("within60".to_string(), row.within60);
-        metrics.insert("within600".to_string(), row.within600);
-        if let Some(c) = row.coverage95 {
-            metrics.insert("coverage95".to_string(), c);
-        }
-    }
-    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
-    metrics.retain(|_, v| v.is_finite());
+    let metrics = crate::queue_train::held_out_metrics(&eval);
     let mut info = NewArtifact::new(source, eval.n_train);
     info.metrics = metrics;
     info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
@@ -461,14 +451,7 @@ pub fn train_failure_with(
         .predictor
         .take()
         .context("the failure evaluation returned no trained predictor")?;
-    let mut metrics = BTreeMap::new();
-    for r in &eval.rows {
-        metrics.insert(format!("{} roc_auc", r.method), r.roc_auc);
-        metrics.insert(format!("{} brier", r.method), r.brier);
-    }
-    metrics.insert("base_rate_test".to_string(), eval.base_rate_test);
-    metrics.insert("test_jobs".to_string(), eval.n_test as f64);
-    metrics.retain(|_, v| v.is_finite());
+    let metrics = crate::failure_eval::held_out_metrics(&eval);
     let mut info = NewArtifact::new(source, eval.n_train);
     info.metrics = metrics;
     info.notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
