@@ -25,14 +25,12 @@
 //! Batch features ([`failure_batch_features`]) are a replay through the same state the
 //! online path uses.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::history::order_key;
-use crate::state::finish_time;
+use crate::state::{replay_batch, ReplayState};
 use crate::{FeatureError, FeatureSchema, FeatureState, JobHandle, KeyKind};
 
 /// The outcome a failure predictor learns: `Some(true)` failed, `Some(false)` did not fail
@@ -392,42 +390,26 @@ impl FailureFeatureState {
 /// Failure features of every job of a trace (row `i` = job `i`, row-major
 /// `jobs.len() × schema.len()`), each computed at its submit time from what was known then.
 /// A replay through [`FailureFeatureState`]: jobs in submit order, each job's end applied
-/// once its [`finish_time`] has passed (finishes at the same instant as a submit come first).
+/// once its [`finish_time`](crate::state::finish_time) has passed (finishes at the same instant as a submit come first).
 pub fn failure_batch_features(jobs: &[JobRecord], schema: &FailureSchema) -> Vec<f32> {
-    let d = schema.len();
-    let mut out = vec![0f32; jobs.len() * d];
-    let mut state = FailureFeatureState::new(schema.clone());
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| {
-        jobs[a]
-            .submit_time
-            .total_cmp(&jobs[b].submit_time)
-            .then(a.cmp(&b))
-    });
-    // min-heap of (finish time, job index, handle)
-    let mut pending: BinaryHeap<Reverse<(i64, usize, u64)>> = BinaryHeap::new();
-    for &i in &order {
-        let job = &jobs[i];
-        let now = job.submit_time;
-        while let Some(Reverse((t, j, h))) = pending.peek().copied() {
-            if t > order_key(now) {
-                break;
-            }
-            pending.pop();
-            let fj = &jobs[j];
-            let end = finish_time(fj).unwrap_or(now);
-            // the handle was issued by this state and is finished once
-            let _ = state.observe_finish(JobHandle(h), end, fj.duration, fj.status);
-        }
-        let row = &mut out[i * d..(i + 1) * d];
+    replay_batch(jobs, schema.len(), FailureFeatureState::new(schema.clone()))
+}
+
+impl ReplayState for FailureFeatureState {
+    fn write_features(&mut self, job: &JobRecord, now: f64, row: &mut [f32]) {
         // the buffer has the schema's length by construction
-        let _ = state.features_for(job, now, row);
-        let handle = state.observe_submit(job);
-        if let Some(end) = finish_time(job) {
-            pending.push(Reverse((order_key(end), i, handle.0)));
-        }
+        let _ = self.features_for(job, now, row);
     }
-    out
+    fn submit(&mut self, job: &JobRecord) -> JobHandle {
+        self.observe_submit(job)
+    }
+    fn tracks_end(&self, _job: &JobRecord) -> bool {
+        true
+    }
+    fn finish(&mut self, handle: JobHandle, job: &JobRecord, end: f64) {
+        // the handle was issued by this state and is finished once
+        let _ = self.observe_finish(handle, end, job.duration, job.status);
+    }
 }
 
 #[cfg(test)]

@@ -205,9 +205,42 @@ impl TraceEvent {
 /// each computed at its submit time from what was known then. A replay through
 /// [`FeatureState`]: jobs in submit order, finishes applied as their time passes.
 pub fn batch_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
-    let d = schema.len();
+    replay_batch(jobs, schema.len(), FeatureState::new(schema.clone()))
+}
+
+/// An online feature state the batch replay ([`replay_batch`]) drives: the runtime
+/// [`FeatureState`] and the failure one share the replay, not their features.
+pub(crate) trait ReplayState {
+    /// Writes `job`'s features at `now` into `row` (the schema's length).
+    fn write_features(&mut self, job: &JobRecord, now: f64, row: &mut [f32]);
+    fn submit(&mut self, job: &JobRecord) -> JobHandle;
+    /// Whether the replay applies `job`'s end (and when: [`finish_time`]).
+    fn tracks_end(&self, job: &JobRecord) -> bool;
+    fn finish(&mut self, handle: JobHandle, job: &JobRecord, end: f64);
+}
+
+impl ReplayState for FeatureState {
+    fn write_features(&mut self, job: &JobRecord, now: f64, row: &mut [f32]) {
+        // the buffer has the schema's length by construction
+        let _ = self.features_for(job, now, row);
+    }
+    fn submit(&mut self, job: &JobRecord) -> JobHandle {
+        self.observe_submit(job)
+    }
+    fn tracks_end(&self, job: &JobRecord) -> bool {
+        job.duration.is_some()
+    }
+    fn finish(&mut self, handle: JobHandle, job: &JobRecord, end: f64) {
+        // the handle was issued by this state and is finished once
+        let _ = self.observe_finish(handle, end, job.duration.unwrap_or(0.0), job.status);
+    }
+}
+
+/// Features of every job (row `i` = job `i`, row-major, `d` per row) from a replay through
+/// `state`: jobs in submit order, each tracked job's end applied once its [`finish_time`] has
+/// passed (finishes at the same instant as a submit come first).
+pub(crate) fn replay_batch<S: ReplayState>(jobs: &[JobRecord], d: usize, mut state: S) -> Vec<f32> {
     let mut out = vec![0f32; jobs.len() * d];
-    let mut state = FeatureState::new(schema.clone());
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| {
         jobs[a]
@@ -226,14 +259,11 @@ pub fn batch_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
             }
             pending.pop();
             let fj = &jobs[j];
-            let end = finish_time(fj).unwrap_or(now);
-            let _ = state.observe_finish(JobHandle(h), end, fj.duration.unwrap_or(0.0), fj.status);
+            state.finish(JobHandle(h), fj, finish_time(fj).unwrap_or(now));
         }
-        let row = &mut out[i * d..(i + 1) * d];
-        // the buffer has the schema's length by construction
-        let _ = state.features_for(job, now, row);
-        let handle = state.observe_submit(job);
-        if job.duration.is_some() {
+        state.write_features(job, now, &mut out[i * d..(i + 1) * d]);
+        let handle = state.submit(job);
+        if state.tracks_end(job) {
             if let Some(end) = finish_time(job) {
                 pending.push(Reverse((order_key(end), i, handle.0)));
             }
