@@ -341,27 +341,42 @@ fn answer<T: Serialize>(
     }
 }
 
-/// `POST /v1/predict/runtime`.
-pub async fn predict_runtime(
-    State(state): State<AppState>,
-    ApiJson(req): ApiJson<PredictRequest>,
+/// Answers a predict request whose jobs each resolve to a profile (an ingested job, or the
+/// profile given): `version` names the served model, `predict` answers one job.
+fn predict_profiles<T: Serialize>(
+    state: &AppState,
+    req: PredictRequest,
+    kind: &'static str,
+    version: impl Fn(&Online) -> Option<u32>,
+    predict: impl Fn(&mut Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
     let (single, jobs) = request_jobs(req, state.config.max_batch)?;
     let (version, preds) = {
         let mut o = state.online();
-        let version = o.models.runtime.as_ref().map(|s| s.meta.version);
+        let version = version(&o);
         let mut preds = Vec::with_capacity(jobs.len());
         for (path, j) in &jobs {
             let (id, profile, at, _) = resolve(&o, path, j)?;
-            preds.push(
-                o.predict_runtime(&id, &profile, at)
-                    .map_err(predict_error)?,
-            );
+            preds.push(predict(&mut o, &id, &profile, at).map_err(predict_error)?);
         }
         (version, preds)
     };
-    Ok(answer(&state, "runtime", single, version, preds, started))
+    Ok(answer(state, kind, single, version, preds, started))
+}
+
+/// `POST /v1/predict/runtime`.
+pub async fn predict_runtime(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<PredictRequest>,
+) -> Result<Json<Value>, ApiError> {
+    predict_profiles(
+        &state,
+        req,
+        "runtime",
+        |o| o.models.runtime.as_ref().map(|s| s.meta.version),
+        Online::predict_runtime,
+    )
 }
 
 /// `POST /v1/predict/queue-wait`.
@@ -369,26 +384,13 @@ pub async fn predict_queue_wait(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let (version, preds) = {
-        let mut o = state.online();
-        let version = o.models.queue_wait.as_ref().map(|s| s.meta.version);
-        let mut preds = Vec::with_capacity(jobs.len());
-        for (path, j) in &jobs {
-            let (id, profile, at, _) = resolve(&o, path, j)?;
-            preds.push(o.predict_wait(&id, &profile, at).map_err(predict_error)?);
-        }
-        (version, preds)
-    };
-    Ok(answer(
+    predict_profiles(
         &state,
+        req,
         "queue_wait",
-        single,
-        version,
-        preds,
-        started,
-    ))
+        |o| o.models.queue_wait.as_ref().map(|s| s.meta.version),
+        Online::predict_wait,
+    )
 }
 
 /// `POST /v1/predict/failure`: the calibrated probability that each job ends failed.
@@ -396,22 +398,13 @@ pub async fn predict_failure(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let (version, preds) = {
-        let mut o = state.online();
-        let version = o.models.failure.as_ref().map(|s| s.meta.version);
-        let mut preds = Vec::with_capacity(jobs.len());
-        for (path, j) in &jobs {
-            let (id, profile, at, _) = resolve(&o, path, j)?;
-            preds.push(
-                o.predict_failure(&id, &profile, at)
-                    .map_err(predict_error)?,
-            );
-        }
-        (version, preds)
-    };
-    Ok(answer(&state, "failure", single, version, preds, started))
+    predict_profiles(
+        &state,
+        req,
+        "failure",
+        |o| o.models.failure.as_ref().map(|s| s.meta.version),
+        Online::predict_failure,
+    )
 }
 
 /// `POST /v1/predict/convergence`: when an ingested running job's metric curve converges.
