@@ -7,9 +7,9 @@
 //! rest until they start):
 //!
 //! 1. **Admit** at the requested size when it fits.
-//! 2. **Reclaim** workers lent to running jobs above their request (longest predicted remaining
-//!    first), just enough to start the job. Lent GPUs are given back at once: the hysteresis is
-//!    on the growing side.
+//! 2. **Reclaim** workers lent to running jobs above their request (first from the jobs whose
+//!    last worker saves least predicted time), just enough to start the job. Lent GPUs are
+//!    given back at once: the hysteresis is on the growing side.
 //! 3. **Start shrunk**: an elastic job starts below its request, down to its minimum.
 //! 4. **Preempt** running jobs whose predicted remaining GPU-time is `preempt_factor` times
 //!    the queued job's (worst first, each having run `min_run_s`): they checkpoint and requeue.
@@ -19,9 +19,13 @@
 //!    longest predicted remaining first) just enough to start it.
 //!
 //! Nothing is shrunk or preempted unless the queued job then starts. Finally, **scale up**:
-//! when nobody waits and at least `scale_up_idle_share` of the GPUs are idle, idle GPUs beyond
-//! a `headroom_share` go to running elastic jobs with the longest predicted remaining time, up
-//! to their maximum, when it saves at least `min_gain_s` beyond the restart pause.
+//! when at least `scale_up_idle_share` of the GPUs are idle beyond what the jobs still waiting
+//! need (their minimum workers; nothing grows behind a starving job), idle GPUs beyond a
+//! `headroom_share` are handed out one at a time by **marginal gain**: each to the running
+//! elastic job whose predicted remaining time drops most from one more worker, up to its
+//! maximum (the speedup curve is concave, so this maximises the predicted time saved, and a
+//! 1-GPU job that runs for days gets its second GPU before a 16-GPU job gets its seventeenth).
+//! A job is grown only when that saves at least `min_gain_s` beyond the restart pause.
 //!
 //! No flapping: a job is grown at most once per `cooldown_s` after any rescale; shrinking
 //! below the request also waits for the cooldown; only lent workers come back at once, and a
@@ -31,7 +35,7 @@
 use crate::backend::{
     Action, ClusterSnapshot, Decision, JobId, QueuedJob, Reason, RunningJob, Slot,
 };
-use crate::optimus::{predicted_remaining, time_at};
+use crate::optimus::{fill_by_marginal_gain, predicted_remaining, time_at};
 use crate::policy::{next_relax, Planner, Policy};
 use crate::scaling::ScalingModel;
 
@@ -66,6 +70,16 @@ pub struct ElasticParams {
     pub min_run_s: f64,
     /// Queued jobs that may reclaim, preempt or shrink per decision.
     pub max_pressure_jobs: usize,
+    /// Grow running jobs into idle GPUs beyond what the waiting jobs need even while some
+    /// wait (for placement or behind a starving job, never past a starving one); `false`
+    /// grows only when nobody waits.
+    pub grow_past_queue: bool,
+    /// Hand idle GPUs out one at a time by marginal gain (the job whose predicted remaining
+    /// time drops most from one more worker); `false` grows the longest jobs first, each to
+    /// its maximum.
+    pub grow_by_marginal_gain: bool,
+    /// Reclaim lent workers first from the jobs whose last worker saves least.
+    pub reclaim_least_loss: bool,
 }
 
 impl Default for ElasticParams {
@@ -83,6 +97,9 @@ impl Default for ElasticParams {
             preempt_factor: Some(2.0),
             min_run_s: 300.0,
             max_pressure_jobs: 16,
+            grow_past_queue: true,
+            grow_by_marginal_gain: true,
+            reclaim_least_loss: true,
         }
     }
 }
@@ -233,6 +250,8 @@ impl Policy for ElasticController {
         let mut pressure = 0usize;
         let mut blocked = false;
         let mut waiting = 0usize;
+        // GPUs the jobs left waiting need (their minimum), kept back from growing
+        let mut reserved = 0u32;
         let mut admitted_elastic = false;
 
         for &(not_starving, key, _, k) in keyed.iter() {
@@ -241,6 +260,7 @@ impl Policy for ElasticController {
             };
             if blocked {
                 waiting += 1;
+                reserved = reserved.saturating_add(q.min_workers.max(1));
                 continue;
             }
             let starving = !not_starving;
@@ -261,6 +281,7 @@ impl Policy for ElasticController {
             }
             if pressure >= p.max_pressure_jobs {
                 waiting += 1;
+                reserved = reserved.saturating_add(q.min_workers.max(1));
                 if starving {
                     blocked = true;
                 }
@@ -287,7 +308,21 @@ impl Policy for ElasticController {
                 lenders = (0..snap.running.len())
                     .filter(|&i| snap.running[i].workers > snap.running[i].requested)
                     .collect();
-                by_time_desc(&mut lenders);
+                if p.reclaim_least_loss {
+                    // the lender whose last worker saves least gives first
+                    let last_gain = |i: usize| {
+                        let r = &snap.running[i];
+                        let work = self.remaining_work_r(r);
+                        time_at(&self.scaling, work, r.requested, r.workers - 1)
+                            - time_at(&self.scaling, work, r.requested, r.workers)
+                    };
+                    let mut keyed: Vec<(f64, usize)> =
+                        lenders.iter().map(|&i| (last_gain(i), i)).collect();
+                    keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    lenders = keyed.into_iter().map(|(_, i)| i).collect();
+                } else {
+                    by_time_desc(&mut lenders);
+                }
                 victims = (0..snap.running.len()).collect();
                 victims.sort_by(|&a, &b| runs[b].key.total_cmp(&runs[a].key).then(a.cmp(&b)));
                 shrinkable = (0..snap.running.len())
@@ -447,6 +482,7 @@ impl Policy for ElasticController {
                 }
             }
             waiting += 1;
+            reserved = reserved.saturating_add(q.min_workers.max(1));
             if let Some(t) = next_relax(snap, q) {
                 min_wake(&mut wake, t, now);
             }
@@ -456,9 +492,9 @@ impl Policy for ElasticController {
         }
 
         // scale up into idle GPUs when nobody waits
-        if waiting == 0 {
+        if !blocked && (waiting == 0 || p.grow_past_queue) {
             let healthy = snap.healthy_gpus();
-            let idle = planner.cap.total_free();
+            let idle = planner.cap.total_free().saturating_sub(reserved);
             let threshold = ((f64::from(healthy) * p.scale_up_idle_share).ceil() as u32).max(1);
             let headroom = (f64::from(healthy) * p.headroom_share).ceil() as u32;
             if idle >= threshold && idle > headroom && admitted_elastic {
@@ -466,8 +502,8 @@ impl Policy for ElasticController {
                 min_wake(&mut wake, now + 1.0, now);
             }
             if idle >= threshold && idle > headroom {
-                let mut budget = idle - headroom;
-                let mut cands: Vec<(f64, usize)> = snap
+                let budget = idle - headroom;
+                let cands: Vec<(usize, f64)> = snap
                     .running
                     .iter()
                     .enumerate()
@@ -481,28 +517,44 @@ impl Policy for ElasticController {
                         }
                         ok
                     })
-                    .map(|(k, r)| {
-                        let work = self.remaining_work_r(r);
-                        (time_at(&self.scaling, work, r.requested, r.workers), k)
-                    })
+                    .map(|(k, r)| (k, self.remaining_work_r(r)))
                     .collect();
-                cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                for (rem_t, k) in cands {
-                    if budget == 0 {
-                        break;
+                let mut target: Vec<u32> = snap.running.iter().map(|r| r.workers).collect();
+                if p.grow_by_marginal_gain {
+                    fill_by_marginal_gain(&self.scaling, snap, &cands, budget, &mut target);
+                } else {
+                    // longest predicted remaining time first, each to its maximum
+                    let mut order: Vec<(f64, usize)> = cands
+                        .iter()
+                        .filter_map(|&(k, work)| {
+                            let r = snap.running.get(k)?;
+                            Some((time_at(&self.scaling, work, r.requested, r.workers), k))
+                        })
+                        .collect();
+                    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    let mut left = budget;
+                    for (_, k) in order {
+                        if let (Some(r), Some(t)) = (snap.running.get(k), target.get_mut(k)) {
+                            let give = (r.max_workers - r.workers).min(left);
+                            *t = r.workers + give;
+                            left -= give;
+                        }
                     }
-                    let Some(r) = snap.running.get(k) else {
+                }
+                for &(k, work) in &cands {
+                    let (Some(r), Some(&to)) = (snap.running.get(k), target.get(k)) else {
                         continue;
                     };
-                    let to = (r.workers + budget).min(r.max_workers);
-                    let work = self.remaining_work_r(r);
-                    let saved =
-                        rem_t - time_at(&self.scaling, work, r.requested, to) - p.rescale_pause_s;
+                    if to <= r.workers {
+                        continue;
+                    }
+                    let saved = time_at(&self.scaling, work, r.requested, r.workers)
+                        - time_at(&self.scaling, work, r.requested, to)
+                        - p.rescale_pause_s;
                     if saved < p.min_gain_s {
                         continue;
                     }
                     if planner.grow(snap, r, to) {
-                        budget -= to - r.workers;
                         out.push(Decision {
                             action: Action::SetWorkers {
                                 job: r.id,

@@ -23,6 +23,8 @@ pub struct JobOutcome {
     pub queued_s: f64,
     /// Seconds holding GPUs (including restart pauses).
     pub run_s: f64,
+    /// GPU-seconds held (workers × seconds, including restart pauses).
+    pub gpu_s: f64,
     pub rescales: u32,
     pub preemptions: u32,
     pub failures: u32,

@@ -31,8 +31,50 @@ pub fn time_at(scaling: &ScalingModel, work: f64, requested: u32, w: u32) -> f64
     work * scaling.speedup(requested) / scaling.speedup(w)
 }
 
+/// Hands `free` GPUs out one at a time to the running jobs `cands` (index into
+/// `snap.running`, predicted remaining work at the requested size), each time to the job whose
+/// predicted remaining time drops most from one more worker, up to each job's maximum:
+/// `target` (indexed like `snap.running`, starting at the current workers) gets the sizes.
+/// Speedup curves are concave, so this maximises the total predicted time saved.
+pub fn fill_by_marginal_gain(
+    scaling: &ScalingModel,
+    snap: &ClusterSnapshot,
+    cands: &[(usize, f64)],
+    free: u32,
+    target: &mut [u32],
+) {
+    let gain = |r: &RunningJob, w: u32, rem: f64| {
+        time_at(scaling, rem, r.requested, w) - time_at(scaling, rem, r.requested, w + 1)
+    };
+    let mut heap = BinaryHeap::new();
+    for &(k, rem) in cands {
+        if let (Some(r), Some(&t)) = (snap.running.get(k), target.get(k)) {
+            if t < r.max_workers {
+                heap.push(Gain(gain(r, t, rem), k, rem));
+            }
+        }
+    }
+    let mut free = free;
+    while free > 0 {
+        let Some(Gain(g, k, rem)) = heap.pop() else {
+            break;
+        };
+        let (Some(r), Some(t)) = (snap.running.get(k), target.get_mut(k)) else {
+            continue;
+        };
+        if g <= 0.0 {
+            break;
+        }
+        *t += 1;
+        free -= 1;
+        if *t < r.max_workers {
+            heap.push(Gain(gain(r, *t, rem), k, rem));
+        }
+    }
+}
+
 #[derive(Debug, PartialEq)]
-struct Gain(f64, usize);
+struct Gain(f64, usize, f64);
 impl Eq for Gain {}
 impl PartialOrd for Gain {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
@@ -185,32 +227,20 @@ impl Policy for Optimus {
             } else if !blocked {
                 // distribute free GPUs by marginal gain
                 let mut target: Vec<u32> = snap.running.iter().map(|r| r.workers).collect();
-                let mut heap = BinaryHeap::new();
-                let gain = |r: &RunningJob, w: u32, rem: f64| {
-                    time_at(&self.scaling, rem, r.requested, w)
-                        - time_at(&self.scaling, rem, r.requested, w + 1)
-                };
-                for (k, r) in snap.running.iter().enumerate() {
-                    if r.workers < r.max_workers && self.may_rescale(r, now) {
-                        let rem = self.remaining(r);
-                        heap.push(Gain(gain(r, r.workers, rem), k));
-                    }
-                }
-                let mut free = planner.cap.total_free();
-                while free > 0 {
-                    let Some(Gain(g, k)) = heap.pop() else { break };
-                    let Some(r) = snap.running.get(k) else {
-                        continue;
-                    };
-                    if g <= 0.0 {
-                        break;
-                    }
-                    target[k] += 1;
-                    free -= 1;
-                    if target[k] < r.max_workers {
-                        heap.push(Gain(gain(r, target[k], self.remaining(r)), k));
-                    }
-                }
+                let cands: Vec<(usize, f64)> = snap
+                    .running
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.workers < r.max_workers && self.may_rescale(r, now))
+                    .map(|(k, r)| (k, self.remaining(r)))
+                    .collect();
+                fill_by_marginal_gain(
+                    &self.scaling,
+                    snap,
+                    &cands,
+                    planner.cap.total_free(),
+                    &mut target,
+                );
                 for (k, r) in snap.running.iter().enumerate() {
                     let t = target[k];
                     if t > r.workers && planner.grow(snap, r, t) {

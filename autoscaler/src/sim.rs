@@ -1316,6 +1316,7 @@ impl Simulator {
                 duration: j.src.duration,
                 queued_s: j.queued_total,
                 run_s: j.held_s,
+                gpu_s: j.attained,
                 rescales: j.rescales,
                 preemptions: j.preemptions,
                 failures: j.failures,

@@ -391,3 +391,106 @@ fn an_idle_cluster_grows_an_elastic_job_and_it_finishes_sooner() {
         "{e} vs {expect}, fifo {f}"
     );
 }
+
+/// Elastic jobs on 24 GPUs: a 1-GPU job of `first_s` seconds and a 16-GPU job of 110k s start
+/// at once (a 4-GPU job arrives at t = 100); the decision a second later grows the two into
+/// the idle GPUs.
+fn grown_pair(
+    params: ElasticParams,
+    first_s: f64,
+) -> (Simulator, ElasticController, Vec<Decision>) {
+    let mut c = cfg(24, 8);
+    c.elastic.share = 1.0;
+    let scaling = c.scaling;
+    let jobs = vec![
+        job(0, 0.0, first_s, 1),
+        job(1, 0.1, 110_000.0, 16),
+        job(2, 100.0, 3_600.0, 4),
+    ];
+    let mut sim = Simulator::new(jobs, c).unwrap();
+    let mut p = ElasticController::new(params, scaling);
+    sim.advance(0.2);
+    assert_eq!(sim.decide_once(&mut p), 0);
+    sim.advance(1.0);
+    let snap = sim.snapshot().clone();
+    assert_eq!(snap.running.len(), 2, "both jobs run at their request");
+    let mut out = Vec::new();
+    p.decide(&snap, &mut out);
+    (sim, p, out)
+}
+
+fn grows(out: &[Decision]) -> Vec<(u64, u32)> {
+    let mut v: Vec<(u64, u32)> = out
+        .iter()
+        .filter_map(|d| match d.action {
+            Action::SetWorkers { job, workers } => Some((job.0, workers)),
+            _ => None,
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn idle_gpus_go_where_one_more_worker_saves_most() {
+    // 7 idle GPUs, 2 kept as headroom (5% of 24): 5 to hand out. One more worker saves the
+    // 1-GPU job far more (speedup 1 → 1.78) than the 16-GPU one (5.57 → 5.78), so the 1-GPU
+    // job goes to its maximum (4) and the 16-GPU job gets the other two.
+    let (_, _, out) = grown_pair(ElasticParams::default(), 100_000.0);
+    assert_eq!(grows(&out), vec![(0, 4), (1, 18)], "{out:?}");
+    assert!(out
+        .iter()
+        .all(|d| matches!(d.reason, Reason::IdleGpus { idle_gpus: 7 })));
+    // the longest-first rule gives all five to the job with the longest remaining time
+    // (the 16-GPU one, 110k s vs 100k s), for a 4% speedup instead of 2.9×
+    let longest_first = ElasticParams {
+        grow_by_marginal_gain: false,
+        ..ElasticParams::default()
+    };
+    let (_, _, out) = grown_pair(longest_first, 100_000.0);
+    assert_eq!(grows(&out), vec![(1, 21)], "{out:?}");
+}
+
+#[test]
+fn lent_workers_come_back_from_the_job_that_loses_least() {
+    // after the grow the 1-GPU job (400k s) holds 4 workers, the 16-GPU one 18; the 4-GPU job
+    // arrives at t = 100 (after the 30 s restarts): 2 GPUs are free, it needs 2 more
+    let reclaimed = |params: ElasticParams| {
+        let (mut sim, mut p, out) = grown_pair(params, 400_000.0);
+        assert_eq!(grows(&out), vec![(0, 4), (1, 18)], "{out:?}");
+        for d in &out {
+            sim.apply_action(d.action).unwrap();
+        }
+        sim.advance(100.0);
+        let snap = sim.snapshot().clone();
+        assert_eq!(snap.queued.len(), 1);
+        let mut out = Vec::new();
+        p.decide(&snap, &mut out);
+        assert!(
+            out.iter().any(|d| d.action
+                == Action::Admit {
+                    job: augur_autoscaler::backend::JobId(2),
+                    workers: 4
+                }),
+            "{out:?}"
+        );
+        let mut v: Vec<(u64, u32)> = out
+            .iter()
+            .filter(|d| matches!(d.reason, Reason::Reclaimed { .. }))
+            .filter_map(|d| match d.action {
+                Action::SetWorkers { job, workers } => Some((job.0, workers)),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    // the 16-GPU job's 18th worker saves least (1.7% of its time), so it gives them back
+    assert_eq!(reclaimed(ElasticParams::default()), vec![(1, 16)]);
+    // longest remaining time first would halve the 1-GPU job's speed instead
+    let longest_first = ElasticParams {
+        reclaim_least_loss: false,
+        ..ElasticParams::default()
+    };
+    assert_eq!(reclaimed(longest_first), vec![(0, 2)]);
+}
