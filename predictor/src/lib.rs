@@ -41,7 +41,8 @@ pub use failure::{
 };
 pub use queue_wait::{
     evaluate_queue_wait, QueueError, QueueEvent, QueueJob, QueueState, QueueWaitEvaluation,
-    QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, WaitEvalRow,
+    QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, RiskGroup, RiskSplitBound,
+    RiskSplitState, RiskSplitSummary, WaitEvalRow,
 };
 pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{

@@ -17,7 +17,11 @@
 //!   `ln(1 + wait)` (its conditional median, which minimises the MAE in seconds too, since the
 //!   median commutes with monotone maps) and a 0.95-quantile model of the same target whose
 //!   bound is corrected by split-conformal calibration on the tail of the training period
-//!   (conformalised quantile regression). Features: the runtime predictor's history features
+//!   (conformalised quantile regression), or, when the search on the training period's tail
+//!   finds one that holds its levels, by a risk-split conformal bound ([`RiskSplitBound`]:
+//!   low-risk jobs get a tight bound at a lower level, high-risk jobs a wide one at a
+//!   higher level, 95% overall; online, [`RiskSplitState`] adapts each group's offset to its
+//!   own outcomes). Features: the runtime predictor's history features
 //!   ([`augur_features::batch_features`]) followed by the [`QUEUE_FEATURES`]. Run times of
 //!   queued and running jobs come from a [`RuntimePredictor`] trained on the training
 //!   period only.
@@ -846,9 +850,13 @@ pub fn infer_capacity(jobs: &[JobRecord], rows: &[usize], resource: ResourceKind
 pub struct QueueWaitPrediction {
     /// Point estimate (conditional median).
     pub seconds: f64,
-    /// Upper bound the wait stays under with probability `coverage`.
+    /// Upper bound the wait stays under with probability `coverage` (the job's risk
+    /// group's level when the bound is risk-split).
     pub upper: f64,
     pub coverage: f64,
+    /// The job's risk group when the bound is risk-split ([`RiskSplitBound`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_group: Option<RiskGroup>,
 }
 
 /// A trained queue-wait predictor. Its feature rows are the runtime predictor's history
@@ -874,6 +882,10 @@ pub struct QueueWaitPredictor {
     /// of the ±600 s window holding the most training waits (600 s when most jobs start at
     /// once: the window then catches every wait up to 1,200 s).
     pub short: Option<ShortWait>,
+    /// The risk-split bound that replaces `upper_offset` when present (artifacts saved
+    /// before it have none and keep the single conformal offset).
+    #[serde(default)]
+    pub risk: Option<RiskSplitBound>,
 }
 
 /// The short-wait override of a [`QueueWaitPredictor`].
@@ -945,14 +957,75 @@ impl QueueWaitPredictor {
         Ok(qj)
     }
 
-    /// Prediction from a feature row.
+    /// Prediction from a feature row (the risk-split bound with its calibration threshold
+    /// and offsets when there is one, else the single conformal offset).
     pub fn predict_row(&self, row: &[f32]) -> QueueWaitPrediction {
+        let p = self.point_row(row);
+        let raw = self.upper.predict_row(row);
+        match &self.risk {
+            Some(r) => {
+                let g = r.group(self.risk_score_row(r, row, raw));
+                let (off, level) = r.of(g);
+                with_group(to_prediction(p, raw + off, level), g)
+            }
+            None => to_prediction(p, raw + self.upper_offset, self.coverage),
+        }
+    }
+
+    /// The online path's prediction: the risk group by `state`'s current threshold and the
+    /// bound by that group's adaptive offset. Returns the risk score too (pass it to
+    /// [`RiskSplitState::record_submit`] when the job is really submitted). Without a
+    /// risk-split bound it is [`predict_row`](Self::predict_row) and the score is NaN.
+    pub fn predict_row_online(
+        &self,
+        row: &[f32],
+        state: &RiskSplitState,
+    ) -> (QueueWaitPrediction, f64) {
+        let Some(r) = &self.risk else {
+            return (self.predict_row(row), f64::NAN);
+        };
+        let p = self.point_row(row);
+        let raw = self.upper.predict_row(row);
+        let score = self.risk_score_row(r, row, raw);
+        let g = state.group(score);
+        let b = state.bound(g);
+        (
+            with_group(to_prediction(p, raw + b.offset, b.coverage), g),
+            score,
+        )
+    }
+
+    /// The online state of the risk-split bound at deployment (None without one).
+    pub fn new_risk_state(&self) -> Option<RiskSplitState> {
+        self.risk.as_ref().map(RiskSplitBound::new_state)
+    }
+
+    fn point_row(&self, row: &[f32]) -> f64 {
         let mut p = self.point_target.to_seconds(self.point.predict_row(row));
         if let Some(s) = &self.short {
             p = s.apply(p, s.model.predict_row(row));
         }
-        let u = self.upper.predict_row(row) + self.upper_offset;
-        to_prediction(p, u, self.coverage)
+        p
+    }
+
+    fn risk_score_row(&self, r: &RiskSplitBound, row: &[f32], raw: f64) -> f64 {
+        match &r.score {
+            RiskScore::UpperModel => raw,
+            RiskScore::Classifier { model, .. } => model.predict_row(row),
+        }
+    }
+
+    /// The risk score of each row of `x` (None without a risk-split bound).
+    pub fn risk_scores(&self, x: &Matrix) -> Result<Option<Vec<f64>>, PredictorError> {
+        let Some(r) = &self.risk else {
+            return Ok(None);
+        };
+        let mut s = vec![0.0; x.rows()];
+        match &r.score {
+            RiskScore::UpperModel => self.upper.predict_into(x, &mut s)?,
+            RiskScore::Classifier { model, .. } => model.predict_into(x, &mut s)?,
+        }
+        Ok(Some(s))
     }
 
     /// Predictions for every row of `x`.
@@ -965,15 +1038,24 @@ impl QueueWaitPredictor {
         if let Some(s) = &self.short {
             s.model.predict_into(x, &mut c)?;
         }
+        let scores = self.risk_scores(x)?;
         Ok(p.into_iter()
             .zip(u)
             .zip(c)
-            .map(|((p, u), c)| {
+            .enumerate()
+            .map(|(i, ((p, u), c))| {
                 let mut p = self.point_target.to_seconds(p);
                 if let Some(s) = &self.short {
                     p = s.apply(p, c);
                 }
-                to_prediction(p, u + self.upper_offset, self.coverage)
+                match (&self.risk, &scores) {
+                    (Some(r), Some(sc)) => {
+                        let g = r.group(sc[i]);
+                        let (off, level) = r.of(g);
+                        with_group(to_prediction(p, u + off, level), g)
+                    }
+                    _ => to_prediction(p, u + self.upper_offset, self.coverage),
+                }
             })
             .collect())
     }
@@ -1021,7 +1103,13 @@ fn to_prediction(seconds: f64, u_log: f64, coverage: f64) -> QueueWaitPrediction
         seconds,
         upper: u_log.exp_m1().max(seconds),
         coverage,
+        risk_group: None,
     }
+}
+
+fn with_group(mut p: QueueWaitPrediction, g: RiskGroup) -> QueueWaitPrediction {
+    p.risk_group = Some(g);
+    p
 }
 
 /// How to train a [`QueueWaitPredictor`].
@@ -1049,7 +1137,27 @@ pub struct QueueWaitTrainer {
     pub short_mae_slack: Option<f64>,
     /// Step of the online adaptive bound ([`AdaptiveBound`]), ln(1 + s) units.
     pub adaptive_step: f64,
+    /// Fit the risk-split bound ([`RiskSplitBound`]) when the search on the training
+    /// period's tail finds a split that holds its levels there (false: the single conformal
+    /// offset only).
+    #[serde(default = "default_true")]
+    pub risk_split: bool,
 }
+
+fn default_true() -> bool {
+    true
+}
+
+/// Jobs whose scores set the risk split's online threshold.
+pub const RISK_WINDOW: usize = 500;
+/// Shares of the low-risk group the search tries.
+pub const RISK_SHARES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
+/// Levels of the low-risk group the search tries (the high group's follows).
+pub const RISK_LOW_LEVELS: [f64; 5] = [0.90, 0.91, 0.92, 0.93, 0.94];
+/// The risk classifier's label is "wait ≥ this quantile of the fit period's waits".
+pub const RISK_CLASSIFIER_QUANTILE: f64 = 0.8;
+/// Fewest calibration jobs a risk group needs.
+const RISK_MIN_GROUP: usize = 20;
 
 impl Default for QueueWaitTrainer {
     fn default() -> Self {
@@ -1079,6 +1187,7 @@ impl Default for QueueWaitTrainer {
             capacity_quantile: 0.99,
             short_mae_slack: Some(0.03),
             adaptive_step: 0.05,
+            risk_split: true,
         }
     }
 }
@@ -1118,6 +1227,8 @@ pub struct QueueWaitData {
     pub n_features: usize,
     /// ln(1 + wait) per job (0 where unknown; only labelled rows are used).
     pub y_log: Vec<f64>,
+    /// Submit time per job, seconds.
+    pub submit: Vec<f64>,
 }
 
 impl QueueWaitData {
@@ -1170,6 +1281,7 @@ impl QueueWaitData {
             x,
             n_features: d,
             y_log,
+            submit: jobs.iter().map(|j| j.submit_time).collect(),
         })
     }
 }
@@ -1255,6 +1367,11 @@ impl QueueWaitTrainer {
             .map(|(&r, u)| data.y_log[r] - u)
             .collect();
         let upper_offset = conformal_offset(&scores, self.coverage).unwrap_or(0.0);
+        let risk = if self.risk_split && !val_rows.is_empty() {
+            self.fit_risk(data, fit_rows, val_rows, cal_rows, &fm, &vx, &upper)?
+        } else {
+            None
+        };
         Ok(QueueWaitPredictor {
             runtime: data.runtime.clone(),
             resource: data.resource,
@@ -1265,7 +1382,131 @@ impl QueueWaitTrainer {
             upper_offset,
             coverage: self.coverage,
             short,
+            risk,
         })
+    }
+
+    /// Fits the risk-split bound. Candidates: the score (the bound model's output, or a
+    /// log-odds classifier of "wait ≥ the fit period's 0.8 quantile" fitted on the fit rows
+    /// and early-stopped on the validation rows), the low group's share ([`RISK_SHARES`])
+    /// and level ([`RISK_LOW_LEVELS`]; the high group's level keeps the overall one). Each
+    /// candidate is calibrated on the validation rows and run online over the calibration
+    /// rows; among those whose overall coverage and both groups' coverages reach their
+    /// levels there, the narrowest median bound wins, and is recalibrated on the
+    /// calibration rows. None when no candidate holds its levels.
+    #[allow(clippy::too_many_arguments)]
+    fn fit_risk(
+        &self,
+        data: &QueueWaitData,
+        fit_rows: &[usize],
+        val_rows: &[usize],
+        cal_rows: &[usize],
+        fm: &Matrix,
+        vx: &[f32],
+        upper: &AnyModel,
+    ) -> Result<Option<RiskSplitBound>, PredictorError> {
+        let d = data.n_features;
+        let wait = |r: usize| data.y_log[r].exp_m1().max(0.0);
+        let mut candidates = vec![RiskScore::UpperModel];
+        let fit_w: Vec<f64> = fit_rows.iter().map(|&r| wait(r)).collect();
+        let threshold_s = quantile(&fit_w, RISK_CLASSIFIER_QUANTILE);
+        let label = |w: f64| f64::from(u8::from(w >= threshold_s));
+        let fy: Vec<f64> = fit_w.iter().map(|&w| label(w)).collect();
+        let positives = fy.iter().filter(|&&v| v > 0.0).count();
+        if positives >= RISK_MIN_GROUP && fy.len() - positives >= RISK_MIN_GROUP {
+            let vy: Vec<f64> = val_rows.iter().map(|&r| label(wait(r))).collect();
+            let params = GbdtParams {
+                objective: Objective::LogLoss,
+                ..self.point.clone()
+            };
+            let model = AnyModel::Gbdt(params.fit_with_validation(
+                &TrainSet::new(*fm, &fy, None)?,
+                Some(Validation {
+                    x: Matrix::new(vx, val_rows.len(), d)?,
+                    y: &vy,
+                }),
+            )?);
+            candidates.push(RiskScore::Classifier { model, threshold_s });
+        }
+        // raw bound and score of the rows involved
+        let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
+        let eval_rows =
+            |rows: &[usize], score: &RiskScore| -> Result<(Vec<f64>, Vec<f64>), PredictorError> {
+                let x = gather(&data.x, d, rows);
+                let m = Matrix::new(&x, rows.len(), d)?;
+                let mut raw = vec![0.0; rows.len()];
+                upper.predict_into(&m, &mut raw)?;
+                let sc = match score {
+                    RiskScore::UpperModel => raw.clone(),
+                    RiskScore::Classifier { model, .. } => {
+                        let mut s = vec![0.0; rows.len()];
+                        model.predict_into(&m, &mut s)?;
+                        s
+                    }
+                };
+                Ok((raw, sc))
+            };
+        let mut best: Option<(f64, RiskSplitBound)> = None;
+        for score in candidates {
+            let (_, seed_sc) = eval_rows(seed_fit, &score)?;
+            let (val_raw, val_sc) = eval_rows(val_rows, &score)?;
+            let (cal_raw, cal_sc) = eval_rows(cal_rows, &score)?;
+            let cal_jobs: Vec<(f64, f64, f64, f64)> = cal_rows
+                .iter()
+                .zip(&cal_raw)
+                .zip(&cal_sc)
+                .map(|((&r, &u), &s)| (data.submit[r], wait(r), u, s))
+                .collect();
+            let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait(r)).collect();
+            let val_y: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
+            for share in RISK_SHARES {
+                for level_low in RISK_LOW_LEVELS {
+                    let Some(mut cand) = RiskSplitBound::calibrated(
+                        score.clone(),
+                        share,
+                        level_low,
+                        self.coverage,
+                        self.adaptive_step,
+                        RISK_WINDOW,
+                        &val_raw,
+                        &val_sc,
+                        &val_y,
+                    ) else {
+                        continue;
+                    };
+                    // the online threshold starts from the scores before the replayed rows
+                    cand.seed_scores.clone_from(&seed_sc);
+                    let level_high = cand.level_high;
+                    let out = cand.new_state().replay(&cal_jobs);
+                    let u: Vec<f64> = out.iter().map(|(b, _)| b.exp_m1().max(0.0)).collect();
+                    let g: Vec<RiskGroup> = out.iter().map(|(_, g)| *g).collect();
+                    let m = RiskSplitSummary::measure(&cand, &u, &g, &cal_w);
+                    let holds = m.coverage >= self.coverage
+                        && m.coverage_low >= level_low
+                        && m.coverage_high >= level_high;
+                    if holds && best.as_ref().is_none_or(|(w, _)| m.median_bound_s < *w) {
+                        best = Some((m.median_bound_s, cand));
+                    }
+                }
+            }
+        }
+        let Some((_, chosen)) = best else {
+            return Ok(None);
+        };
+        // recalibrate the chosen split on the calibration rows
+        let (cal_raw, cal_sc) = eval_rows(cal_rows, &chosen.score)?;
+        let cal_y: Vec<f64> = cal_rows.iter().map(|&r| data.y_log[r]).collect();
+        Ok(RiskSplitBound::calibrated(
+            chosen.score,
+            chosen.share_low,
+            chosen.level_low,
+            self.coverage,
+            self.adaptive_step,
+            RISK_WINDOW,
+            &cal_raw,
+            &cal_sc,
+            &cal_y,
+        ))
     }
 
     /// Fits the short-wait classifier and picks its threshold on the validation slice.
@@ -1431,6 +1672,346 @@ impl AdaptiveBound {
     }
 }
 
+/// Which of the two risk groups of a [`RiskSplitBound`] a job falls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskGroup {
+    /// Risk score at or below the group threshold: the predictable jobs, a tight bound at a
+    /// level below the overall one.
+    Low,
+    /// Above it: an honest wide bound at a level above the overall one.
+    High,
+}
+
+impl RiskGroup {
+    /// Lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RiskGroup::Low => "low",
+            RiskGroup::High => "high",
+        }
+    }
+}
+
+/// The score that ranks jobs by risk of a long wait in a [`RiskSplitBound`] (known at
+/// submit; higher = riskier).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskScore {
+    /// The bound model's own output (the 0.95 quantile of ln(1 + wait)).
+    UpperModel,
+    /// Log-odds of a classifier of "the wait is at least `threshold_s`" (`threshold_s`: a
+    /// quantile of the fit period's waits).
+    Classifier { model: AnyModel, threshold_s: f64 },
+}
+
+impl RiskScore {
+    /// Lowercase name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RiskScore::UpperModel => "upper_model",
+            RiskScore::Classifier { .. } => "classifier",
+        }
+    }
+}
+
+/// A risk-split (two-group Mondrian) conformal 95% bound: jobs are split at submit by a risk
+/// score into a low-risk group (the `share_low` of jobs with the lowest scores) and a
+/// high-risk group; each group's bound is the bound model's output plus its own conformal
+/// offset at its own level, the levels chosen so that
+/// `share_low · level_low + (1 − share_low) · level_high` is the overall coverage. Online
+/// ([`RiskSplitState`]), the group threshold is the `share_low` quantile of the last
+/// `window` submitted jobs' scores and each group's offset follows its own outcomes
+/// ([`AdaptiveBound`]); offline ([`QueueWaitPredictor::predict_row`]) the threshold and
+/// offsets are those of the calibration slice.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RiskSplitBound {
+    pub score: RiskScore,
+    /// Share of jobs in the low-risk group.
+    pub share_low: f64,
+    pub level_low: f64,
+    pub level_high: f64,
+    /// Conformal offsets (ln(1 + s)) of each group on the calibration slice.
+    pub offset_low: f64,
+    pub offset_high: f64,
+    /// Step of each group's [`AdaptiveBound`].
+    pub step: f64,
+    /// Recent submits whose scores set the online threshold.
+    pub window: usize,
+    /// The `share_low` quantile of the calibration slice's scores (the offline split).
+    pub threshold: f64,
+    /// The calibration slice's last `window` scores, in submit order: the online threshold's
+    /// starting window.
+    pub seed_scores: Vec<f64>,
+}
+
+/// The level of the high-risk group that makes the overall level `overall` when a share
+/// `share_low` of jobs is bounded at `level_low`.
+pub fn high_level(overall: f64, share_low: f64, level_low: f64) -> f64 {
+    (overall - share_low * level_low) / (1.0 - share_low)
+}
+
+impl RiskSplitBound {
+    /// Split-conformal calibration on labelled jobs (`raw`: the bound model's output,
+    /// `scores`: risk scores, `y_log`: ln(1 + actual wait), in submit order): the threshold
+    /// is the `share_low` quantile of the scores, each group's offset the conformal quantile
+    /// of its residuals (y_log − raw) at its level, the high group's level keeping `overall`.
+    /// The last `window` scores seed the online threshold. None when the levels are not
+    /// valid or a group has fewer than 20 jobs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn calibrated(
+        score: RiskScore,
+        share_low: f64,
+        level_low: f64,
+        overall: f64,
+        step: f64,
+        window: usize,
+        raw: &[f64],
+        scores: &[f64],
+        y_log: &[f64],
+    ) -> Option<RiskSplitBound> {
+        let level_high = high_level(overall, share_low, level_low);
+        if !(share_low > 0.0 && share_low < 1.0 && level_high < 1.0 && level_high >= overall) {
+            return None;
+        }
+        let threshold = quantile(scores, share_low);
+        let (mut lo, mut hi) = (Vec::new(), Vec::new());
+        for ((&u, &s), &y) in raw.iter().zip(scores).zip(y_log) {
+            if s <= threshold {
+                lo.push(y - u);
+            } else {
+                hi.push(y - u);
+            }
+        }
+        if lo.len() < RISK_MIN_GROUP || hi.len() < RISK_MIN_GROUP {
+            return None;
+        }
+        Some(RiskSplitBound {
+            score,
+            share_low,
+            level_low,
+            level_high,
+            offset_low: conformal_offset(&lo, level_low)?,
+            offset_high: conformal_offset(&hi, level_high)?,
+            step,
+            window,
+            threshold,
+            seed_scores: scores[scores.len().saturating_sub(window)..].to_vec(),
+        })
+    }
+
+    /// The overall nominal coverage of the two groups together.
+    pub fn overall_level(&self) -> f64 {
+        self.share_low * self.level_low + (1.0 - self.share_low) * self.level_high
+    }
+
+    /// The group of a job with risk score `score` under the fixed (offline) threshold.
+    pub fn group(&self, score: f64) -> RiskGroup {
+        if score <= self.threshold {
+            RiskGroup::Low
+        } else {
+            RiskGroup::High
+        }
+    }
+
+    /// (offset, level) of `group` on the calibration slice.
+    pub fn of(&self, group: RiskGroup) -> (f64, f64) {
+        match group {
+            RiskGroup::Low => (self.offset_low, self.level_low),
+            RiskGroup::High => (self.offset_high, self.level_high),
+        }
+    }
+
+    /// The online state at deployment: the calibration offsets and the seed window.
+    pub fn new_state(&self) -> RiskSplitState {
+        let mut s = RiskSplitState {
+            share_low: self.share_low,
+            window: self.window.max(1),
+            recent: VecDeque::with_capacity(self.window.max(1)),
+            sorted: Vec::with_capacity(self.window.max(1)),
+            fallback_threshold: self.threshold,
+            low: AdaptiveBound::new(self.offset_low, self.step, self.level_low),
+            high: AdaptiveBound::new(self.offset_high, self.step, self.level_high),
+        };
+        for &v in &self.seed_scores {
+            s.record_submit(v);
+        }
+        s
+    }
+}
+
+/// The online state of a [`RiskSplitBound`]: the window of recent submits' risk scores
+/// (the threshold) and one [`AdaptiveBound`] per group, each moved only by its own group's
+/// outcomes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RiskSplitState {
+    share_low: f64,
+    window: usize,
+    /// Scores in submit order.
+    recent: VecDeque<f64>,
+    /// The same scores, sorted.
+    sorted: Vec<f64>,
+    /// Threshold while the window is empty.
+    fallback_threshold: f64,
+    pub low: AdaptiveBound,
+    pub high: AdaptiveBound,
+}
+
+impl RiskSplitState {
+    /// The current group threshold: the `share_low` quantile of the window's scores.
+    pub fn threshold(&self) -> f64 {
+        let s = &self.sorted;
+        if s.is_empty() {
+            return self.fallback_threshold;
+        }
+        let pos = self.share_low.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+    }
+
+    /// The group of a job with risk score `score` now.
+    pub fn group(&self, score: f64) -> RiskGroup {
+        if score <= self.threshold() {
+            RiskGroup::Low
+        } else {
+            RiskGroup::High
+        }
+    }
+
+    /// The adaptive bound of `group`.
+    pub fn bound(&self, group: RiskGroup) -> &AdaptiveBound {
+        match group {
+            RiskGroup::Low => &self.low,
+            RiskGroup::High => &self.high,
+        }
+    }
+
+    /// A job with risk score `score` was submitted (it joins the threshold's window).
+    /// Non-finite scores are ignored.
+    pub fn record_submit(&mut self, score: f64) {
+        if !score.is_finite() {
+            return;
+        }
+        if self.recent.len() == self.window {
+            if let Some(old) = self.recent.pop_front() {
+                let i = self.sorted.partition_point(|v| *v < old);
+                if i < self.sorted.len() {
+                    self.sorted.remove(i);
+                }
+            }
+        }
+        self.recent.push_back(score);
+        let i = self.sorted.partition_point(|v| *v < score);
+        self.sorted.insert(i, score);
+    }
+
+    /// A job of `group` revealed its outcome: its wait exceeded its bound (`miss`) or not.
+    /// Only that group's offset moves.
+    pub fn observe(&mut self, group: RiskGroup, miss: bool) {
+        match group {
+            RiskGroup::Low => self.low.observe(miss),
+            RiskGroup::High => self.high.observe(miss),
+        }
+    }
+
+    /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s), risk score)`,
+    /// as the service runs: each job is grouped by the threshold in force at its submit and
+    /// bounded with its group's offset after the outcomes known by then (a job that starts
+    /// reveals a hit or a miss; one still queued past its bound is a miss at that instant)
+    /// were observed. Returns each job's bound (ln(1 + s)) and group.
+    pub fn replay(&mut self, jobs: &[(f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        // (time the outcome is known, group is high, miss)
+        let mut pending: BinaryHeap<Reverse<(i64, bool, bool)>> = BinaryHeap::new();
+        let key = |t: f64| (t * 1000.0).round() as i64;
+        let mut out = Vec::with_capacity(jobs.len());
+        for &(submit, wait, raw, score) in jobs {
+            while let Some(Reverse((t, high, miss))) = pending.peek().copied() {
+                if t > key(submit) {
+                    break;
+                }
+                pending.pop();
+                let g = if high {
+                    RiskGroup::High
+                } else {
+                    RiskGroup::Low
+                };
+                self.observe(g, miss);
+            }
+            let g = self.group(score);
+            let b = raw + self.bound(g).offset;
+            out.push((b, g));
+            self.record_submit(score);
+            let bound_s = b.exp_m1().max(0.0);
+            let miss = wait > bound_s;
+            pending.push(Reverse((
+                key(submit + wait.min(bound_s)),
+                g == RiskGroup::High,
+                miss,
+            )));
+        }
+        out
+    }
+}
+
+/// Coverage and median bound of a risk-split bound, overall and per group.
+#[derive(Debug, Clone, Serialize)]
+pub struct RiskSplitSummary {
+    /// Which score split the groups (`upper_model` or `classifier`).
+    pub score: String,
+    /// Nominal share of the low-risk group and the levels.
+    pub share_low_nominal: f64,
+    pub level_low: f64,
+    pub level_high: f64,
+    /// Share of the evaluated jobs that fell in the low-risk group.
+    pub share_low: f64,
+    pub coverage: f64,
+    pub median_bound_s: f64,
+    pub coverage_low: f64,
+    pub median_bound_low_s: f64,
+    pub coverage_high: f64,
+    pub median_bound_high_s: f64,
+}
+
+impl RiskSplitSummary {
+    /// Summarises bounds (seconds) and groups against actual waits.
+    pub fn measure(
+        split: &RiskSplitBound,
+        upper: &[f64],
+        groups: &[RiskGroup],
+        actual: &[f64],
+    ) -> RiskSplitSummary {
+        let pick = |g: RiskGroup| -> (Vec<f64>, Vec<f64>) {
+            upper
+                .iter()
+                .zip(actual)
+                .zip(groups)
+                .filter(|(_, gg)| **gg == g)
+                .map(|((u, a), _)| (*u, *a))
+                .unzip()
+        };
+        let (ul, al) = pick(RiskGroup::Low);
+        let (uh, ah) = pick(RiskGroup::High);
+        let (coverage, median_bound_s) = bound_metrics(upper, actual);
+        let (coverage_low, median_bound_low_s) = bound_metrics(&ul, &al);
+        let (coverage_high, median_bound_high_s) = bound_metrics(&uh, &ah);
+        RiskSplitSummary {
+            score: split.score.name().to_string(),
+            share_low_nominal: split.share_low,
+            level_low: split.level_low,
+            level_high: split.level_high,
+            share_low: ul.len() as f64 / actual.len().max(1) as f64,
+            coverage,
+            median_bound_s,
+            coverage_low,
+            median_bound_low_s,
+            coverage_high,
+            median_bound_high_s,
+        }
+    }
+}
+
 /// One row of the queue-wait evaluation table.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaitEvalRow {
@@ -1464,6 +2045,10 @@ pub struct QueueWaitEvaluation {
     /// The trained predictor.
     #[serde(skip)]
     pub predictor: Option<QueueWaitPredictor>,
+    /// The risk-split bound per group (calibration threshold and offsets), when fitted.
+    pub risk_split_static: Option<RiskSplitSummary>,
+    /// The same bound run online over the test period from its deployment state.
+    pub risk_split_online: Option<RiskSplitSummary>,
 }
 
 fn point_metrics(pred: &[f64], actual: &[f64]) -> (f64, f64, f64) {
@@ -1567,7 +2152,13 @@ pub fn evaluate_queue_wait(
     let preds = predictor.predict_batch(&tm)?;
     let predict_us = t1.elapsed().as_secs_f64() * 1e6 / test_rows.len() as f64;
     let p: Vec<f64> = preds.iter().map(|p| p.seconds).collect();
-    let u: Vec<f64> = preds.iter().map(|p| p.upper).collect();
+    // the single conformal offset (the served bound is the risk split when there is one)
+    let u: Vec<f64> = predictor
+        .upper_raw(&tm)?
+        .iter()
+        .zip(&p)
+        .map(|(r, p)| (r + predictor.upper_offset).exp_m1().max(*p))
+        .collect();
     let mut model_row = row("augur gbdt + queue state, static conformal", &p, &actual);
     let (cov, width) = bound_metrics(&u, &actual);
     model_row.coverage95 = Some(cov);
@@ -1607,6 +2198,51 @@ pub fn evaluate_queue_wait(
     online_row.train_s = Some(train_s);
     online_row.predict_us = Some(predict_us);
     rows.push(online_row);
+
+    // risk-split bound: offline (calibration threshold and offsets, what `predict_row`
+    // serves without an online state) and online from its deployment state over the test
+    // period, each group's offset following its own outcomes
+    let mut risk_split_static = None;
+    let mut risk_split_online = None;
+    if let (Some(r), Some(scores), Some(mut state)) = (
+        &predictor.risk,
+        predictor.risk_scores(&tm)?,
+        predictor.new_risk_state(),
+    ) {
+        let u_static: Vec<f64> = preds.iter().map(|p| p.upper).collect();
+        let g_static: Vec<RiskGroup> = preds
+            .iter()
+            .map(|p| p.risk_group.unwrap_or(RiskGroup::High))
+            .collect();
+        let m = RiskSplitSummary::measure(r, &u_static, &g_static, &actual);
+        let mut st_row = row("augur gbdt + queue state, risk-split static", &p, &actual);
+        st_row.coverage95 = Some(m.coverage);
+        st_row.median_bound_s = Some(m.median_bound_s);
+        rows.push(st_row);
+        risk_split_static = Some(m);
+        let raw_test = predictor.upper_raw(&tm)?;
+        let test_jobs: Vec<(f64, f64, f64, f64)> = test_rows
+            .iter()
+            .zip(&raw_test)
+            .zip(&scores)
+            .map(|((&i, &u), &s)| (jobs[i].submit_time, wait(i), u, s))
+            .collect();
+        let out = state.replay(&test_jobs);
+        let u_on: Vec<f64> = out
+            .iter()
+            .zip(&p)
+            .map(|((b, _), p)| b.exp_m1().max(*p))
+            .collect();
+        let g_on: Vec<RiskGroup> = out.iter().map(|(_, g)| *g).collect();
+        let m = RiskSplitSummary::measure(r, &u_on, &g_on, &actual);
+        let mut on_row = row("augur gbdt + queue state, risk-split online", &p, &actual);
+        on_row.coverage95 = Some(m.coverage);
+        on_row.median_bound_s = Some(m.median_bound_s);
+        on_row.train_s = Some(train_s);
+        on_row.predict_us = Some(predict_us);
+        rows.push(on_row);
+        risk_split_online = Some(m);
+    }
 
     // Hindsight ceiling (not a forecast): the same bound model fitted on the test period
     // itself, 5-fold (every fifth test job held out in turn), shows how sharp a 95% bound
@@ -1656,5 +2292,7 @@ pub fn evaluate_queue_wait(
         test_actual: actual,
         test_pred: preds,
         predictor: Some(predictor),
+        risk_split_static,
+        risk_split_online,
     })
 }

@@ -6,7 +6,9 @@ use augur_datasets::{JobRecord, ReadOptions};
 use augur_predictor::queue_wait::{
     infer_capacity, replay_queue_features, ResourceKind, QUEUE_FEATURES,
 };
-use augur_predictor::{evaluate_queue_wait, QueueJob, QueueState, QueueWaitTrainer};
+use augur_predictor::{
+    evaluate_queue_wait, QueueJob, QueueState, QueueWaitPredictor, QueueWaitTrainer, RiskGroup,
+};
 
 fn mira() -> Vec<JobRecord> {
     let (table, _) = Dataset::Mira.load(&ReadOptions::default()).unwrap();
@@ -224,9 +226,53 @@ fn mira_queue_wait_against_issue_targets() {
     assert!(st_cov > 0.78 && st_width < 77_990.0, "{static_cqr:?}");
     let hind = row("hindsight");
     assert!(hind.coverage95.unwrap() < 0.94, "{hind:?}");
-    // predictions are real numbers with the bound above the point estimate
+    // The risk-split bound (the served one): low-risk jobs get a tight bound at a lower
+    // level, high-risk jobs a wide one at a higher level, 95% overall. Online it is less than
+    // half as wide as the single online bound at the median but covers a little less: NOT
+    // met either (measured 93.4% at 96,282 s). Guard the levels and the per-group story.
+    let split = row("augur gbdt + queue state, risk-split online");
+    let split_cov = split.coverage95.unwrap();
+    let split_width = split.median_bound_s.unwrap();
+    assert!(split_cov > 0.92, "{split:?}");
+    assert!(
+        split_width < 0.6 * model.median_bound_s.unwrap(),
+        "{split:?}"
+    );
+    let s = eval.risk_split_online.as_ref().unwrap();
+    assert!((s.share_low - s.share_low_nominal).abs() < 0.05, "{s:?}");
+    assert!(s.median_bound_low_s < s.median_bound_high_s / 5.0, "{s:?}");
+    assert!(
+        (s.share_low_nominal * s.level_low + (1.0 - s.share_low_nominal) * s.level_high - 0.95)
+            .abs()
+            < 1e-9
+    );
+    // predictions are real numbers with the bound above the point estimate, each in a group
+    // at that group's level
     assert!(eval
         .test_pred
         .iter()
         .all(|p| p.seconds.is_finite() && p.seconds >= 0.0 && p.upper >= p.seconds));
+    assert!(eval.test_pred.iter().all(|p| match p.risk_group {
+        Some(RiskGroup::Low) => p.coverage == s.level_low,
+        Some(RiskGroup::High) => p.coverage == s.level_high,
+        None => false,
+    }));
+    // the artifact round trip keeps the bound (and an artifact saved before the risk split,
+    // without the field, still loads with the single conformal offset)
+    let predictor = eval.predictor.as_ref().unwrap();
+    let json = serde_json::to_value(predictor).unwrap();
+    let back: QueueWaitPredictor = serde_json::from_value(json.clone()).unwrap();
+    let d = predictor.n_features();
+    let row0 = vec![0.5f32; d];
+    assert_eq!(back.predict_row(&row0), predictor.predict_row(&row0));
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("risk");
+    let old: QueueWaitPredictor = serde_json::from_value(old).unwrap();
+    assert!(old.risk.is_none());
+    let p_old = old.predict_row(&row0);
+    assert_eq!((p_old.coverage, p_old.risk_group), (0.95, None));
+    // the online path with the deployment state gives the offline answer on the same row
+    let state = predictor.new_risk_state().unwrap();
+    let (on, _) = predictor.predict_row_online(&row0, &state);
+    assert_eq!(on.seconds, predictor.predict_row(&row0).seconds);
 }
