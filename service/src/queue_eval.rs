@@ -120,5 +120,25 @@ fn print_table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) {
             num(r.predict_us, 2),
         );
     }
+    for (how, m) in [
+        ("static", &eval.risk_split_static),
+        ("online", &eval.risk_split_online),
+    ] {
+        let Some(m) = m else { continue };
+        println!(
+            "  risk split, {how} ({} score, nominal low share {:.0}%, levels {:.1}% / {:.1}%): low group {} of jobs cover {:.1}% at median {:.0} s; high group cover {:.1}% at median {:.0} s; overall {:.1}% at median {:.0} s",
+            m.score,
+            100.0 * m.share_low_nominal,
+            100.0 * m.level_low,
+            100.0 * m.level_high,
+            pct(m.share_low),
+            100.0 * m.coverage_low,
+            m.median_bound_low_s,
+            100.0 * m.coverage_high,
+            m.median_bound_high_s,
+            100.0 * m.coverage,
+            m.median_bound_s,
+        );
+    }
     println!();
 }

@@ -76,13 +76,19 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
 /// The served queue-wait model's held-out metrics as the registry stores them (one source for
 /// `augur train` and `augur serve`'s retraining).
 pub(crate) fn held_out_metrics(eval: &QueueWaitEvaluation) -> BTreeMap<String, f64> {
-    // the served model's row (online adaptive bound; not the baselines' or the hindsight
-    // row): its metrics on the held-out jobs
+    // the served model's row (the risk-split bound online when the model has one, else the
+    // online adaptive bound; not the baselines' or the hindsight row): its metrics on the
+    // held-out jobs
     let mut metrics = BTreeMap::new();
     let served = eval
         .rows
         .iter()
-        .find(|r| r.method.starts_with("augur") && r.method.contains("online"))
+        .find(|r| r.method.starts_with("augur") && r.method.contains("risk-split online"))
+        .or_else(|| {
+            eval.rows
+                .iter()
+                .find(|r| r.method.starts_with("augur") && r.method.contains("online"))
+        })
         .or_else(|| {
             eval.rows
                 .iter()

@@ -1,15 +1,18 @@
 //! The service's online state: the served models and everything the ingested events taught
 //! it — the feature state of each model (the same [`FeatureState`] code `augur evaluate`
 //! trains on, fed event by event, so online features equal offline ones), the queue state,
-//! what is known about every job, the online conformal window of the runtime interval, and
-//! the latest cluster snapshot.
+//! what is known about every job, the online conformal window of the runtime interval, the
+//! queue-wait bound's risk-split state (each risk group's offset follows its own jobs'
+//! outcomes: a start reveals a hit or a miss, a job still queued past its bound is a miss),
+//! and the latest cluster snapshot.
 //!
 //! Events are applied in the store's sequence order (the store's writer calls
 //! [`Online::apply`] right after each commit); an event whose sequence number was already
 //! applied is skipped. A model swap rebuilds the state for the new models by replaying the
 //! store ([`super::AppState::swap_models`]).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use augur_datasets::split::clamp_duration;
@@ -21,7 +24,7 @@ use augur_predictor::convergence::{
 use augur_predictor::failure::SvmScratch;
 use augur_predictor::{
     ArtifactMeta, ConformalWindow, ConvergencePredictor, FailurePredictor, QueueState,
-    QueueWaitPredictor, RuntimePredictor, ONLINE_WINDOW,
+    QueueWaitPredictor, RiskGroup, RiskSplitState, RuntimePredictor, ONLINE_WINDOW,
 };
 use serde::Serialize;
 
@@ -69,6 +72,10 @@ pub struct WaitAnswer {
     pub lower: f64,
     pub upper: f64,
     pub coverage: f64,
+    /// The job's risk group when the model's bound is risk-split (`coverage` is then that
+    /// group's level; the two groups together hold the model's overall level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub risk_group: Option<RiskGroup>,
 }
 
 /// A failure prediction as served (a calibrated probability; no interval).
@@ -133,6 +140,9 @@ pub struct JobInfo {
     qw_handle: Option<JobHandle>,
     #[serde(skip)]
     fl_handle: Option<JobHandle>,
+    /// Its queue-wait bound's outcome went to the risk-split state already.
+    #[serde(skip)]
+    qw_observed: bool,
 }
 
 /// Metric points kept per job.
@@ -178,6 +188,11 @@ pub struct Online {
     rt_window: Option<ConformalWindow>,
     qw_features: Option<FeatureState>,
     queue: Option<QueueState>,
+    /// The risk-split bound's online state (threshold window, per-group offsets).
+    qw_risk: Option<RiskSplitState>,
+    /// (millisecond time a queued job's bound runs out, job id): a job still queued then
+    /// is a miss of its group, known before it starts.
+    qw_deadlines: BinaryHeap<Reverse<(i64, String)>>,
     fl_features: Option<FailureFeatureState>,
     scratch: SvmScratch,
     pub jobs: HashMap<String, JobInfo>,
@@ -205,6 +220,10 @@ impl Online {
             .as_ref()
             .map(|s| FeatureState::new(s.model.runtime.schema.clone()));
         let queue = models.queue_wait.as_ref().map(|s| s.model.new_state());
+        let qw_risk = models
+            .queue_wait
+            .as_ref()
+            .and_then(|s| s.model.new_risk_state());
         let fl_features = models.failure.as_ref().map(|s| s.model.new_state());
         Online {
             fl_features,
@@ -214,6 +233,8 @@ impl Online {
             rt_window,
             qw_features,
             queue,
+            qw_risk,
+            qw_deadlines: BinaryHeap::new(),
             jobs: HashMap::new(),
             clock: None,
             last_seq: 0,
@@ -274,6 +295,7 @@ impl Online {
                 rt_handle: None,
                 qw_handle: None,
                 fl_handle: None,
+                qw_observed: false,
             })
     }
 
@@ -286,6 +308,7 @@ impl Online {
         self.last_seq = stored.seq;
         if let Some(t) = stored.event.at() {
             self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
+            self.expire_wait_bounds(t);
         }
         match &stored.event {
             Event::JobSubmitted {
@@ -307,6 +330,17 @@ impl Online {
                 }
                 job.started_at = Some(*at);
                 let num = job.num;
+                // the wait is known: a hit or a miss of the job's risk group
+                let outcome = match (job.queue_wait_at_submit, job.submitted_at) {
+                    (Some(w), Some(sub)) if !job.qw_observed => {
+                        job.qw_observed = true;
+                        w.risk_group.map(|g| (g, *at - sub > w.upper))
+                    }
+                    _ => None,
+                };
+                if let (Some((g, miss)), Some(r)) = (outcome, &mut self.qw_risk) {
+                    r.observe(g, miss);
+                }
                 if let Some(q) = &mut self.queue {
                     let _ = q.start(num, *at);
                 }
@@ -364,13 +398,23 @@ impl Online {
             let m = &served.model;
             self.buf.resize(m.n_features(), 0.0);
             if let Ok(qj) = m.features_for(hist, queue, &record, at, &mut self.buf) {
-                let p = m.predict_row(&self.buf);
+                let p = match &mut self.qw_risk {
+                    Some(r) => {
+                        let (p, score) = m.predict_row_online(&self.buf, r);
+                        r.record_submit(score);
+                        self.qw_deadlines
+                            .push(Reverse((millis(at + p.upper), job_id.to_string())));
+                        p
+                    }
+                    None => m.predict_row(&self.buf),
+                };
                 wait = Some(WaitAnswer {
                     model_version: served.meta.version,
                     seconds: p.seconds,
                     lower: 0.0,
                     upper: p.upper,
                     coverage: p.coverage,
+                    risk_group: p.risk_group,
                 });
                 let _ = queue.submit(num, qj);
             }
@@ -606,15 +650,54 @@ impl Online {
         self.buf.resize(m.n_features(), 0.0);
         m.features_for(hist, queue, &record, at, &mut self.buf)
             .map_err(|e| PredictError::Internal(e.to_string()))?;
-        let p = m.predict_row(&self.buf);
+        let p = match &self.qw_risk {
+            Some(r) => m.predict_row_online(&self.buf, r).0,
+            None => m.predict_row(&self.buf),
+        };
         Ok(WaitAnswer {
             model_version: served.meta.version,
             seconds: p.seconds,
             lower: 0.0,
             upper: p.upper,
             coverage: p.coverage,
+            risk_group: p.risk_group,
         })
     }
+
+    /// Queued jobs whose risk-split bound ran out by `now` are misses of their group.
+    fn expire_wait_bounds(&mut self, now: f64) {
+        let Some(r) = &mut self.qw_risk else {
+            return;
+        };
+        while let Some(Reverse((t, _))) = self.qw_deadlines.peek() {
+            // strictly before now: a job starting exactly at its bound is a hit
+            if *t >= millis(now) {
+                break;
+            }
+            let Some(Reverse((_, id))) = self.qw_deadlines.pop() else {
+                break;
+            };
+            if let Some(job) = self.jobs.get_mut(&id) {
+                if !job.qw_observed && job.started_at.is_none() && job.finished_at.is_none() {
+                    job.qw_observed = true;
+                    if let Some(g) = job.queue_wait_at_submit.and_then(|w| w.risk_group) {
+                        r.observe(g, true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The risk-split bound's online state (None when the served model has none).
+    #[cfg(test)]
+    pub fn wait_risk_state(&self) -> Option<&RiskSplitState> {
+        self.qw_risk.as_ref()
+    }
+}
+
+/// Milliseconds, for ordering times in a heap.
+fn millis(t: f64) -> i64 {
+    (t * 1000.0).round() as i64
 }
 
 fn note(job: &mut JobInfo, msg: String) {

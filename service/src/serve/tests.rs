@@ -893,3 +893,116 @@ async fn background_retrain_keeps_a_served_model_that_scores_better() {
     assert_eq!(p["model_version"], 1);
     assert_eq!(state.retrain_stats.max_running(), 1);
 }
+
+/// The served queue-wait model's risk-split bound online: every job submitted is bounded in
+/// a risk group at that group's level, and each group's offset moves exactly by its own
+/// group's outcomes (a start reveals a hit or a miss, a job still queued past its bound is a
+/// miss), never by the other group's. The fixture model gets a risk split built here (upper
+/// model score, 60% low share at 93%) so the plumbing is tested whatever the small fixture's
+/// search chose.
+#[test]
+fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
+    use super::events::Event;
+    use super::online::{Online, Served, ServedModels};
+    use super::store::StoredEvent;
+    use augur_predictor::queue_wait::{high_level, RiskScore};
+    use augur_predictor::registry::Selector;
+    use augur_predictor::{QueueWaitPredictor, RiskGroup, RiskSplitBound};
+
+    let registry = training::open_registry(trained_models().parent().unwrap()).unwrap();
+    let (mut model, meta) = registry
+        .load::<QueueWaitPredictor>(Selector::Serving)
+        .unwrap();
+    let split = RiskSplitBound {
+        score: RiskScore::UpperModel,
+        share_low: 0.6,
+        level_low: 0.93,
+        level_high: high_level(0.95, 0.6, 0.93),
+        offset_low: model.upper_offset - 1.0,
+        offset_high: model.upper_offset + 1.0,
+        step: 0.05,
+        window: 100,
+        threshold: f64::INFINITY,
+        seed_scores: Vec::new(),
+    };
+    model.risk = Some(split.clone());
+    let mut online = Online::new(ServedModels {
+        queue_wait: Some(Served {
+            model: std::sync::Arc::new(model),
+            meta,
+        }),
+        ..ServedModels::default()
+    });
+    // the 800 Mira jobs after the fixture's training slice: submits and starts in time order
+    let jobs = &mira()[TRAIN_JOBS..TRAIN_JOBS + 800];
+    let mut events: Vec<(f64, u8, Event)> = Vec::new();
+    for j in jobs {
+        events.push((
+            j.submit_time,
+            0,
+            Event::JobSubmitted {
+                job_id: j.job_id.clone(),
+                at: j.submit_time,
+                profile: JobProfile::of_record(j),
+                dag: None,
+            },
+        ));
+        if let Some(s) = j.start_time {
+            let job_id = j.job_id.clone();
+            events.push((s.max(j.submit_time), 1, Event::JobStarted { job_id, at: s }));
+        }
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut clock = f64::NEG_INFINITY;
+    for (seq, (t, _, event)) in events.into_iter().enumerate() {
+        clock = clock.max(t);
+        online.apply(&StoredEvent {
+            seq: seq as i64 + 1,
+            received_at: 0.0,
+            event,
+        });
+    }
+    // expected moves per group from the jobs' own answers and waits
+    let ms = |t: f64| (t * 1000.0).round() as i64;
+    let mut moves = [(0usize, 0usize); 2]; // (misses, hits) per group
+    let mut groups = [0usize; 2];
+    for j in jobs {
+        let w = online.jobs[&j.job_id]
+            .queue_wait_at_submit
+            .expect("predicted at submit");
+        let g = w.risk_group.expect("a risk group");
+        let k = usize::from(g == RiskGroup::High);
+        groups[k] += 1;
+        let want_level = if k == 0 {
+            split.level_low
+        } else {
+            split.level_high
+        };
+        assert_eq!(w.coverage, want_level, "{w:?}");
+        let info = &online.jobs[&j.job_id];
+        match info.started_at {
+            Some(s) if s - j.submit_time > w.upper => moves[k].0 += 1,
+            Some(_) => moves[k].1 += 1,
+            None if ms(j.submit_time + w.upper) < ms(clock) => moves[k].0 += 1,
+            None => {}
+        }
+    }
+    assert!(groups[0] > 200 && groups[1] > 200, "{groups:?}");
+    let st = online.wait_risk_state().expect("risk state");
+    for (k, (b, level, start)) in [
+        (&st.low, split.level_low, split.offset_low),
+        (&st.high, split.level_high, split.offset_high),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (miss, hit) = moves[k];
+        let want = start + 0.05 * (level * miss as f64 - (1.0 - level) * hit as f64);
+        assert!(miss + hit > 100, "group {k}: {moves:?}");
+        assert!(
+            (b.offset - want).abs() < 1e-9,
+            "group {k}: offset {} want {want} ({moves:?})",
+            b.offset
+        );
+    }
+}
