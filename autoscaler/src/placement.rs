@@ -392,9 +392,45 @@ impl Capacity {
         }
     }
 
+    /// Places `gpus` more workers of a job placed on `current` within its rack, when all of
+    /// it is in one rack: on one node of that rack if one has room, else over the rack's
+    /// nodes (emptiest first). Growing across racks would slow the whole job (cross-rack
+    /// traffic), so growth stays in the rack while the rack has room. Takes the GPUs on
+    /// success.
+    fn grow_in_rack(
+        &mut self,
+        current: &[Slot],
+        gpus: u32,
+        strategy: Strategy,
+        out: &mut Vec<Slot>,
+    ) -> bool {
+        let rack_of = |s: &Slot| self.meta.get(s.node as usize).map(|m| m.rack);
+        let Some(rack) = current.first().and_then(rack_of) else {
+            return false;
+        };
+        if current.iter().any(|s| rack_of(s) != Some(rack)) {
+            return false;
+        }
+        let Some(nodes) = self.racks.get_mut(rack as usize).map(std::mem::take) else {
+            return false;
+        };
+        let mut done = false;
+        if let Some(n) = self.best_single(gpus, strategy, Some(&nodes)) {
+            self.take(n, gpus, out);
+            done = true;
+        } else if let Some(used) = self.greedy(gpus, &nodes) {
+            self.take_greedy(gpus, used, out);
+            done = true;
+        }
+        if let Some(slot) = self.racks.get_mut(rack as usize) {
+            *slot = nodes;
+        }
+        done
+    }
+
     /// Adds `extra` workers to a running job placed on `current`: first on its own nodes,
-    /// then on one node, then anywhere. On success takes the GPUs and appends the new slots to
-    /// `out`. All or nothing.
+    /// then within its rack (one node, else several), then on one node, then anywhere. On
+    /// success takes the GPUs and appends the new slots to `out`. All or nothing.
     pub fn grow(
         &mut self,
         current: &[Slot],
@@ -416,6 +452,9 @@ impl Capacity {
                 self.take(s.node, g, &mut taken);
                 left -= g;
             }
+        }
+        if left > 0 && self.grow_in_rack(current, left, strategy, &mut taken) {
+            left = 0;
         }
         if left > 0 && !self.place(left, Locality::Any, strategy, &mut taken) {
             self.release(&taken);
@@ -515,6 +554,32 @@ mod tests {
         assert!(c.place(2, Locality::Rack, Strategy::Pack, &mut out));
         assert_eq!(c.total_free(), 0);
         assert!(!c.place(1, Locality::Any, Strategy::Pack, &mut out));
+    }
+
+    #[test]
+    fn growth_stays_in_the_jobs_rack_while_it_has_room() {
+        // 4 nodes × 8 GPUs, 2 per rack. The job holds all of node 0 (rack 0); node 1 (rack 0)
+        // has 4 free, node 2 (rack 1) has 2 free, node 3 (rack 1) none.
+        let mut c = cap(4, 8, 2);
+        let mut busy = Vec::new();
+        for (n, g) in [(0, 8), (1, 4), (2, 6), (3, 8)] {
+            assert!(c.grow(&[Slot { node: n, gpus: 0 }], g, Strategy::Pack, &mut busy));
+        }
+        let job = [Slot { node: 0, gpus: 8 }];
+        // PACK alone would take the fullest node that fits (node 2, in the other rack)
+        let mut probe = c.clone();
+        let mut out = Vec::new();
+        assert!(probe.place(2, Locality::Any, Strategy::Pack, &mut out));
+        assert_eq!(out, vec![Slot { node: 2, gpus: 2 }]);
+        // growth takes node 1, in the job's rack
+        out.clear();
+        assert!(c.grow(&job, 2, Strategy::Pack, &mut out));
+        assert_eq!(out, vec![Slot { node: 1, gpus: 2 }]);
+        // the rack has 2 left; 4 more go across racks (the only way), all or nothing
+        out.clear();
+        assert!(c.grow(&job, 4, Strategy::Pack, &mut out));
+        assert_eq!(out.iter().map(|s| s.gpus).sum::<u32>(), 4);
+        assert_eq!(c.total_free(), 0);
     }
 
     #[test]
