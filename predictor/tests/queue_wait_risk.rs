@@ -80,6 +80,15 @@ fn measure(
     (hits as f64 / n.max(1) as f64, bounds[n / 2], n)
 }
 
+/// Each job's bound and group from the calibration threshold and offsets (no adaptation).
+fn offline_bounds(b: &RiskSplitBound, test: &[(f64, f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
+    test.iter()
+        .map(|j| {
+            let g = b.group(j.3);
+            (j.2 + b.of(g).0, g)
+        })
+        .collect()
+}
 #[test]
 fn group_levels_combine_to_the_overall_level() {
     for (share, low) in [(0.5, 0.93), (0.6, 0.92), (0.7, 0.94), (0.55, 0.91)] {
@@ -121,13 +130,7 @@ fn each_group_reaches_its_level_on_a_synthetic_heteroscedastic_set() {
     // the low group's residuals are narrow: its bound is far tighter than the high group's
     assert!(b.offset_low < b.offset_high, "{b:?}");
     // offline: the calibration threshold and offsets
-    let offline: Vec<(f64, RiskGroup)> = test
-        .iter()
-        .map(|j| {
-            let g = b.group(j.3);
-            (j.2 + b.of(g).0, g)
-        })
-        .collect();
+    let offline = offline_bounds(&b, &test);
     // online: the threshold from recent scores, each group's offset adapting
     let jobs: Vec<(f64, f64, f64, f64)> = test.iter().map(|j| (j.0, j.1, j.2, j.3)).collect();
     let online = b.new_state().replay(&jobs);
@@ -219,13 +222,7 @@ fn online_groups_keep_their_levels_under_drift_where_the_static_split_does_not()
     let b = calibrate(&cal, 0.6, 0.92);
     let jobs: Vec<(f64, f64, f64, f64)> = test.iter().map(|j| (j.0, j.1, j.2, j.3)).collect();
     let online = b.new_state().replay(&jobs);
-    let offline: Vec<(f64, RiskGroup)> = test
-        .iter()
-        .map(|j| {
-            let g = b.group(j.3);
-            (j.2 + b.of(g).0, g)
-        })
-        .collect();
+    let offline = offline_bounds(&b, &test);
     let (cov_on, _, _) = measure(&test, &online, None);
     let (cov_off, _, _) = measure(&test, &offline, None);
     let (cov_low, _, _) = measure(&test, &online, Some(RiskGroup::Low));
