@@ -70,6 +70,12 @@ struct ActionLabels {
     outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RetrainLabels {
+    trigger: String,
+    outcome: String,
+}
+
 type F64Gauge = Gauge<f64, AtomicU64>;
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -115,6 +121,8 @@ pub struct Metrics {
     mae: Family<PredictorLabels, F64Gauge>,
     coverage: Family<PredictorLabels, F64Gauge>,
     actions: Family<ActionLabels, Counter>,
+    retrains: Family<RetrainLabels, Counter>,
+    retrain_duration: Histogram,
     utilisation: F64Gauge,
     queue_length: Gauge,
     queued_gpus: Gauge,
@@ -182,6 +190,18 @@ impl Metrics {
             "Controller decisions by action, reason and outcome (applied, failed, dry_run)",
             actions.clone(),
         );
+        let retrains = Family::<RetrainLabels, Counter>::default();
+        registry.register(
+            "retrains",
+            "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs)",
+            retrains.clone(),
+        );
+        let retrain_duration = Histogram::new(exponential_buckets(1.0, 2.0, 12));
+        registry.register(
+            "retrain_duration_seconds",
+            "Time a retrain on the ingested history took (training, saving, swapping), succeeded or failed",
+            retrain_duration.clone(),
+        );
         let utilisation = F64Gauge::default();
         registry.register(
             "cluster_utilisation",
@@ -221,12 +241,27 @@ impl Metrics {
             mae,
             coverage,
             actions,
+            retrains,
+            retrain_duration,
             utilisation,
             queue_length,
             queued_gpus,
             running_jobs,
             live_tick,
             rolling: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A retrain started by `trigger` ended with `outcome` (after `seconds`, when it ran).
+    pub fn observe_retrain(&self, trigger: &str, outcome: &str, seconds: Option<f64>) {
+        self.retrains
+            .get_or_create(&RetrainLabels {
+                trigger: trigger.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(s) = seconds {
+            self.retrain_duration.observe(s);
         }
     }
 

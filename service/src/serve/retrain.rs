@@ -33,6 +33,14 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Its name in metrics labels (as in JSON).
+    pub fn label(self) -> &'static str {
+        match self {
+            Trigger::Manual => "manual",
+            Trigger::Schedule => "schedule",
+        }
+    }
+
     fn promotion(self) -> Promotion {
         match self {
             Trigger::Manual => Promotion::Always,
@@ -123,6 +131,10 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
         .filter(|j| j.duration.is_some_and(f64::is_finite))
         .count();
     if finished < state.config.min_retrain_jobs {
+        state
+            .ext
+            .metrics
+            .observe_retrain(trigger.label(), "refused_too_few_jobs", None);
         return Err(Refused::TooFewJobs {
             finished,
             min: state.config.min_retrain_jobs,
@@ -135,6 +147,10 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
                 .retrain_stats
                 .refused_running
                 .fetch_add(1, Ordering::SeqCst);
+            state
+                .ext
+                .metrics
+                .observe_retrain(trigger.label(), "refused_running", None);
             return Err(Refused::Running);
         }
         *st = RetrainStatus::Running {
@@ -208,6 +224,15 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
                 }
             }
         };
+        let outcome = match status {
+            RetrainStatus::Failed { .. } => "failed",
+            _ => "succeeded",
+        };
+        st.ext.metrics.observe_retrain(
+            trigger.label(),
+            outcome,
+            Some(started.elapsed().as_secs_f64()),
+        );
         stats.running.fetch_sub(1, Ordering::SeqCst);
         *lock(&st.retrain) = status;
     });

@@ -559,6 +559,15 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
         assert!(std::time::Instant::now() < deadline, "retrain too slow");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // the retrain and the refused second start are on /metrics
+    let text = state.ext.metrics.encode().unwrap();
+    for line in [
+        r#"augur_retrains_total{trigger="manual",outcome="succeeded"} 1"#,
+        r#"augur_retrains_total{trigger="manual",outcome="refused_running"} 1"#,
+        "augur_retrain_duration_seconds_count 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
     let (_, v) = call(&state, "GET", "/v1/models", None, false).await;
     assert_eq!(v["serving"]["runtime"], 2, "{v}");
     assert_eq!(
