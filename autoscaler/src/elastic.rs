@@ -25,7 +25,8 @@
 //! elastic job whose predicted remaining time drops most from one more worker, up to its
 //! maximum (the speedup curve is concave, so this maximises the predicted time saved, and a
 //! 1-GPU job that runs for days gets its second GPU before a 16-GPU job gets its seventeenth).
-//! A job is grown only when that saves at least `min_gain_s` beyond the restart pause.
+//! A job is grown only when that saves at least `min_gain_s` beyond the restart pause and at
+//! least `min_gain_share` (10%) of its predicted remaining time.
 //!
 //! No flapping: a job is grown at most once per `cooldown_s` after any rescale; shrinking
 //! below the request also waits for the cooldown; only lent workers come back at once, and a
@@ -59,6 +60,10 @@ pub struct ElasticParams {
     /// Grow a job only if it saves at least this many seconds of its predicted remaining time
     /// (beyond the restart pause).
     pub min_gain_s: f64,
+    /// ...and at least this share of its predicted remaining time: a rescale that speeds a
+    /// job up by less than the slowdown a worse placement can cost (more nodes, another rack)
+    /// is not worth its restart.
+    pub min_gain_share: f64,
     /// Restart pause of a rescale the policy plans with (seconds).
     pub rescale_pause_s: f64,
     /// Start elastic jobs below their request when the request does not fit.
@@ -92,6 +97,7 @@ impl Default for ElasticParams {
             scale_up_idle_share: 0.02,
             headroom_share: 0.05,
             min_gain_s: 600.0,
+            min_gain_share: 0.1,
             rescale_pause_s: 30.0,
             start_shrunk: true,
             preempt_factor: Some(2.0),
@@ -548,10 +554,10 @@ impl Policy for ElasticController {
                     if to <= r.workers {
                         continue;
                     }
-                    let saved = time_at(&self.scaling, work, r.requested, r.workers)
-                        - time_at(&self.scaling, work, r.requested, to)
-                        - p.rescale_pause_s;
-                    if saved < p.min_gain_s {
+                    let now_t = time_at(&self.scaling, work, r.requested, r.workers);
+                    let saved =
+                        now_t - time_at(&self.scaling, work, r.requested, to) - p.rescale_pause_s;
+                    if saved < p.min_gain_s || saved < p.min_gain_share * now_t {
                         continue;
                     }
                     if planner.grow(snap, r, to) {

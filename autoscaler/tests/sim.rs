@@ -436,7 +436,11 @@ fn idle_gpus_go_where_one_more_worker_saves_most() {
     // 7 idle GPUs, 2 kept as headroom (5% of 24): 5 to hand out. One more worker saves the
     // 1-GPU job far more (speedup 1 → 1.78) than the 16-GPU one (5.57 → 5.78), so the 1-GPU
     // job goes to its maximum (4) and the 16-GPU job gets the other two.
-    let (_, _, out) = grown_pair(ElasticParams::default(), 100_000.0);
+    let no_share = ElasticParams {
+        min_gain_share: 0.0,
+        ..ElasticParams::default()
+    };
+    let (_, _, out) = grown_pair(no_share, 100_000.0);
     assert_eq!(grows(&out), vec![(0, 4), (1, 18)], "{out:?}");
     assert!(out
         .iter()
@@ -445,10 +449,14 @@ fn idle_gpus_go_where_one_more_worker_saves_most() {
     // (the 16-GPU one, 110k s vs 100k s), for a 4% speedup instead of 2.9×
     let longest_first = ElasticParams {
         grow_by_marginal_gain: false,
-        ..ElasticParams::default()
+        ..no_share
     };
     let (_, _, out) = grown_pair(longest_first, 100_000.0);
     assert_eq!(grows(&out), vec![(1, 21)], "{out:?}");
+    // by default a rescale must save 10% of the remaining time: the 16-GPU job's two extra
+    // workers (3.6% faster) are not worth its restart, the 1-GPU job still grows
+    let (_, _, out) = grown_pair(ElasticParams::default(), 100_000.0);
+    assert_eq!(grows(&out), vec![(0, 4)], "{out:?}");
 }
 
 #[test]
@@ -485,12 +493,16 @@ fn lent_workers_come_back_from_the_job_that_loses_least() {
         v.sort_unstable();
         v
     };
+    let no_share = ElasticParams {
+        min_gain_share: 0.0,
+        ..ElasticParams::default()
+    };
     // the 16-GPU job's 18th worker saves least (1.7% of its time), so it gives them back
-    assert_eq!(reclaimed(ElasticParams::default()), vec![(1, 16)]);
+    assert_eq!(reclaimed(no_share), vec![(1, 16)]);
     // longest remaining time first would halve the 1-GPU job's speed instead
     let longest_first = ElasticParams {
         reclaim_least_loss: false,
-        ..ElasticParams::default()
+        ..no_share
     };
     assert_eq!(reclaimed(longest_first), vec![(0, 2)]);
 }
