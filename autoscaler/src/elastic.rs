@@ -26,7 +26,9 @@
 //! maximum (the speedup curve is concave, so this maximises the predicted time saved, and a
 //! 1-GPU job that runs for days gets its second GPU before a 16-GPU job gets its seventeenth).
 //! A job is grown only when that saves at least `min_gain_s` beyond the restart pause and at
-//! least `min_gain_share` (10%) of its predicted remaining time.
+//! least `min_gain_share` (10%) of its predicted remaining time. Elastic jobs this decision
+//! admits at their request take part in the same hand-out and start at the size it gives them
+//! (no restart right after the start).
 //!
 //! No flapping: a job is grown at most once per `cooldown_s` after any rescale; shrinking
 //! below the request also waits for the cooldown; only lent workers come back at once, and a
@@ -36,7 +38,7 @@
 use crate::backend::{
     Action, ClusterSnapshot, Decision, JobId, QueuedJob, Reason, RunningJob, Slot,
 };
-use crate::optimus::{fill_by_marginal_gain, predicted_remaining, time_at};
+use crate::optimus::{fill_by_marginal_gain, predicted_remaining, time_at, GrowCandidate};
 use crate::policy::{next_relax, Planner, Policy};
 use crate::scaling::ScalingModel;
 
@@ -258,7 +260,9 @@ impl Policy for ElasticController {
         let mut waiting = 0usize;
         // GPUs the jobs left waiting need (their minimum), kept back from growing
         let mut reserved = 0u32;
-        let mut admitted_elastic = false;
+        // elastic jobs admitted at their request by this decision: (queued index, index of
+        // the admission in `out`, its planned placement); they may start bigger below
+        let mut fresh: Vec<(usize, usize, Vec<Slot>)> = Vec::new();
 
         for &(not_starving, key, _, k) in keyed.iter() {
             let Some(q) = snap.queued.get(k) else {
@@ -281,8 +285,10 @@ impl Policy for ElasticController {
             };
             // 1. as requested
             if planner.cap.total_free() > 0 && planner.admit(snap, q, q.requested) {
+                if q.elastic() {
+                    fresh.push((k, out.len(), planner.placed().to_vec()));
+                }
                 out.push(admit(q.id, q.requested, reason));
-                admitted_elastic |= q.elastic();
                 continue;
             }
             if pressure >= p.max_pressure_jobs {
@@ -503,71 +509,110 @@ impl Policy for ElasticController {
             let idle = planner.cap.total_free().saturating_sub(reserved);
             let threshold = ((f64::from(healthy) * p.scale_up_idle_share).ceil() as u32).max(1);
             let headroom = (f64::from(healthy) * p.headroom_share).ceil() as u32;
-            if idle >= threshold && idle > headroom && admitted_elastic {
-                // jobs started now can grow once they run: look again in a second
-                min_wake(&mut wake, now + 1.0, now);
-            }
             if idle >= threshold && idle > headroom {
                 let budget = idle - headroom;
-                let cands: Vec<(usize, f64)> = snap
-                    .running
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| r.elastic() && r.workers < r.max_workers && !r.restarting)
-                    .filter(|(_, r)| {
-                        let ok = self.cooled(r, now);
-                        if !ok {
-                            if let Some(t) = r.last_rescale {
-                                min_wake(&mut wake, t + p.cooldown_s, now);
-                            }
+                // candidates: running elastic jobs out of cooldown, and the elastic jobs this
+                // decision admits at their request (they start at the size the fill gives
+                // them, with no restart)
+                let mut who: Vec<Grown> = Vec::new();
+                let mut cands: Vec<GrowCandidate> = Vec::new();
+                for (k, r) in snap.running.iter().enumerate() {
+                    if !r.elastic() || r.workers >= r.max_workers || r.restarting {
+                        continue;
+                    }
+                    if !self.cooled(r, now) {
+                        if let Some(t) = r.last_rescale {
+                            min_wake(&mut wake, t + p.cooldown_s, now);
                         }
-                        ok
-                    })
-                    .map(|(k, r)| (k, self.remaining_work_r(r)))
-                    .collect();
-                let mut target: Vec<u32> = snap.running.iter().map(|r| r.workers).collect();
-                if p.grow_by_marginal_gain {
-                    fill_by_marginal_gain(&self.scaling, snap, &cands, budget, &mut target);
+                        continue;
+                    }
+                    who.push(Grown::Running(k));
+                    cands.push(GrowCandidate::of(r, self.remaining_work_r(r)));
+                }
+                for (n, (k, _, _)) in fresh.iter().enumerate() {
+                    if let Some(q) = snap.queued.get(*k) {
+                        who.push(Grown::Fresh(n));
+                        cands.push(GrowCandidate {
+                            requested: q.requested,
+                            workers: q.requested,
+                            max_workers: q.max_workers,
+                            remaining: self.key_q(q) / f64::from(q.requested.max(1)),
+                        });
+                    }
+                }
+                let sizes = if p.grow_by_marginal_gain {
+                    fill_by_marginal_gain(&self.scaling, &cands, budget)
                 } else {
                     // longest predicted remaining time first, each to its maximum
                     let mut order: Vec<(f64, usize)> = cands
                         .iter()
-                        .filter_map(|&(k, work)| {
-                            let r = snap.running.get(k)?;
-                            Some((time_at(&self.scaling, work, r.requested, r.workers), k))
+                        .enumerate()
+                        .map(|(i, c)| {
+                            let t = time_at(&self.scaling, c.remaining, c.requested, c.workers);
+                            (t, i)
                         })
                         .collect();
                     order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    let mut sizes: Vec<u32> = cands.iter().map(|c| c.workers).collect();
                     let mut left = budget;
-                    for (_, k) in order {
-                        if let (Some(r), Some(t)) = (snap.running.get(k), target.get_mut(k)) {
-                            let give = (r.max_workers - r.workers).min(left);
-                            *t = r.workers + give;
+                    for (_, i) in order {
+                        if let (Some(c), Some(t)) = (cands.get(i), sizes.get_mut(i)) {
+                            let give = (c.max_workers - c.workers).min(left);
+                            *t = c.workers + give;
                             left -= give;
                         }
                     }
-                }
-                for &(k, work) in &cands {
-                    let (Some(r), Some(&to)) = (snap.running.get(k), target.get(k)) else {
-                        continue;
-                    };
-                    if to <= r.workers {
+                    sizes
+                };
+                for ((g, c), to) in who.iter().zip(&cands).zip(sizes) {
+                    if to <= c.workers {
                         continue;
                     }
-                    let now_t = time_at(&self.scaling, work, r.requested, r.workers);
+                    let now_t = time_at(&self.scaling, c.remaining, c.requested, c.workers);
+                    let pause = match g {
+                        Grown::Running(_) => p.rescale_pause_s,
+                        Grown::Fresh(_) => 0.0,
+                    };
                     let saved =
-                        now_t - time_at(&self.scaling, work, r.requested, to) - p.rescale_pause_s;
+                        now_t - time_at(&self.scaling, c.remaining, c.requested, to) - pause;
                     if saved < p.min_gain_s || saved < p.min_gain_share * now_t {
                         continue;
                     }
-                    if planner.grow(snap, r, to) {
-                        out.push(Decision {
-                            action: Action::SetWorkers {
-                                job: r.id,
-                                workers: to,
-                            },
-                            reason: Reason::IdleGpus { idle_gpus: idle },
-                        });
+                    match *g {
+                        Grown::Running(k) => {
+                            let Some(r) = snap.running.get(k) else {
+                                continue;
+                            };
+                            if planner.grow(snap, r, to) {
+                                out.push(Decision {
+                                    action: Action::SetWorkers {
+                                        job: r.id,
+                                        workers: to,
+                                    },
+                                    reason: Reason::IdleGpus { idle_gpus: idle },
+                                });
+                            }
+                        }
+                        Grown::Fresh(n) => {
+                            let Some((k, at, slots)) = fresh.get(n) else {
+                                continue;
+                            };
+                            let Some(q) = snap.queued.get(*k) else {
+                                continue;
+                            };
+                            // re-plan its placement at the bigger size, or keep the first one
+                            planner.cap.release(slots);
+                            if planner.admit(snap, q, to) {
+                                if let Some(d) = out.get_mut(*at) {
+                                    d.action = Action::Admit {
+                                        job: q.id,
+                                        workers: to,
+                                    };
+                                }
+                            } else {
+                                planner.cap.occupy(slots);
+                            }
+                        }
                     }
                 }
             }
@@ -576,6 +621,15 @@ impl Policy for ElasticController {
         self.keyed = keyed;
         wake.is_finite().then_some(wake)
     }
+}
+
+/// Who a grow candidate of a decision is.
+#[derive(Debug, Clone, Copy)]
+enum Grown {
+    /// Index into the snapshot's running jobs.
+    Running(usize),
+    /// Index into the decision's fresh admissions.
+    Fresh(usize),
 }
 
 fn admit(job: JobId, workers: u32, reason: Reason) -> Decision {

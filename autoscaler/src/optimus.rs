@@ -31,35 +31,55 @@ pub fn time_at(scaling: &ScalingModel, work: f64, requested: u32, w: u32) -> f64
     work * scaling.speedup(requested) / scaling.speedup(w)
 }
 
-/// Hands `free` GPUs out one at a time to the running jobs `cands` (index into
-/// `snap.running`, predicted remaining work at the requested size), each time to the job whose
-/// predicted remaining time drops most from one more worker, up to each job's maximum:
-/// `target` (indexed like `snap.running`, starting at the current workers) gets the sizes.
-/// Speedup curves are concave, so this maximises the total predicted time saved.
+/// A job that may get more workers: its requested size (the reference of its work), its
+/// workers now (the fill's starting point), its maximum, and its predicted remaining work
+/// (seconds at the requested size).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrowCandidate {
+    pub requested: u32,
+    pub workers: u32,
+    pub max_workers: u32,
+    pub remaining: f64,
+}
+
+impl GrowCandidate {
+    /// A running job with `remaining` predicted work.
+    pub fn of(r: &RunningJob, remaining: f64) -> GrowCandidate {
+        GrowCandidate {
+            requested: r.requested,
+            workers: r.workers,
+            max_workers: r.max_workers,
+            remaining,
+        }
+    }
+}
+
+/// Hands `free` GPUs out one at a time, each to the candidate whose predicted remaining time
+/// drops most from one more worker, up to each one's maximum; returns each candidate's new
+/// size (in the order given). Speedup curves are concave, so this maximises the total
+/// predicted time saved.
 pub fn fill_by_marginal_gain(
     scaling: &ScalingModel,
-    snap: &ClusterSnapshot,
-    cands: &[(usize, f64)],
+    cands: &[GrowCandidate],
     free: u32,
-    target: &mut [u32],
-) {
-    let gain = |r: &RunningJob, w: u32, rem: f64| {
-        time_at(scaling, rem, r.requested, w) - time_at(scaling, rem, r.requested, w + 1)
+) -> Vec<u32> {
+    let gain = |c: &GrowCandidate, w: u32| {
+        time_at(scaling, c.remaining, c.requested, w)
+            - time_at(scaling, c.remaining, c.requested, w + 1)
     };
+    let mut target: Vec<u32> = cands.iter().map(|c| c.workers).collect();
     let mut heap = BinaryHeap::new();
-    for &(k, rem) in cands {
-        if let (Some(r), Some(&t)) = (snap.running.get(k), target.get(k)) {
-            if t < r.max_workers {
-                heap.push(Gain(gain(r, t, rem), k, rem));
-            }
+    for (k, c) in cands.iter().enumerate() {
+        if c.workers < c.max_workers {
+            heap.push(Gain(gain(c, c.workers), k));
         }
     }
     let mut free = free;
     while free > 0 {
-        let Some(Gain(g, k, rem)) = heap.pop() else {
+        let Some(Gain(g, k)) = heap.pop() else {
             break;
         };
-        let (Some(r), Some(t)) = (snap.running.get(k), target.get_mut(k)) else {
+        let (Some(c), Some(t)) = (cands.get(k), target.get_mut(k)) else {
             continue;
         };
         if g <= 0.0 {
@@ -67,14 +87,15 @@ pub fn fill_by_marginal_gain(
         }
         *t += 1;
         free -= 1;
-        if *t < r.max_workers {
-            heap.push(Gain(gain(r, *t, rem), k, rem));
+        if *t < c.max_workers {
+            heap.push(Gain(gain(c, *t), k));
         }
     }
+    target
 }
 
 #[derive(Debug, PartialEq)]
-struct Gain(f64, usize, f64);
+struct Gain(f64, usize);
 impl Eq for Gain {}
 impl PartialOrd for Gain {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
@@ -227,20 +248,19 @@ impl Policy for Optimus {
             } else if !blocked {
                 // distribute free GPUs by marginal gain
                 let mut target: Vec<u32> = snap.running.iter().map(|r| r.workers).collect();
-                let cands: Vec<(usize, f64)> = snap
+                let (idx, cands): (Vec<usize>, Vec<GrowCandidate>) = snap
                     .running
                     .iter()
                     .enumerate()
                     .filter(|(_, r)| r.workers < r.max_workers && self.may_rescale(r, now))
-                    .map(|(k, r)| (k, self.remaining(r)))
-                    .collect();
-                fill_by_marginal_gain(
-                    &self.scaling,
-                    snap,
-                    &cands,
-                    planner.cap.total_free(),
-                    &mut target,
-                );
+                    .map(|(k, r)| (k, GrowCandidate::of(r, self.remaining(r))))
+                    .unzip();
+                let sizes = fill_by_marginal_gain(&self.scaling, &cands, planner.cap.total_free());
+                for (k, t) in idx.into_iter().zip(sizes) {
+                    if let Some(slot) = target.get_mut(k) {
+                        *slot = t;
+                    }
+                }
                 for (k, r) in snap.running.iter().enumerate() {
                     let t = target[k];
                     if t > r.workers && planner.grow(snap, r, t) {

@@ -89,6 +89,11 @@ impl Planner {
             .place(workers, level, snap.rules.strategy, &mut self.tmp)
     }
 
+    /// Where the last successful [`Planner::admit`] placed the job.
+    pub fn placed(&self) -> &[Slot] {
+        &self.tmp
+    }
+
     /// Plans to suspend `r` (its GPUs become free).
     pub fn suspend(&mut self, snap: &ClusterSnapshot, r: &RunningJob) {
         self.cap.release(snap.placement_of(r));

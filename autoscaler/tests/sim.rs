@@ -368,33 +368,27 @@ fn an_idle_cluster_grows_an_elastic_job_and_it_finishes_sooner() {
         .run(&mut Fifo::default());
     let mut p = ElasticController::new(ElasticParams::default(), scaling);
     let el = Simulator::new(jobs, c).unwrap().run(&mut p);
-    assert!(el.rescales >= 1);
-    let grow = el
-        .decisions
-        .iter()
-        .find(|d| matches!(d.decision.action, Action::SetWorkers { .. }))
-        .unwrap();
-    assert!(matches!(grow.decision.reason, Reason::IdleGpus { .. }));
-    // max = 4 × 2 = 8 workers
+    // it starts at its maximum (4 × 2 = 8 workers) right away: no restart after the start
+    assert_eq!(el.rescales, 0);
+    let first = &el.decisions[0].decision;
     assert_eq!(
-        grow.decision.action,
-        Action::SetWorkers {
-            job: grow.decision.action.job(),
+        first.action,
+        Action::Admit {
+            job: first.action.job(),
             workers: 8
         }
     );
     let (f, e) = (fifo.jobs[0].finish.unwrap(), el.jobs[0].finish.unwrap());
-    // started at 0 on 2 workers, grown one second later, 30 s restart, the rest on 8
-    let expect = 1.0 + 30.0 + 35_999.0 * scaling.speedup(2) / scaling.speedup(8);
+    let expect = 36_000.0 * scaling.speedup(2) / scaling.speedup(8);
     assert!(
         (e - expect).abs() < 1e-6 && e < f,
         "{e} vs {expect}, fifo {f}"
     );
 }
 
-/// Elastic jobs on 24 GPUs: a 1-GPU job of `first_s` seconds and a 16-GPU job of 110k s start
-/// at once (a 4-GPU job arrives at t = 100); the decision a second later grows the two into
-/// the idle GPUs.
+/// Elastic jobs on 24 GPUs: a 1-GPU job of `first_s` seconds and a 16-GPU job of 110k s are
+/// submitted at once (a 4-GPU job arrives at t = 100); the first decision starts the two,
+/// growing them into the idle GPUs from the start.
 fn grown_pair(
     params: ElasticParams,
     first_s: f64,
@@ -410,20 +404,23 @@ fn grown_pair(
     let mut sim = Simulator::new(jobs, c).unwrap();
     let mut p = ElasticController::new(params, scaling);
     sim.advance(0.2);
-    assert_eq!(sim.decide_once(&mut p), 0);
-    sim.advance(1.0);
     let snap = sim.snapshot().clone();
-    assert_eq!(snap.running.len(), 2, "both jobs run at their request");
+    assert_eq!(
+        snap.queued.len(),
+        2,
+        "both jobs wait for the first decision"
+    );
     let mut out = Vec::new();
     p.decide(&snap, &mut out);
     (sim, p, out)
 }
 
+/// The sizes the jobs start at.
 fn grows(out: &[Decision]) -> Vec<(u64, u32)> {
     let mut v: Vec<(u64, u32)> = out
         .iter()
         .filter_map(|d| match d.action {
-            Action::SetWorkers { job, workers } => Some((job.0, workers)),
+            Action::Admit { job, workers } => Some((job.0, workers)),
             _ => None,
         })
         .collect();
@@ -442,9 +439,11 @@ fn idle_gpus_go_where_one_more_worker_saves_most() {
     };
     let (_, _, out) = grown_pair(no_share, 100_000.0);
     assert_eq!(grows(&out), vec![(0, 4), (1, 18)], "{out:?}");
-    assert!(out
-        .iter()
-        .all(|d| matches!(d.reason, Reason::IdleGpus { idle_gpus: 7 })));
+    assert!(
+        !out.iter()
+            .any(|d| matches!(d.action, Action::SetWorkers { .. })),
+        "no restart: they start at those sizes"
+    );
     // the longest-first rule gives all five to the job with the longest remaining time
     // (the 16-GPU one, 110k s vs 100k s), for a 4% speedup instead of 2.9×
     let longest_first = ElasticParams {
@@ -452,11 +451,11 @@ fn idle_gpus_go_where_one_more_worker_saves_most() {
         ..no_share
     };
     let (_, _, out) = grown_pair(longest_first, 100_000.0);
-    assert_eq!(grows(&out), vec![(1, 21)], "{out:?}");
+    assert_eq!(grows(&out), vec![(0, 1), (1, 21)], "{out:?}");
     // by default a rescale must save 10% of the remaining time: the 16-GPU job's two extra
     // workers (3.6% faster) are not worth its restart, the 1-GPU job still grows
     let (_, _, out) = grown_pair(ElasticParams::default(), 100_000.0);
-    assert_eq!(grows(&out), vec![(0, 4)], "{out:?}");
+    assert_eq!(grows(&out), vec![(0, 4), (1, 16)], "{out:?}");
 }
 
 #[test]
