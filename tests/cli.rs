@@ -395,6 +395,24 @@ fn simulate_compares_policies_on_a_philly_slice() {
         md.contains("srtf-oracle") && md.contains("jct_cdf.png"),
         "{md}"
     );
+    // the elastic decision log: rescales, preemptions, and starts away from the request
+    let log = std::fs::read_to_string(folder.join("decisions-elastic.jsonl")).unwrap();
+    let mut starts = 0;
+    for line in log.lines() {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        match d["action"].as_str().unwrap() {
+            "admit" => {
+                starts += 1;
+                let why = d["reason"].as_str().unwrap();
+                assert!(
+                    ["idle_gpus", "start_shrunk", "queue_wait_high"].contains(&why),
+                    "an admission at the request is not logged: {line}"
+                );
+            }
+            a => assert!(["set_workers", "suspend"].contains(&a), "{line}"),
+        }
+    }
+    assert!(starts > 0, "no start above or below the request in\n{log}");
 
     let err = run_err(&["simulate", "--gpus", "8", "--policies", "fifo,lottery"]);
     assert!(err.contains("unknown policy `lottery`"), "{err}");

@@ -608,6 +608,7 @@ impl Policy for ElasticController {
                                         job: q.id,
                                         workers: to,
                                     };
+                                    d.reason = Reason::IdleGpus { idle_gpus: idle };
                                 }
                             } else {
                                 planner.cap.occupy(slots);

@@ -444,6 +444,11 @@ fn idle_gpus_go_where_one_more_worker_saves_most() {
             .any(|d| matches!(d.action, Action::SetWorkers { .. })),
         "no restart: they start at those sizes"
     );
+    assert!(
+        out.iter()
+            .all(|d| matches!(d.reason, Reason::IdleGpus { idle_gpus: 7 })),
+        "a start above the request says why: {out:?}"
+    );
     // the longest-first rule gives all five to the job with the longest remaining time
     // (the 16-GPU one, 110k s vs 100k s), for a 4% speedup instead of 2.9×
     let longest_first = ElasticParams {

@@ -617,11 +617,15 @@ fn write_report(dir: &Path, r: &SizeReport, results: &[SimResult]) -> anyhow::Re
         .filter(|res| res.rescales + res.suspensions > 0)
     {
         let mut s = String::new();
-        for d in res
-            .decisions
-            .iter()
-            .filter(|d| !matches!(d.decision.action, augur_autoscaler::Action::Admit { .. }))
-        {
+        // admissions only when the job starts at another size than it asked for
+        let off_request = |d: &&augur_autoscaler::backend::DecisionRecord| match d.decision.action {
+            augur_autoscaler::Action::Admit { job, workers } => usize::try_from(job.0)
+                .ok()
+                .and_then(|i| res.jobs.get(i))
+                .is_some_and(|j| j.gpus != workers),
+            _ => true,
+        };
+        for d in res.decisions.iter().filter(off_request) {
             s.push_str(&serde_json::to_string(d)?);
             s.push('\n');
         }
@@ -639,7 +643,7 @@ fn write_report(dir: &Path, r: &SizeReport, results: &[SimResult]) -> anyhow::Re
     );
     let _ = writeln!(
         md,
-        "`decisions-<policy>.jsonl`: every rescale and preemption (up to the log cap) with its reason."
+        "`decisions-<policy>.jsonl`: every rescale and preemption, and every start at another size than the job asked for (up to the log cap), with its reason."
     );
     write("summary.md", md.as_bytes())?;
     write("summary.json", serde_json::to_string_pretty(r)?.as_bytes())?;
