@@ -9,7 +9,7 @@ use anyhow::Context;
 use augur_datasets::{JobRecord, JobStatus};
 use augur_predictor::failure::FailureEvalRow;
 use augur_predictor::{
-    evaluate_failure, FailureEvaluation, FailureTrainer, ModelRegistry, NewArtifact, PredictorError,
+    evaluate_failure, FailureEvaluation, FailureTrainer, ModelRegistry, PredictorError,
 };
 use serde::Serialize;
 
@@ -234,16 +234,11 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
         "labels".to_string(),
         "failed = 1; completed and killed = 0; unknown (censored) not labelled".to_string(),
     );
-    let mut info = NewArtifact::new(name.clone(), eval.n_train);
-    info.metrics = metrics;
-    info.notes = notes;
-    let meta = registry
-        .save(&predictor, info)
-        .with_context(|| format!("saving to the registry {}", registry.root().display()))?;
+    let meta =
+        crate::train::save_artifact(&registry, &predictor, &name, eval.n_train, metrics, notes)?;
     let dir = registry.version_dir(&meta.kind, meta.version);
     if args.json {
-        let out = serde_json::json!({ "path": dir.display().to_string(), "meta": meta });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::train::print_saved_json(&dir, &meta)?;
     } else {
         print_table(&name, &eval);
         println!(

@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use augur_predictor::{
-    evaluate_queue_wait, ModelRegistry, NewArtifact, QueueWaitEvaluation, QueueWaitTrainer,
-};
+use augur_predictor::{evaluate_queue_wait, ModelRegistry, QueueWaitEvaluation, QueueWaitTrainer};
 
 use crate::cli::TrainArgs;
 use crate::evaluate::load_inputs;
@@ -43,16 +41,11 @@ pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
             eval.n_test
         ),
     );
-    let mut info = NewArtifact::new(name.clone(), eval.n_train);
-    info.metrics = metrics;
-    info.notes = notes;
-    let meta = registry
-        .save(&predictor, info)
-        .with_context(|| format!("saving to the registry {}", registry.root().display()))?;
+    let meta =
+        crate::train::save_artifact(&registry, &predictor, &name, eval.n_train, metrics, notes)?;
     let dir = registry.version_dir(&meta.kind, meta.version);
     if args.json {
-        let out = serde_json::json!({ "path": dir.display().to_string(), "meta": meta });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::train::print_saved_json(&dir, &meta)?;
     } else {
         let get = |k: &str| meta.metrics.get(k).copied().unwrap_or(f64::NAN);
         println!(

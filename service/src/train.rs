@@ -7,12 +7,14 @@
 //! 80% model (noted in the metadata), as the newest jobs are no longer held out.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::Context;
 use augur_datasets::split::clamp_duration;
 use augur_datasets::JobRecord;
 use augur_features::{batch_features, FeatureSchema};
 use augur_predictor::metrics::{coverage, mae_log, within2x};
+use augur_predictor::registry::Artifact;
 use augur_predictor::{
     evaluate_runtime_with_progress, ArtifactMeta, ModelRegistry, NewArtifact, RuntimeEvaluation,
     RuntimePredictor, RuntimeTrainer,
@@ -73,19 +75,38 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         (p, eval.n_train)
     };
 
-    let mut info = NewArtifact::new(name.clone(), training_rows);
-    info.metrics = metrics;
-    info.notes = notes;
-    let meta = registry
-        .save(&predictor, info)
-        .with_context(|| format!("saving to the registry {}", registry.root().display()))?;
+    let meta = save_artifact(&registry, &predictor, &name, training_rows, metrics, notes)?;
     let dir = registry.version_dir(&meta.kind, meta.version);
     if args.json {
-        let out = serde_json::json!({ "path": dir.display().to_string(), "meta": meta });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        print_saved_json(&dir, &meta)?;
     } else {
         print_summary(&name, &meta, &eval, &dir);
     }
+    Ok(())
+}
+
+/// Saves `predictor` as the next version of its kind in `registry`, with what it was trained
+/// on (`source`, `training_rows`), its held-out metrics and its notes.
+pub(crate) fn save_artifact<T: Artifact>(
+    registry: &ModelRegistry,
+    predictor: &T,
+    source: &str,
+    training_rows: usize,
+    metrics: BTreeMap<String, f64>,
+    notes: BTreeMap<String, String>,
+) -> anyhow::Result<ArtifactMeta> {
+    let mut info = NewArtifact::new(source, training_rows);
+    info.metrics = metrics;
+    info.notes = notes;
+    registry
+        .save(predictor, info)
+        .with_context(|| format!("saving to the registry {}", registry.root().display()))
+}
+
+/// The `--json` answer of `augur train`: where the saved version is, and its metadata.
+pub(crate) fn print_saved_json(dir: &Path, meta: &ArtifactMeta) -> anyhow::Result<()> {
+    let out = serde_json::json!({ "path": dir.display().to_string(), "meta": meta });
+    println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 

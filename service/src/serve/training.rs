@@ -20,11 +20,12 @@ use augur_predictor::registry::Selector;
 use augur_predictor::{
     evaluate_convergence, evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta,
     ConvergencePredictor, ConvergenceTrainer, FailurePredictor, FailureTrainer, ModelRegistry,
-    NewArtifact, QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
+    QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
 };
 use serde::Serialize;
 
 use super::online::{Served, ServedModels};
+use crate::train::save_artifact;
 
 /// Registry kind of the queue-wait predictor.
 pub const QUEUE_WAIT_KIND: &str = "queue_wait";
@@ -346,9 +347,6 @@ pub fn train_runtime_with(
         .predictor
         .take()
         .context("the evaluation returned no trained predictor")?;
-    let mut info = NewArtifact::new(source, eval.n_train);
-    info.metrics = metrics;
-    info.notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
     let decision = decide(
         registry,
         RUNTIME_KIND,
@@ -357,7 +355,8 @@ pub fn train_runtime_with(
         &predictor,
         |m: &RuntimePredictor| runtime_mae_log_on_newest(m, jobs),
     )?;
-    let meta = registry.save(&predictor, info)?;
+    let notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
+    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
     if decision == Decision::Promoted {
         registry.promote(RUNTIME_KIND, meta.version)?;
     }
@@ -400,9 +399,6 @@ pub fn train_queue_wait_with(
         .take()
         .context("the queue-wait evaluation returned no trained predictor")?;
     let metrics = crate::queue_train::held_out_metrics(&eval);
-    let mut info = NewArtifact::new(source, eval.n_train);
-    info.metrics = metrics;
-    info.notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
     let decision = decide(
         registry,
         QUEUE_WAIT_KIND,
@@ -411,7 +407,8 @@ pub fn train_queue_wait_with(
         &predictor,
         |m: &QueueWaitPredictor| queue_wait_mae_s_on_newest(m, jobs),
     )?;
-    let meta = registry.save(&predictor, info)?;
+    let notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
+    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
     if decision == Decision::Promoted {
         registry.promote(QUEUE_WAIT_KIND, meta.version)?;
     }
@@ -452,9 +449,6 @@ pub fn train_failure_with(
         .take()
         .context("the failure evaluation returned no trained predictor")?;
     let metrics = crate::failure_eval::held_out_metrics(&eval);
-    let mut info = NewArtifact::new(source, eval.n_train);
-    info.metrics = metrics;
-    info.notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
     let decision = decide(
         registry,
         FAILURE_KIND,
@@ -469,7 +463,8 @@ pub fn train_failure_with(
         ),
         d => d,
     };
-    let meta = registry.save(&predictor, info)?;
+    let notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
+    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
     if decision == Decision::Promoted {
         registry.promote(FAILURE_KIND, meta.version)?;
     }
@@ -535,10 +530,15 @@ pub fn train_convergence(
     }
     metrics.insert("test_runs".to_string(), eval.n_test_runs as f64);
     metrics.retain(|_, v| v.is_finite());
-    let mut info = NewArtifact::new("mlperf", eval.n_train_runs);
-    info.metrics = metrics;
-    info.notes = notes(&trainer.trees.to_string(), eval.n_test_runs);
-    let meta = registry.save(&predictor, info)?;
+    let notes = notes(&trainer.trees.to_string(), eval.n_test_runs);
+    let meta = save_artifact(
+        registry,
+        &predictor,
+        "mlperf",
+        eval.n_train_runs,
+        metrics,
+        notes,
+    )?;
     registry.promote(CONVERGENCE_KIND, meta.version)?;
     Ok(Ok(meta))
 }
