@@ -16,7 +16,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::cli::EvaluateArgs;
-use crate::report::{plot_err, render, Area, FAMILY};
+use crate::report::{legend, plot_err, render, Area, FAMILY};
 
 /// The team's peer numbers for issue #5 (median relative error of remaining wall time at
 /// the 25/50/75% prefixes): Optimus fit over wall time, and the median time-to-train prior.
@@ -402,18 +402,12 @@ fn plot_curve(area: &Area, eval: &ConvergenceEvaluation, case: &TestCase) -> any
         .label(format!("actual time-to-train {:.0} s", run.time_to_train_s))
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     let rising = p.direction == Direction::Rising;
-    chart
-        .configure_series_labels()
-        .position(if rising {
-            SeriesLabelPosition::LowerRight
-        } else {
-            SeriesLabelPosition::UpperRight
-        })
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    let pos = if rising {
+        SeriesLabelPosition::LowerRight
+    } else {
+        SeriesLabelPosition::UpperRight
+    };
+    legend(&mut chart, pos, 14)?;
     Ok(())
 }
 
@@ -484,13 +478,6 @@ fn plot_errors(area: &Area, eval: &ConvergenceEvaluation) -> anyhow::Result<()> 
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
         chart.draw_series(whiskers).map_err(plot_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
     Ok(())
 }

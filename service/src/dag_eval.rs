@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 
 use crate::cli::EvaluateArgs;
-use crate::report::{folder_slug, plot_err, render, Area, FAMILY};
+use crate::report::{folder_slug, legend, plot_err, render, Area, FAMILY};
 
 /// The DAG datasets `--task dag` knows.
 const DATASETS: [&str; 2] = ["dag-tpch", "dag-wfcommons"];
@@ -246,13 +246,6 @@ fn plot_makespan(area: &Area, eval: &DagEvaluation) -> anyhow::Result<()> {
             .draw_series(DashedLineSeries::new(line, 8, 6, BLACK.stroke_width(1)))
             .map_err(plot_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use augur_predictor::FailureEvaluation;
 use plotters::prelude::*;
 
 use crate::failure_eval::{interval, served_line};
-use crate::report::{folder_slug, plot_err, render, Area, FAMILY};
+use crate::report::{folder_slug, legend, plot_err, render, Area, FAMILY};
 
 /// File names of the plots, in report order.
 pub const PLOTS: [&str; 3] = ["roc.png", "pr.png", "reliability.png"];
@@ -146,20 +146,6 @@ type UnitChart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
-fn legend<'a, 'b: 'a>(
-    chart: &mut UnitChart<'a, 'b>,
-    pos: SeriesLabelPosition,
-) -> anyhow::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(pos)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)
-}
-
 fn unit_chart<'a, 'b>(
     area: &'a Area<'b>,
     caption: String,
@@ -222,7 +208,7 @@ fn plot_roc(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result
             .label(format!("{} (AUC {})", mp.method, f(row.roc_auc, 3)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    legend(&mut chart, SeriesLabelPosition::LowerRight)
+    legend(&mut chart, SeriesLabelPosition::LowerRight, 14)
 }
 
 fn plot_pr(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result<()> {
@@ -268,7 +254,7 @@ fn plot_pr(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result<
     } else {
         SeriesLabelPosition::UpperRight
     };
-    legend(&mut chart, pos)
+    legend(&mut chart, pos, 14)
 }
 
 fn plot_reliability(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result<()> {
@@ -306,5 +292,5 @@ fn plot_reliability(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow
             }))
             .map_err(plot_err)?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)
 }

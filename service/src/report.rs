@@ -225,6 +225,23 @@ fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[
 pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 type PlotFn = fn(&Area, &str, &RuntimeEvaluation, &[Decile]) -> anyhow::Result<()>;
 
+/// Draws the chart's series legend at `pos` in the reports' style (translucent white box,
+/// black border, `font_px` text).
+pub(crate) fn legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
+    pos: SeriesLabelPosition,
+    font_px: u32,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .label_font((FAMILY, font_px))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)
+}
+
 pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
@@ -341,14 +358,7 @@ fn plot_pred_vs_actual(
                 .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
     Ok(())
 }
 
@@ -439,14 +449,7 @@ fn plot_error_cdf(
         .map_err(plot_err)?
         .label("ln 2 (within 2x)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight, 14)?;
     Ok(())
 }
 
@@ -513,14 +516,7 @@ fn plot_coverage(
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
             .map_err(plot_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight, 14)?;
     Ok(())
 }
 

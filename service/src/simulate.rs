@@ -492,14 +492,7 @@ fn lines(
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
             Ok(())
         })?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FAMILY, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
+        crate::report::legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
     } else {
         let mut chart = builder
             .build_cartesian_2d(x0..x1, 0f64..y1)
@@ -519,14 +512,7 @@ fn lines(
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
             Ok(())
         })?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FAMILY, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
+        crate::report::legend(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
     }
     Ok(())
 }
