@@ -14,7 +14,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 
 use crate::cli::EvaluateArgs;
-use crate::report::{folder_slug, legend, plot_err, render, Area, FAMILY};
+use crate::report::{
+    draw_identity_and_2x_band, folder_slug, legend, log_range, plot_err, pred_vs_actual_chart,
+    render, Area,
+};
 
 /// The DAG datasets `--task dag` knows.
 const DATASETS: [&str; 2] = ["dag-tpch", "dag-wfcommons"];
@@ -177,42 +180,20 @@ fn plot_makespan(area: &Area, eval: &DagEvaluation) -> anyhow::Result<()> {
             (k, pts)
         })
         .collect();
-    let all = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().flat_map(|&(a, b)| [a, b]));
-    let (lo, hi) = all.fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
-    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
-        (
-            10f64.powf(lo.log10().floor()),
-            10f64
-                .powf(hi.log10().ceil())
-                .max(10f64.powf(lo.log10().floor()) * 10.0),
-        )
-    } else {
-        (1.0, 10.0)
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!(
-                "{}: predicted vs actual makespan (held-out jobs)",
-                eval.dataset
-            ),
-            (FAMILY, 22),
-        )
-        .margin(12)
-        .x_label_area_size(48)
-        .y_label_area_size(70)
-        .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .x_desc("actual makespan, seconds")
-        .y_desc("predicted makespan, seconds")
-        .x_label_formatter(&|v| format!("{v:.0e}"))
-        .y_label_formatter(&|v| format!("{v:.0e}"))
-        .label_style((FAMILY, 14))
-        .draw()
-        .map_err(plot_err)?;
+    let (lo, hi) = log_range(
+        series
+            .iter()
+            .flat_map(|(_, p)| p.iter().flat_map(|&(a, b)| [a, b])),
+    );
+    let mut chart = pred_vs_actual_chart(
+        area,
+        format!(
+            "{}: predicted vs actual makespan (held-out jobs)",
+            eval.dataset
+        ),
+        ("actual makespan, seconds", "predicted makespan, seconds"),
+        (lo, hi),
+    )?;
     let colours = [
         RGBColor(31, 119, 180),
         RGBColor(127, 127, 127),
@@ -235,17 +216,7 @@ fn plot_makespan(area: &Area, eval: &DagEvaluation) -> anyhow::Result<()> {
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
     }
-    chart
-        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(2)))
-        .map_err(plot_err)?
-        .label("y = x")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    for k in [2.0, 0.5] {
-        let line = [(lo, (lo * k).max(lo)), ((hi / k).min(hi), (hi * k).min(hi))];
-        chart
-            .draw_series(DashedLineSeries::new(line, 8, 6, BLACK.stroke_width(1)))
-            .map_err(plot_err)?;
-    }
+    draw_identity_and_2x_band(&mut chart, (lo, hi))?;
     legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
     Ok(())
 }

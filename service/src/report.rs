@@ -283,7 +283,7 @@ const BASELINES: [RGBColor; 3] = [
 ];
 
 /// Axis range `[lo, hi]` on a log scale covering the values (≥ 1 s), one decade rounded.
-fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+pub(crate) fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values
         .filter(|v| v.is_finite())
         .map(clamp_duration)
@@ -296,25 +296,16 @@ fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
-fn plot_pred_vs_actual(
-    area: &Area,
-    name: &str,
-    eval: &RuntimeEvaluation,
-    _: &[Decile],
-) -> anyhow::Result<()> {
-    let pts: Vec<(f64, f64)> = eval
-        .test_actual
-        .iter()
-        .zip(&eval.test_pred)
-        .map(|(a, p)| (clamp_duration(*a), clamp_duration(p.seconds)))
-        .filter(|(a, p)| a.is_finite() && p.is_finite())
-        .collect();
-    let (lo, hi) = log_range(pts.iter().flat_map(|&(a, p)| [a, p]));
+/// A log-log chart over `range` on both axes (actual on x, predicted on y) with its mesh
+/// drawn: the frame of every predicted-vs-actual plot.
+pub(crate) fn pred_vs_actual_chart<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: String,
+    (x_desc, y_desc): (&str, &str),
+    (lo, hi): (f64, f64),
+) -> anyhow::Result<LogLogChart<'a, 'b>> {
     let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("{name}: predicted vs actual run time (test jobs)"),
-            (FAMILY, 22),
-        )
+        .caption(caption, (FAMILY, 22))
         .margin(12)
         .x_label_area_size(48)
         .y_label_area_size(70)
@@ -322,24 +313,22 @@ fn plot_pred_vs_actual(
         .map_err(plot_err)?;
     chart
         .configure_mesh()
-        .x_desc("actual seconds")
-        .y_desc("predicted seconds")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .x_label_formatter(&|v| format!("{v:.0e}"))
         .y_label_formatter(&|v| format!("{v:.0e}"))
         .label_style((FAMILY, 14))
         .draw()
         .map_err(plot_err)?;
-    // at most ~20k points, evenly thinned, drawn translucent
-    let step = (pts.len() / 20_000).max(1);
-    chart
-        .draw_series(
-            pts.iter()
-                .step_by(step)
-                .map(|&p| Circle::new(p, 2, MODEL.mix(0.25).filled())),
-        )
-        .map_err(plot_err)?
-        .label(format!("test jobs ({})", pts.len()))
-        .legend(|(x, y)| Circle::new((x + 10, y), 3, MODEL.filled()));
+    Ok(chart)
+}
+
+/// Draws y = x and the factor-of-2 band (y = 2x, y = x/2) over `range` on a
+/// [`pred_vs_actual_chart`], with their legend entries.
+pub(crate) fn draw_identity_and_2x_band(
+    chart: &mut LogLogChart<'_, '_>,
+    (lo, hi): (f64, f64),
+) -> anyhow::Result<()> {
     chart
         .draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(2)))
         .map_err(plot_err)?
@@ -358,6 +347,51 @@ fn plot_pred_vs_actual(
                 .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
         }
     }
+    Ok(())
+}
+
+/// A chart with logarithmic x and y axes.
+pub(crate) type LogLogChart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<
+        plotters::coord::combinators::LogCoord<f64>,
+        plotters::coord::combinators::LogCoord<f64>,
+    >,
+>;
+
+fn plot_pred_vs_actual(
+    area: &Area,
+    name: &str,
+    eval: &RuntimeEvaluation,
+    _: &[Decile],
+) -> anyhow::Result<()> {
+    let pts: Vec<(f64, f64)> = eval
+        .test_actual
+        .iter()
+        .zip(&eval.test_pred)
+        .map(|(a, p)| (clamp_duration(*a), clamp_duration(p.seconds)))
+        .filter(|(a, p)| a.is_finite() && p.is_finite())
+        .collect();
+    let (lo, hi) = log_range(pts.iter().flat_map(|&(a, p)| [a, p]));
+    let mut chart = pred_vs_actual_chart(
+        area,
+        format!("{name}: predicted vs actual run time (test jobs)"),
+        ("actual seconds", "predicted seconds"),
+        (lo, hi),
+    )?;
+    // at most ~20k points, evenly thinned, drawn translucent
+    let step = (pts.len() / 20_000).max(1);
+    chart
+        .draw_series(
+            pts.iter()
+                .step_by(step)
+                .map(|&p| Circle::new(p, 2, MODEL.mix(0.25).filled())),
+        )
+        .map_err(plot_err)?
+        .label(format!("test jobs ({})", pts.len()))
+        .legend(|(x, y)| Circle::new((x + 10, y), 3, MODEL.filled()));
+    draw_identity_and_2x_band(&mut chart, (lo, hi))?;
     legend(&mut chart, SeriesLabelPosition::UpperLeft, 14)?;
     Ok(())
 }
