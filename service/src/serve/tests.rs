@@ -79,18 +79,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// A service over a fresh data folder (with the fixture models when `models`).
 fn service(models: bool) -> (AppState, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    if models {
-        copy_dir(trained_models(), &dir.path().join("models"));
-    }
-    let config = ServeConfig {
-        data_dir: dir.path().to_path_buf(),
-        token: Some(TOKEN.into()),
-        trees: Some(15),
-        min_retrain_jobs: 200,
-        ..ServeConfig::default()
-    };
-    let (state, _info) = AppState::open(config).unwrap();
+    let every = ServeConfig::default().retrain_every_jobs;
+    let (state, dir, _shutdown) = scheduled_service(models, every);
     (state, dir)
 }
 
