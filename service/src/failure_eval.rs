@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use augur_datasets::{JobRecord, JobStatus};
 use augur_predictor::failure::FailureEvalRow;
-use augur_predictor::{
-    evaluate_failure, FailureEvaluation, FailureTrainer, ModelRegistry, PredictorError,
-};
+use augur_predictor::{evaluate_failure, FailureEvaluation, FailureTrainer, PredictorError};
 use serde::Serialize;
 
 use crate::cli::{EvaluateArgs, TrainArgs};
@@ -195,13 +193,7 @@ fn print_table(name: &str, eval: &FailureEvaluation) {
 /// `augur train --task failure`: trains as `evaluate` does (first 80% by submit time) and
 /// saves the predictor under the `failure` kind with its held-out metrics.
 pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
-    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(&datasets, args.trace.as_deref(), args.format.as_deref())?;
-    let Some((name, jobs)) = inputs.into_iter().next() else {
-        anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
-    };
-    let registry = ModelRegistry::open(&args.registry.registry)
-        .with_context(|| "opening the model registry")?;
+    let (name, jobs, registry) = crate::train::trace_and_registry(args)?;
     let mut eval = evaluate_failure(&jobs, &trainer(args.trees)).map_err(|e| match &e {
         PredictorError::NotEnoughData(_) => anyhow::anyhow!(
             "cannot train the failure predictor on {name}: {}",

@@ -5,19 +5,12 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use augur_predictor::{evaluate_queue_wait, ModelRegistry, QueueWaitEvaluation, QueueWaitTrainer};
+use augur_predictor::{evaluate_queue_wait, QueueWaitEvaluation, QueueWaitTrainer};
 
 use crate::cli::TrainArgs;
-use crate::evaluate::load_inputs;
 
 pub fn train(args: &TrainArgs) -> anyhow::Result<()> {
-    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(&datasets, args.trace.as_deref(), args.format.as_deref())?;
-    let Some((name, jobs)) = inputs.into_iter().next() else {
-        anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
-    };
-    let registry = ModelRegistry::open(&args.registry.registry)
-        .with_context(|| "opening the model registry")?;
+    let (name, jobs, registry) = crate::train::trace_and_registry(args)?;
     let mut trainer = QueueWaitTrainer::default();
     if let Some(n) = args.trees {
         trainer = trainer.with_trees(n);

@@ -26,14 +26,8 @@ use crate::progress::TrainingBar;
 use crate::render::thousands;
 
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(&datasets, args.trace.as_deref(), args.format.as_deref())?;
-    let Some((name, jobs)) = inputs.into_iter().next() else {
-        anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
-    };
     // open the registry first: a bad --registry should fail before minutes of training
-    let registry = ModelRegistry::open(&args.registry.registry)
-        .with_context(|| "opening the model registry")?;
+    let (name, jobs, registry) = trace_and_registry(args)?;
     let trainer = trainer(args.trees);
 
     let mut bar = TrainingBar::start(&name, jobs.len());
@@ -83,6 +77,21 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         print_summary(&name, &meta, &eval, &dir);
     }
     Ok(())
+}
+
+/// What every `augur train` task starts from: the trace to train on (its name and jobs) and
+/// the opened model registry.
+pub(crate) fn trace_and_registry(
+    args: &TrainArgs,
+) -> anyhow::Result<(String, Vec<JobRecord>, ModelRegistry)> {
+    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
+    let inputs = load_inputs(&datasets, args.trace.as_deref(), args.format.as_deref())?;
+    let Some((name, jobs)) = inputs.into_iter().next() else {
+        anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
+    };
+    let registry = ModelRegistry::open(&args.registry.registry)
+        .with_context(|| "opening the model registry")?;
+    Ok((name, jobs, registry))
 }
 
 /// Saves `predictor` as the next version of its kind in `registry`, with what it was trained
