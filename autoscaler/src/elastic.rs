@@ -155,12 +155,16 @@ impl ElasticController {
         )
     }
 
-    fn key_q(&self, q: &QueuedJob) -> f64 {
+    fn remaining_work_q(&self, q: &QueuedJob) -> f64 {
         predicted_remaining(
             q.predicted_runtime,
             q.progress_s,
             self.params.unknown_runtime_s,
-        ) * f64::from(q.requested)
+        )
+    }
+
+    fn key_q(&self, q: &QueuedJob) -> f64 {
+        self.remaining_work_q(q) * f64::from(q.requested)
     }
 
     fn cooled(&self, r: &RunningJob, now: f64) -> bool {
@@ -536,7 +540,7 @@ impl Policy for ElasticController {
                             requested: q.requested,
                             workers: q.requested,
                             max_workers: q.max_workers,
-                            remaining: self.key_q(q) / f64::from(q.requested.max(1)),
+                            remaining: self.remaining_work_q(q),
                         });
                     }
                 }
