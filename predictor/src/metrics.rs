@@ -55,6 +55,14 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
+    quantile_sorted(&s, q)
+}
+
+/// [`quantile`] of values already sorted ascending (NaN when empty).
+pub fn quantile_sorted(s: &[f64], q: f64) -> f64 {
+    if s.is_empty() {
+        return f64::NAN;
+    }
     let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)

@@ -45,7 +45,7 @@ use augur_models::gbdt::{GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::quantile;
+use crate::metrics::{quantile, quantile_sorted};
 use crate::{PredictorError, RuntimePredictor, RuntimeTrainer};
 
 /// Errors of the queue state's event API.
@@ -1684,6 +1684,15 @@ pub enum RiskGroup {
 }
 
 impl RiskGroup {
+    /// The group of risk score `score` under group threshold `threshold`.
+    pub fn of(score: f64, threshold: f64) -> RiskGroup {
+        if score <= threshold {
+            RiskGroup::Low
+        } else {
+            RiskGroup::High
+        }
+    }
+
     /// Lowercase name.
     pub fn name(self) -> &'static str {
         match self {
@@ -1807,11 +1816,7 @@ impl RiskSplitBound {
 
     /// The group of a job with risk score `score` under the fixed (offline) threshold.
     pub fn group(&self, score: f64) -> RiskGroup {
-        if score <= self.threshold {
-            RiskGroup::Low
-        } else {
-            RiskGroup::High
-        }
+        RiskGroup::of(score, self.threshold)
     }
 
     /// (offset, level) of `group` on the calibration slice.
@@ -1860,22 +1865,15 @@ pub struct RiskSplitState {
 impl RiskSplitState {
     /// The current group threshold: the `share_low` quantile of the window's scores.
     pub fn threshold(&self) -> f64 {
-        let s = &self.sorted;
-        if s.is_empty() {
+        if self.sorted.is_empty() {
             return self.fallback_threshold;
         }
-        let pos = self.share_low.clamp(0.0, 1.0) * (s.len() - 1) as f64;
-        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-        s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        quantile_sorted(&self.sorted, self.share_low)
     }
 
     /// The group of a job with risk score `score` now.
     pub fn group(&self, score: f64) -> RiskGroup {
-        if score <= self.threshold() {
-            RiskGroup::Low
-        } else {
-            RiskGroup::High
-        }
+        RiskGroup::of(score, self.threshold())
     }
 
     /// The adaptive bound of `group`.
@@ -2153,8 +2151,8 @@ pub fn evaluate_queue_wait(
     let predict_us = t1.elapsed().as_secs_f64() * 1e6 / test_rows.len() as f64;
     let p: Vec<f64> = preds.iter().map(|p| p.seconds).collect();
     // the single conformal offset (the served bound is the risk split when there is one)
-    let u: Vec<f64> = predictor
-        .upper_raw(&tm)?
+    let raw_test = predictor.upper_raw(&tm)?;
+    let u: Vec<f64> = raw_test
         .iter()
         .zip(&p)
         .map(|(r, p)| (r + predictor.upper_offset).exp_m1().max(*p))
@@ -2220,7 +2218,6 @@ pub fn evaluate_queue_wait(
         st_row.median_bound_s = Some(m.median_bound_s);
         rows.push(st_row);
         risk_split_static = Some(m);
-        let raw_test = predictor.upper_raw(&tm)?;
         let test_jobs: Vec<(f64, f64, f64, f64)> = test_rows
             .iter()
             .zip(&raw_test)
