@@ -1,0 +1,171 @@
+//! # augur-numeric
+//!
+//! **One job:** the small numeric primitives every Augur crate shares, written once: the
+//! quantile and median of a sample, the logistic function, and [`SplitMix64`], the one
+//! seeded generator behind every sample, shuffle and initialisation in the workspace (so a
+//! seed gives the same stream on every platform and in every crate). No dependencies, so the
+//! lowest crates (datasets, models) can use it.
+
+/// The `q`-quantile of `v` (linear interpolation between order statistics), NaN when empty.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    quantile_sorted(&s, q)
+}
+
+/// [`quantile`] of values already sorted ascending (NaN when empty; `q` clamped to [0, 1]).
+pub fn quantile_sorted(s: &[f64], q: f64) -> f64 {
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+/// The median of `v` (mean of the two middle values for an even count), sorting `v` in
+/// place; `None` when empty.
+pub fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(median_sorted(v))
+}
+
+/// The median of values already sorted ascending; NaN when empty.
+pub fn median_sorted(s: &[f64]) -> f64 {
+    let n = s.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => s[n / 2],
+        _ => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
+/// [`median_sorted`] in single precision (feature histories are kept as `f32`).
+pub fn median_sorted_f32(s: &[f32]) -> f32 {
+    let n = s.len();
+    match n {
+        0 => f32::NAN,
+        _ if n % 2 == 1 => s[n / 2],
+        _ => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
+/// The logistic function 1 / (1 + e^−x). Safe for any finite or infinite `x` in `f64`
+/// (e^−x overflowing to ∞ gives 0, underflowing gives 1).
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// [`sigmoid`] in single precision (the GRU's gates).
+pub fn sigmoid_f32(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// SplitMix64 (Steele, Lea and Flood 2014): a tiny, fast, seedable generator with the same
+/// stream on every platform. Its draws are named by their exact recipe, because the
+/// workspace's seeded samples (tree subsampling, SVM row samples, fold assignment, the
+/// simulator's elastic jobs) must not move when code is shared.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` (the top 53 bits).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `(0, 1]`: safe to take the logarithm of.
+    pub fn unit_open(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A standard normal draw (Box–Muller on two [`SplitMix64::unit_open`] draws).
+    pub fn normal(&mut self) -> f64 {
+        let (u1, u2) = (self.unit_open(), self.unit_open());
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// Uniform in `0..n` by multiply-shift of the top 32 bits (`n` ≤ 2³²; 0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
+    }
+
+    /// Uniform-ish in `0..n` by the remainder of all 64 bits (0 when `n` is 0): the recipe
+    /// of the failure predictor's samples and the DAG folds.
+    pub fn below_mod(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// Fisher–Yates shuffle drawing with [`SplitMix64::below`].
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i + 1);
+            v.swap(i, j);
+        }
+    }
+
+    /// Fisher–Yates shuffle drawing with [`SplitMix64::below_mod`].
+    pub fn shuffle_mod<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below_mod(i + 1);
+            v.swap(i, j);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_medians_on_known_values() {
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
+        assert_eq!(quantile(&[1.0, 2.0], 0.25), 1.25);
+        assert_eq!(quantile_sorted(&[1.0, 2.0, 4.0], 2.0), 4.0);
+        assert!(quantile(&[], 0.5).is_nan());
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+        assert_eq!(median_sorted_f32(&[1.0, 2.0]), 1.5);
+    }
+
+    #[test]
+    fn sigmoid_is_bounded_and_symmetric() {
+        assert_eq!(sigmoid(0.0), 0.5);
+        assert_eq!(sigmoid(-1000.0), 0.0);
+        assert_eq!(sigmoid(1000.0), 1.0);
+        assert!((sigmoid(2.0) + sigmoid(-2.0) - 1.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn splitmix_matches_the_reference_stream() {
+        // first outputs of SplitMix64 seeded with 0 (reference implementation by Vigna)
+        let mut r = SplitMix64(0);
+        assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+        let mut a = SplitMix64(7);
+        let u = a.unit();
+        assert!((0.0..1.0).contains(&u));
+        let mut v: Vec<u32> = (0..50).collect();
+        SplitMix64(3).shuffle(&mut v);
+        let mut sorted = v.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+        assert_ne!(v, sorted);
+    }
+}
