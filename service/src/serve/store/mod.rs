@@ -1,0 +1,720 @@
+//! The durable event store: an embedded SQLite database (`<data_dir>/events.sqlite`) in WAL
+//! mode with `synchronous = FULL`.
+//!
+//! **Durability.** An event is acknowledged only after the transaction holding it has
+//! committed, and with `synchronous = FULL` SQLite syncs the write-ahead log to disk at every
+//! commit, so an acknowledged event survives a crash of the process (`kill -9`) *and* of the
+//! machine (power loss). `synchronous = NORMAL` in WAL mode would also survive `kill -9`
+//! (committed pages are in the OS page cache) but may lose the last commits on power loss; we
+//! keep FULL and win the throughput back with group commit.
+//!
+//! **Group commit.** One writer thread owns the write connection. Requests queue on a
+//! channel; the writer takes every request waiting (up to [`GROUP_MAX`]), writes them in one
+//! transaction, commits (one fsync for the group), hands the stored events to the
+//! `on_commit` callback in sequence order (the service applies them to its online state
+//! there, so memory follows the log's order), and then answers each request. A request's
+//! events are stored together or not at all.
+//!
+//! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
+//! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
+//! SQLite's check after an unclean stop is refused at open with the reason, and
+//! `augur store repair` keeps every intact event and records what was lost. Sequence numbers
+//! are never reused.
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use super::events::Event;
+
+pub mod integrity;
+
+use integrity::{HighWater, IntegrityReport, MarkState, RepairReport};
+
+/// Most requests written in one transaction.
+pub const GROUP_MAX: usize = 512;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("event store {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("event store {path}: row seq {seq} holds an event that cannot be read: {reason} (see `augur store check`; `augur store repair` keeps every intact event)")]
+    BadRow {
+        path: PathBuf,
+        seq: i64,
+        reason: String,
+    },
+    #[error("event store {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The log lost acknowledged events or is damaged: refused until repaired.
+    #[error("event store {} is damaged and was not opened:\n  {}\nrun `augur store check` for the full report and `augur store repair` to keep every intact event and record what was lost", .0.path.display(), .0.problems().join("\n  "))]
+    Damaged(Box<IntegrityReport>),
+    #[error("the event store's writer has stopped")]
+    Closed,
+}
+
+impl StoreError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// The marker of a clean shutdown beside the database: present, the start skips SQLite's
+/// structural check.
+fn clean_marker(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.clean", db.display()))
+}
+
+/// Creates the store's tables (idempotent).
+fn create_schema(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            received_at REAL NOT NULL,
+            kind TEXT NOT NULL,
+            job_id TEXT,
+            body TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+        CREATE TABLE IF NOT EXISTS losses (
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            recorded_at REAL NOT NULL
+        );",
+    )
+}
+
+/// Checks one stored event body.
+fn parse_body(body: &str) -> Result<(), String> {
+    serde_json::from_str::<Event>(body)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Verifies the store at `path` without changing it (SQLite's structural check, every row
+/// readable, no acknowledged sequence number missing): `augur store check`.
+pub fn check(path: &Path) -> Result<IntegrityReport, StoreError> {
+    integrity::verify(path, true, &parse_body)
+}
+
+/// Repairs the store at `path` (which must not be open): `augur store repair`.
+pub fn repair(path: &Path) -> Result<RepairReport, StoreError> {
+    integrity::repair(path, &parse_body, &create_schema)
+}
+
+/// Refuses a store that lost acknowledged events or is damaged; returns the sequence number
+/// below which none may be handed out again.
+fn verify_at_open(path: &Path) -> Result<i64, StoreError> {
+    let marker = clean_marker(path);
+    let clean = marker.exists();
+    if clean {
+        std::fs::remove_file(&marker).map_err(|e| StoreError::io(&marker, e))?;
+    }
+    if !path.exists() {
+        return Ok(match integrity::read_mark(path)? {
+            // the database is gone but the mark says events were acknowledged
+            MarkState::At(v) if v > 0 => {
+                let report = integrity::verify(path, false, &|_| Ok(()))?;
+                return Err(StoreError::Damaged(Box::new(IntegrityReport {
+                    missing: vec![(1, v)],
+                    ..report
+                })));
+            }
+            _ => 0,
+        });
+    }
+    // rows are parsed when they are read right after; here only their numbers are checked
+    let report = integrity::verify(path, !clean, &|_| Ok(()))?;
+    if !report.is_sound() {
+        return Err(StoreError::Damaged(Box::new(report)));
+    }
+    if report.high_water.is_none() && report.events > 0 {
+        tracing::warn!(store = %path.display(), events = report.events,
+            "the event store has no high-water mark (written by an older version, or the mark was deleted): lost events cannot be detected for this start; the mark is recreated from the log");
+    }
+    let lost_max = report
+        .recorded_losses
+        .iter()
+        .map(|l| l.last_seq)
+        .max()
+        .unwrap_or(0);
+    Ok(report
+        .high_water
+        .unwrap_or(0)
+        .max(report.max_seq)
+        .max(lost_max))
+}
+
+/// An event as stored: its sequence number (1, 2, ... in commit order) and when it was
+/// received (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub received_at: f64,
+    pub event: Event,
+}
+
+type Reply = oneshot::Sender<Result<Vec<i64>, String>>;
+
+struct WriteRequest {
+    events: Vec<Event>,
+    reply: Reply,
+}
+
+/// Called by the writer with each committed group, in sequence order.
+pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) + Send>;
+
+/// Handle to the store (cheap to clone).
+#[derive(Clone)]
+pub struct Store {
+    path: PathBuf,
+    tx: mpsc::Sender<WriteRequest>,
+    reader: Arc<Mutex<Connection>>,
+    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(err)?;
+    Ok(conn)
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`; returns the store and every event
+    /// already in it, in sequence order. `on_commit` sees each group the writer commits
+    /// from now on.
+    pub fn open(path: &Path, on_commit: OnCommit) -> Result<(Store, Vec<StoredEvent>), StoreError> {
+        let err = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sqlite {
+                path: path.to_path_buf(),
+                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+            })?;
+        }
+        let floor = verify_at_open(path)?;
+        let conn = open_conn(path)?;
+        create_schema(&conn).map_err(err)?;
+        raise_sequence(&conn, floor).map_err(err)?;
+        let high_water = HighWater::open(path, floor)?;
+        let reader = open_conn(path)?;
+        let store_path = path.to_path_buf();
+        let existing = read_after(&reader, &store_path, 0, i64::MAX)?;
+        let (tx, rx) = mpsc::channel::<WriteRequest>();
+        let wpath = store_path.clone();
+        let handle = std::thread::Builder::new()
+            .name("augur-store-writer".into())
+            .spawn(move || writer_loop(conn, wpath, rx, on_commit, high_water))
+            .map_err(|e| StoreError::Sqlite {
+                path: store_path.clone(),
+                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+            })?;
+        Ok((
+            Store {
+                path: store_path,
+                tx,
+                reader: Arc::new(Mutex::new(reader)),
+                writer: Arc::new(Mutex::new(Some(handle))),
+            },
+            existing,
+        ))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores `events` durably (all or none); returns their sequence numbers once committed.
+    pub async fn append(&self, events: Vec<Event>) -> Result<Vec<i64>, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(WriteRequest { events, reply })
+            .map_err(|_| StoreError::Closed)?;
+        match rx.await {
+            Ok(Ok(seqs)) => Ok(seqs),
+            Ok(Err(reason)) => Err(StoreError::Sqlite {
+                path: self.path.clone(),
+                source: rusqlite::Error::ToSqlConversionFailure(reason.into()),
+            }),
+            Err(_) => Err(StoreError::Closed),
+        }
+    }
+
+    /// Up to `limit` events with `seq > after`, in order (a blocking read; call from a
+    /// blocking context).
+    pub fn read_after(&self, after: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        read_after(&conn, &self.path, after, limit)
+    }
+
+    /// Number of events stored.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn count(&self) -> Result<i64, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .map_err(|source| StoreError::Sqlite {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Stops the writer after the requests already queued (call when every other handle
+    /// is about to be dropped, e.g. at shutdown).
+    pub fn close(self) {
+        let Store {
+            tx, writer, path, ..
+        } = self;
+        drop(tx);
+        let handle = writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // other clones may still hold senders; the writer ends when the last one goes
+        if let Some(h) = handle {
+            if Arc::strong_count(&writer) == 1 && h.join().is_ok() {
+                // every commit is in; the next start may skip the structural check
+                let marker = clean_marker(&path);
+                if let Err(e) = std::fs::write(&marker, b"clean\n") {
+                    tracing::warn!(marker = %marker.display(), error = %e, "could not mark the store's clean shutdown");
+                }
+            }
+        }
+    }
+}
+
+/// Makes `AUTOINCREMENT` continue above `floor` (a truncated or repaired log must not hand
+/// out an acknowledged number again).
+fn raise_sequence(conn: &Connection, floor: i64) -> Result<(), rusqlite::Error> {
+    let current: Option<i64> = conn
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match current {
+        Some(c) if c >= floor => {}
+        Some(_) => {
+            conn.execute(
+                "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'events'",
+                params![floor],
+            )?;
+        }
+        None if floor > 0 => {
+            conn.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?1)",
+                params![floor],
+            )?;
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+fn read_after(
+    conn: &Connection,
+    path: &Path,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, received_at, body FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )
+        .map_err(err)?;
+    let rows = stmt
+        .query_map(params![after, limit], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, f64>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(err)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, received_at, body) = row.map_err(err)?;
+        let event: Event = serde_json::from_str(&body).map_err(|e| StoreError::BadRow {
+            path: path.to_path_buf(),
+            seq,
+            reason: e.to_string(),
+        })?;
+        out.push(StoredEvent {
+            seq,
+            received_at,
+            event,
+        });
+    }
+    Ok(out)
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    path: PathBuf,
+    rx: mpsc::Receiver<WriteRequest>,
+    mut on_commit: OnCommit,
+    mut high_water: HighWater,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP_MAX {
+            match rx.try_recv() {
+                Ok(r) => group.push(r),
+                Err(_) => break,
+            }
+        }
+        let received_at = now_unix();
+        let result = write_group(&mut conn, &group, received_at);
+        match result {
+            Ok(seqs) => {
+                // the mark goes to disk before any reply: what is acknowledged is below it
+                let last = seqs.iter().flatten().copied().max().unwrap_or(0);
+                if let Err(e) = high_water.record(last) {
+                    tracing::error!(store = %path.display(), error = %e, "could not sync the high-water mark; events are committed, but losing them later would go unnoticed");
+                }
+                let mut stored = Vec::new();
+                for (req, s) in group.iter().zip(&seqs) {
+                    for (ev, &seq) in req.events.iter().zip(s) {
+                        stored.push(StoredEvent {
+                            seq,
+                            received_at,
+                            event: ev.clone(),
+                        });
+                    }
+                }
+                on_commit(&stored);
+                for (req, s) in group.into_iter().zip(seqs) {
+                    let _ = req.reply.send(Ok(s));
+                }
+            }
+            Err(e) => {
+                tracing::error!(store = %path.display(), error = %e, "event store commit failed; events not acknowledged");
+                for req in group {
+                    let _ = req.reply.send(Err(e.to_string()));
+                }
+            }
+        }
+    }
+    tracing::debug!(store = %path.display(), "event store writer stopped");
+}
+
+fn write_group(
+    conn: &mut Connection,
+    group: &[WriteRequest],
+    received_at: f64,
+) -> Result<Vec<Vec<i64>>, rusqlite::Error> {
+    let tx = conn.transaction()?;
+    let mut all = Vec::with_capacity(group.len());
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO events (received_at, kind, job_id, body) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for req in group {
+            let mut seqs = Vec::with_capacity(req.events.len());
+            for ev in &req.events {
+                let body = serde_json::to_string(ev)
+                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                stmt.execute(params![received_at, ev.kind(), ev.job_id(), body])?;
+                seqs.push(tx.last_insert_rowid());
+            }
+            all.push(seqs);
+        }
+    }
+    tx.commit()?;
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(id: &str, at: f64) -> Event {
+        Event::JobStarted {
+            job_id: id.into(),
+            at,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_are_durable_ordered_and_replayed_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.sqlite");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let (store, existing) = Store::open(
+            &path,
+            Box::new(move |evs| s2.lock().unwrap().extend(evs.iter().map(|e| e.seq))),
+        )
+        .unwrap();
+        assert!(existing.is_empty());
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let st = store.clone();
+            tasks.push(tokio::spawn(async move {
+                st.append(vec![
+                    started(&format!("a{i}"), 1.0),
+                    started(&format!("b{i}"), 2.0),
+                ])
+                .await
+                .unwrap()
+            }));
+        }
+        let mut acked = Vec::new();
+        for t in tasks {
+            let seqs = t.await.unwrap();
+            assert_eq!(seqs.len(), 2);
+            assert_eq!(seqs[1], seqs[0] + 1, "a request's events are contiguous");
+            acked.extend(seqs);
+        }
+        acked.sort();
+        assert_eq!(acked, (1..=40).collect::<Vec<i64>>());
+        // the callback saw every committed event, in sequence order
+        assert_eq!(*seen.lock().unwrap(), (1..=40).collect::<Vec<i64>>());
+        assert_eq!(store.count().unwrap(), 40);
+        store.close();
+        let (store, existing) = Store::open(&path, Box::new(|_| {})).unwrap();
+        assert_eq!(existing.len(), 40);
+        assert_eq!(existing[3].seq, 4);
+        let more = store.append(vec![started("c", 3.0)]).await.unwrap();
+        assert_eq!(more, vec![41]);
+        assert_eq!(store.read_after(39, 10).unwrap().len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod damage_tests {
+    //! Every kind of damage a crash or a disk can do to the log: refused at open with the
+    //! missing range named, repaired keeping every intact event, sequence never reused.
+    use super::*;
+    use std::fs::OpenOptions;
+
+    fn started(i: usize) -> Event {
+        Event::JobStarted {
+            job_id: format!("j{i}"),
+            at: i as f64,
+        }
+    }
+
+    /// 2,000 acknowledged events in groups of 50, then a crash image (files copied while the
+    /// store is open: what `kill -9` leaves) in a new folder; returns that folder's database.
+    async fn crashed_store(dir: &Path) -> PathBuf {
+        let live = dir.join("live/events.sqlite");
+        let (store, _) = Store::open(&live, Box::new(|_| {})).unwrap();
+        for g in 0..40 {
+            let seqs = store
+                .append((0..50).map(|i| started(g * 50 + i)).collect())
+                .await
+                .unwrap();
+            assert_eq!(seqs.len(), 50);
+        }
+        let crash = dir.join("crash");
+        std::fs::create_dir_all(&crash).unwrap();
+        for suffix in ["", "-wal", ".hwm"] {
+            let from = PathBuf::from(format!("{}{suffix}", live.display()));
+            if from.exists() {
+                std::fs::copy(&from, crash.join(format!("events.sqlite{suffix}"))).unwrap();
+            }
+        }
+        crash.join("events.sqlite")
+    }
+
+    fn wal(db: &Path) -> PathBuf {
+        PathBuf::from(format!("{}-wal", db.display()))
+    }
+
+    fn refused(db: &Path) -> IntegrityReport {
+        match Store::open(db, Box::new(|_| {})) {
+            Err(StoreError::Damaged(r)) => *r,
+            Err(e) => panic!("refused with another error: {e}"),
+            Ok(_) => panic!("a damaged store was opened"),
+        }
+    }
+
+    /// Repairs `db`, reopens it and appends one event: returns (repair, kept events, new seq).
+    async fn repair_and_append(db: &Path) -> (RepairReport, usize, i64) {
+        let report = repair(db).unwrap();
+        assert!(check(db).unwrap().is_sound(), "repaired store checks sound");
+        let (store, existing) = Store::open(db, Box::new(|_| {})).unwrap();
+        let seq = store.append(vec![started(99_999)]).await.unwrap()[0];
+        store.close();
+        (report, existing.len(), seq)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_image_reopens_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path()).await;
+        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
+        assert_eq!(existing.len(), 2000);
+        assert_eq!(store.append(vec![started(1)]).await.unwrap(), vec![2001]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wal_cut_in_half_is_refused_then_repaired_without_reusing_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path()).await;
+        let len = std::fs::metadata(wal(&db)).unwrap().len();
+        let f = OpenOptions::new().write(true).open(wal(&db)).unwrap();
+        f.set_len(len / 2).unwrap();
+        let report = refused(&db);
+        let (first, last) = report.missing[0];
+        assert_eq!(last, 2000, "{report:?}");
+        assert!(first > 1 && first < 2000, "{report:?}");
+        assert_eq!(report.events, first - 1);
+        let (rep, kept, seq) = repair_and_append(&db).await;
+        assert_eq!(kept as i64, first - 1);
+        assert_eq!(rep.lost.len(), 1);
+        assert_eq!((rep.lost[0].first_seq, rep.lost[0].last_seq), (first, 2000));
+        assert_eq!(seq, 2001, "no sequence number reused");
+        assert!(rep.damaged_copy.unwrap().exists(), "evidence kept");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn flipped_bytes_in_the_wal_are_refused_then_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path()).await;
+        let mut bytes = std::fs::read(wal(&db)).unwrap();
+        let mid = bytes.len() / 2;
+        for b in &mut bytes[mid..mid + 20] {
+            *b ^= 0xa5;
+        }
+        std::fs::write(wal(&db), bytes).unwrap();
+        let report = refused(&db);
+        assert_eq!(report.missing.last().unwrap().1, 2000);
+        let lost: i64 = report.missing.iter().map(|(a, b)| b - a + 1).sum();
+        let (rep, kept, seq) = repair_and_append(&db).await;
+        assert_eq!(
+            kept as i64 + lost,
+            2000,
+            "every event is kept or reported lost"
+        );
+        let reported: i64 = rep.lost.iter().map(|l| l.last_seq - l.first_seq + 1).sum();
+        assert_eq!(reported, lost);
+        assert_eq!(seq, 2001);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_emptied_wal_or_database_never_restarts_the_sequence() {
+        for victim in ["-wal", ""] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = crashed_store(dir.path()).await;
+            let target = PathBuf::from(format!("{}{victim}", db.display()));
+            OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+            let report = refused(&db);
+            assert!(!report.is_sound(), "{victim}: {report:?}");
+            let (rep, kept, seq) = repair_and_append(&db).await;
+            let reported: i64 = rep.lost.iter().map(|l| l.last_seq - l.first_seq + 1).sum();
+            assert_eq!(kept as i64 + reported, 2000, "{victim}");
+            assert_eq!(
+                seq, 2001,
+                "{victim}: the next event must not get seq 1 again"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deleted_database_with_its_mark_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path()).await;
+        std::fs::remove_file(&db).unwrap();
+        std::fs::remove_file(wal(&db)).unwrap();
+        let report = refused(&db);
+        assert_eq!(report.missing, vec![(1, 2000)]);
+        let (rep, kept, seq) = repair_and_append(&db).await;
+        assert_eq!((kept, rep.lost.len(), seq), (0, 1, 2001));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unreadable_row_is_refused_and_repair_drops_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path()).await;
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute("UPDATE events SET body = 'not json' WHERE seq = 777", [])
+                .unwrap();
+        }
+        match Store::open(&db, Box::new(|_| {})) {
+            Err(StoreError::BadRow { seq, .. }) => assert_eq!(seq, 777),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("opened"),
+        }
+        let report = check(&db).unwrap();
+        assert_eq!(report.unreadable.len(), 1);
+        let (rep, kept, seq) = repair_and_append(&db).await;
+        assert_eq!(kept, 1999);
+        assert_eq!((rep.lost[0].first_seq, rep.lost[0].last_seq), (777, 777));
+        assert_eq!(seq, 2001);
+        // the recorded loss is accepted from now on, and reported by check
+        assert_eq!(check(&db).unwrap().recorded_losses.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clean_shutdown_is_marked_and_the_next_start_consumes_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.sqlite");
+        let (store, _) = Store::open(&db, Box::new(|_| {})).unwrap();
+        store.append(vec![started(1)]).await.unwrap();
+        store.close();
+        assert!(clean_marker(&db).exists());
+        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
+        assert!(
+            !clean_marker(&db).exists(),
+            "an unclean stop must not look clean"
+        );
+        assert_eq!(existing.len(), 1);
+        store.close();
+    }
+}
