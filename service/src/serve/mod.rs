@@ -18,6 +18,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod identity;
 pub mod online;
 pub mod openapi;
 pub mod retrain;
