@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const IDENTITY_FILE: &str = "identity.json";
 
 /// What a data folder belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataIdentity {
     /// `none`, `sim`, `kubernetes` or `slurm`.
     pub backend: String,
