@@ -15,6 +15,8 @@
 # /run/munge/munge.socket.2 whatever the configuration says, so start links it there (and
 # refuses to when another munged owns that path); stop removes the link.
 set -euo pipefail
+# The daemons are in /usr/sbin, which a non-login PATH may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
 
 usage() {
   echo "usage: $0 start|stop|env DIR" >&2
@@ -48,23 +50,33 @@ wait_for() {
   return 1
 }
 
-# Stops the process whose pid is in file $2 (named $1): TERM, then KILL after 15 s.
-stop_pid() {
-  local name=$1 file=$2 pid i
-  [ -s "$file" ] || return 0
-  pid=$(cat "$file")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 75; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
-    done
+# Stops the processes whose pids are in the files given: TERM to all, then KILL to any still
+# running after 15 s. Each takes about 2 s to shut down, so they are stopped together.
+stop_pids() {
+  local file pid i pids=()
+  for file in "$@"; do
+    [ -s "$file" ] || continue
+    pid=$(cat "$file")
     if kill -0 "$pid" 2>/dev/null; then
-      log "$name ($pid) did not stop on TERM; killing it"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+    rm -f "$file"
+  done
+  for ((i = 0; i < 150; i++)); do
+    local alive=0
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && alive=1
+    done
+    [ "$alive" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      log "pid $pid did not stop on TERM; killing it"
       kill -KILL "$pid" 2>/dev/null || true
     fi
-  fi
-  rm -f "$file"
+  done
 }
 
 write_configs() {
@@ -137,6 +149,10 @@ start_munge() {
     head -c 1024 /dev/urandom >"$dir/munge/munge.key"
     chmod 400 "$dir/munge/munge.key"
   fi
+  # A link left by a cluster that was not stopped points at a socket that is gone.
+  if [ -L "$munge_link" ] && [ ! -S "$munge_link" ]; then
+    rm -f "$munge_link"
+  fi
   if [ -e "$munge_link" ] || [ -L "$munge_link" ]; then
     if [ "$(readlink "$munge_link" || true)" != "$dir/munge/munge.socket.2" ]; then
       log "$munge_link exists and is not ours (another munged?); not starting"
@@ -201,11 +217,9 @@ start)
   log "up: eval \"\$($0 env $dir)\""
   ;;
 stop)
-  stop_pid slurmd "$dir/run/slurmd.pid"
-  stop_pid slurmctld "$dir/run/slurmctld.pid"
-  stop_pid slurmdbd "$dir/run/slurmdbd.pid"
-  stop_pid mariadbd "$dir/mysql/mariadbd.pid"
-  stop_pid munged "$dir/munge/munged.pid"
+  # The Slurm daemons first (slurmdbd still has its database and all have munge), then those.
+  stop_pids "$dir/run/slurmd.pid" "$dir/run/slurmctld.pid" "$dir/run/slurmdbd.pid"
+  stop_pids "$dir/mysql/mariadbd.pid" "$dir/munge/munged.pid"
   if [ "$(readlink "$munge_link" 2>/dev/null || true)" = "$dir/munge/munge.socket.2" ]; then
     rm -f "$munge_link"
   fi
