@@ -24,7 +24,7 @@
 //! | `QOS` | `qos` |
 //! | `Priority` | `priority` (the last priority the controller computed; 0 for held jobs) |
 //! | `Eligible` | not stored; counted in a note when later than `Submit` (dependency, `--begin`, hold) |
-//! | `State` | `status`, see [`slurm::map_state`]: `COMPLETED` → completed; `FAILED`, `NODE_FAIL`, `OUT_OF_MEMORY`, `BOOT_FAIL`, `SPECIAL_EXIT` → failed; `CANCELLED` (`CANCELLED by <uid>`), `TIMEOUT`, `PREEMPTED`, `DEADLINE` → killed; `PENDING`, `RUNNING` and the other not-ended states → unknown |
+//! | `State` | `status`: `COMPLETED` → completed; `FAILED`, `NODE_FAIL`, `OUT_OF_MEMORY`, `BOOT_FAIL`, `SPECIAL_EXIT` → failed; `CANCELLED` (`CANCELLED by <uid>`), `TIMEOUT`, `PREEMPTED`, `DEADLINE` → killed; `PENDING`, `RUNNING` and the other not-ended states → unknown |
 //!
 //! `TIMEOUT` counts as killed, not failed: the schema files jobs stopped by a time limit under
 //! killed, and the job did not fail by itself — its run time is cut at the limit (censored),
@@ -35,7 +35,7 @@
 //!   (not counted as rows read); a note counts them.
 //! - **array tasks** (`123_4`) are jobs of their own, id `123_4`. A row for array tasks not
 //!   started yet (`123_[5-8%2]`) becomes one pending job per task (`123_5` ... `123_8`, the
-//!   `%` throttle dropped), at most [`slurm::MAX_ARRAY_EXPANSION`] per row.
+//!   `%` throttle dropped), at most 100,000 per row (a longer range is a row error).
 //! - **heterogeneous jobs** (`123+0`, `123+1`: one row per component, consecutive in sacct's
 //!   output) become one job `123`: earliest submit and start, latest end (null while a
 //!   component has none), GPUs, CPUs, nodes and memory summed, the longest time limit, GPU
@@ -46,6 +46,10 @@
 //! Times are local without a zone (`2026-11-23T07:01:02`, sacct's default `SLURM_TIME_FORMAT`;
 //! a space for the `T` is read too): they are read in [`ReadOptions::timezone`], UTC unless
 //! set. A local time the zone skips (daylight saving) is a row error.
+//!
+//! The report counts job rows: `rows_kept` is the job rows read into jobs, so it differs from
+//! the number of jobs where heterogeneous rows were merged or array ranges expanded (the notes
+//! say by how much).
 //!
 //! A job that never got an allocation (empty `AllocTRES`) whose `Start` equals its `End` was
 //! cancelled while pending (older Slurm prints the cancel time as its start): its start is null.
