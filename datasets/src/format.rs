@@ -32,6 +32,8 @@ pub enum TraceFormat {
     PaiJobs,
     /// MLPerf Training runs (`runs.csv`): one job per training run.
     MlperfRuns,
+    /// Slurm accounting, `sacct --parsable2` (`|`-separated, with a header).
+    Sacct,
     /// MLPerf Training eval curves (`eval_curves.csv`).
     MlperfCurves,
     /// Pollux/Sia validation curve: `progress,iteration,metric,grad_sqr,grad_var`.
@@ -56,7 +58,7 @@ pub enum TraceFormat {
 
 impl TraceFormat {
     /// All formats, in the order `--help` lists them.
-    pub const ALL: [TraceFormat; 20] = [
+    pub const ALL: [TraceFormat; 21] = [
         TraceFormat::Philly,
         TraceFormat::PhillyJobLog,
         TraceFormat::Itp,
@@ -67,6 +69,7 @@ impl TraceFormat {
         TraceFormat::Helios,
         TraceFormat::PaiJobs,
         TraceFormat::MlperfRuns,
+        TraceFormat::Sacct,
         TraceFormat::MlperfCurves,
         TraceFormat::PolluxValidation,
         TraceFormat::PolluxPlacements,
@@ -92,6 +95,7 @@ impl TraceFormat {
             TraceFormat::Helios => "helios",
             TraceFormat::PaiJobs => "pai",
             TraceFormat::MlperfRuns => "mlperf-runs",
+            TraceFormat::Sacct => "sacct",
             TraceFormat::MlperfCurves => "mlperf-curves",
             TraceFormat::PolluxValidation => "pollux-validation",
             TraceFormat::PolluxPlacements => "pollux-placements",
@@ -128,6 +132,7 @@ impl TraceFormat {
                 | TraceFormat::Helios
                 | TraceFormat::PaiJobs
                 | TraceFormat::MlperfRuns
+                | TraceFormat::Sacct
         )
     }
 }
@@ -205,6 +210,9 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
     if header.contains("job_id") && header.contains("gpu_num") && header.contains("state") {
         return Ok(TraceFormat::Helios);
     }
+    if is_sacct_header(&header) {
+        return Ok(TraceFormat::Sacct);
+    }
     if first_line.starts_with(';') || name.ends_with(".swf") || name.ends_with(".swf.gz") {
         let lower = text.to_ascii_lowercase();
         if lower.contains("installation: mira") || lower.contains("alcf") {
@@ -220,6 +228,13 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
         return Ok(TraceFormat::Swf);
     }
     Err(unknown("unrecognised header"))
+}
+
+/// `sacct -P` output: `|`-separated, naming a job id, the submit time and the state.
+fn is_sacct_header(header: &str) -> bool {
+    let fields: Vec<&str> = header.split('|').map(str::trim).collect();
+    let has = |c: &str| fields.contains(&c);
+    (has("jobid") || has("jobidraw")) && has("submit") && has("state")
 }
 
 fn detect_json(text: &str, name: &str) -> Option<TraceFormat> {

@@ -38,6 +38,7 @@ pub mod schema;
 pub mod split;
 pub mod summary;
 pub mod synthetic;
+mod zone;
 
 pub use error::DatasetError;
 pub use format::{detect_format, TraceFormat};
@@ -46,3 +47,4 @@ pub use other::summarize_file;
 pub use report::{FileSummary, ReadOptions, ReadReport, RowIssue};
 pub use schema::{JobRecord, JobStatus, JobTable, TimeOrigin};
 pub use split::TimeSplit;
+pub use zone::{TraceZone, UnknownZone};

@@ -7,14 +7,18 @@ use serde::Serialize;
 
 use crate::error::DatasetError;
 use crate::schema::TimeOrigin;
+use crate::zone::TraceZone;
 
-/// How strict a reader is.
+/// How strict a reader is, and how it reads what the file leaves open.
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// Stop at the first malformed row with [`DatasetError::StrictRow`].
     pub strict: bool,
     /// How many dropped rows are kept in full detail in [`ReadReport::issues`]; all are counted.
     pub max_detailed_issues: usize,
+    /// The zone of zone-less local times, for the readers that take one (sacct); UTC by
+    /// default. The other readers read their zone-less times as UTC and say so in a note.
+    pub timezone: TraceZone,
 }
 
 impl Default for ReadOptions {
@@ -22,6 +26,7 @@ impl Default for ReadOptions {
         ReadOptions {
             strict: false,
             max_detailed_issues: 200,
+            timezone: TraceZone::Utc,
         }
     }
 }

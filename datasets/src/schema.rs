@@ -22,7 +22,9 @@
 //! | `group` | str? | virtual cluster / group / account |
 //! | `job_name` | str? | job or application name |
 //! | `cluster` | str? | which cluster of a multi-cluster dataset |
-//! | `queue` | str? | queue / QoS class |
+//! | `queue` | str? | queue / QoS class (Slurm: the partition) |
+//! | `qos` | str? | Slurm quality of service, where the trace has it apart from the queue |
+//! | `priority` | f64? | scheduler priority as the trace reports it (Slurm's `Priority`) |
 //! | `status` | str | `completed`, `failed`, `killed` or `unknown` ([`JobStatus`]) |
 //! | `source` | str | the reader that produced the row (`philly`, `swf`, ...) |
 
@@ -100,6 +102,8 @@ pub struct JobRecord {
     pub job_name: Option<String>,
     pub cluster: Option<String>,
     pub queue: Option<String>,
+    pub qos: Option<String>,
+    pub priority: Option<f64>,
     pub status: JobStatus,
     pub source: String,
 }
@@ -139,7 +143,7 @@ pub struct JobTable {
 }
 
 /// Names of the canonical columns, in order.
-pub const COLUMNS: [&str; 19] = [
+pub const COLUMNS: [&str; 21] = [
     "job_id",
     "submit_time",
     "start_time",
@@ -157,6 +161,8 @@ pub const COLUMNS: [&str; 19] = [
     "job_name",
     "cluster",
     "queue",
+    "qos",
+    "priority",
     "status",
     "source",
 ];
@@ -181,6 +187,8 @@ pub struct JobTableBuilder {
     job_name: Vec<Option<String>>,
     cluster: Vec<Option<String>>,
     queue: Vec<Option<String>>,
+    qos: Vec<Option<String>>,
+    priority: Vec<Option<f64>>,
     status: Vec<&'static str>,
     source: Vec<String>,
 }
@@ -205,6 +213,8 @@ impl JobTableBuilder {
         self.job_name.push(r.job_name);
         self.cluster.push(r.cluster);
         self.queue.push(r.queue);
+        self.qos.push(r.qos);
+        self.priority.push(r.priority);
         self.status.push(r.status.as_str());
         self.source.push(r.source);
     }
@@ -240,6 +250,8 @@ impl JobTableBuilder {
             Column::new("job_name".into(), self.job_name),
             Column::new("cluster".into(), self.cluster),
             Column::new("queue".into(), self.queue),
+            Column::new("qos".into(), self.qos),
+            Column::new("priority".into(), self.priority),
             Column::new("status".into(), self.status),
             Column::new("source".into(), self.source),
         ];
@@ -325,6 +337,8 @@ impl JobTable {
         let name = self.str_column("job_name")?;
         let cluster = self.str_column("cluster")?;
         let queue = self.str_column("queue")?;
+        let qos = self.str_column("qos")?;
+        let priority = self.f64_column("priority")?;
         let status = self.str_column("status")?;
         let source = self.str_column("source")?;
         let mut out = Vec::with_capacity(n);
@@ -347,6 +361,8 @@ impl JobTable {
                 job_name: name[i].clone(),
                 cluster: cluster[i].clone(),
                 queue: queue[i].clone(),
+                qos: qos[i].clone(),
+                priority: priority[i],
                 status: status[i]
                     .as_deref()
                     .and_then(JobStatus::parse)

@@ -203,6 +203,8 @@ impl JobSummarizer {
             r.job_name.is_none(),
             r.cluster.is_none(),
             r.queue.is_none(),
+            r.qos.is_none(),
+            r.priority.is_none(),
             false,
             false,
         ];

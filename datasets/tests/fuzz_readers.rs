@@ -599,6 +599,7 @@ fn opts(strict: bool, max_detailed_issues: usize) -> ReadOptions {
     ReadOptions {
         strict,
         max_detailed_issues,
+        ..Default::default()
     }
 }
 

@@ -15,6 +15,8 @@ pub mod openb;
 pub mod pai;
 pub mod philly;
 pub mod philly_joblog;
+pub mod sacct;
+mod slurm;
 pub mod swf;
 
 pub(crate) use fields::{read_csv_rows, CsvColumns, Row};
@@ -43,6 +45,7 @@ pub fn read_jobs(
         TraceFormat::Helios => helios::read(path, opts, sink)?,
         TraceFormat::PaiJobs => pai::read(path, opts, sink)?,
         TraceFormat::MlperfRuns => mlperf::read_runs_as_jobs(path, opts, sink)?,
+        TraceFormat::Sacct => sacct::read(path, opts, sink)?,
         other => {
             return Err(DatasetError::format(
                 path,
