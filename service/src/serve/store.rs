@@ -49,7 +49,7 @@ pub enum StoreError {
 
 /// An event as stored: its sequence number (1, 2, ... in commit order) and when it was
 /// received (Unix seconds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct StoredEvent {
     pub seq: i64,
     pub received_at: f64,
@@ -181,7 +181,6 @@ impl Store {
     }
 
     /// Number of events stored.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn count(&self) -> Result<i64, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0))

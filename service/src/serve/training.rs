@@ -41,12 +41,16 @@ pub const FAILURE_KIND: &str = "failure";
 pub const CONVERGENCE_KIND: &str = "convergence";
 
 /// What a training run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TrainReport {
     pub source: String,
     pub jobs: usize,
+    /// The registry metadata of each version saved.
+    #[schema(value_type = Option<Object>)]
     pub runtime: Option<ArtifactMeta>,
+    #[schema(value_type = Option<Object>)]
     pub queue_wait: Option<ArtifactMeta>,
+    #[schema(value_type = Option<Object>)]
     pub failure: Option<ArtifactMeta>,
     /// Why a model was not trained (e.g. too few jobs with a known wait).
     pub skipped: Vec<String>,
@@ -322,7 +326,6 @@ where
 
 /// Trains, saves and promotes the runtime predictor; `Ok(Err(why))` when the jobs cannot
 /// train one.
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_runtime(
     registry: &ModelRegistry,
     source: &str,
@@ -368,7 +371,6 @@ pub fn train_runtime_with(
 
 /// Trains, saves and promotes the queue-wait predictor; `Ok(Err(why))` when the jobs
 /// cannot train one.
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_queue_wait(
     registry: &ModelRegistry,
     source: &str,
@@ -414,7 +416,6 @@ pub fn train_queue_wait_with(
 
 /// Trains, saves and promotes the failure predictor; `Ok(Err(why))` when the jobs cannot
 /// train one (e.g. no job statuses, as in the bundled Philly trace).
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_failure(
     registry: &ModelRegistry,
     source: &str,
