@@ -1,15 +1,8 @@
 //! End-to-end tests of the `augur` command line: run the real binary as a user would.
 
-use std::process::Command;
+mod common;
 
-fn augur() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_augur"));
-    c.env(
-        "AUGUR_DATA_DIR",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data"),
-    );
-    c
-}
+use common::augur;
 
 fn run_ok(args: &[&str]) -> String {
     let out = augur().args(args).output().expect("run augur");

@@ -2,49 +2,27 @@
 //! folder, fed a slice of the bundled Philly trace over HTTP; killed with SIGKILL under
 //! concurrent ingest and restarted, every acknowledged event must still be there.
 
+mod common;
+
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{JobRecord, ReadOptions};
+use common::{augur, free_addr, http, json_of, Server};
 use serde_json::{json, Value};
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A running `augur serve`; killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(data_dir: &Path) -> Server {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_augur"))
+    let addr = free_addr();
+    let child = augur()
         .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
         .arg(data_dir)
         .args(["--trees", "10", "--bootstrap-limit", "3000"])
-        .env("AUGUR_DATA_DIR", DATA)
         .env_remove("AUGUR_SERVE_TOKEN")
         .env("AUGUR_LOG", "warn")
         .current_dir(data_dir)
@@ -53,7 +31,11 @@ fn start(data_dir: &Path) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start augur serve");
-    let server = Server { child, addr };
+    let server = Server {
+        child,
+        addr,
+        data: None,
+    };
     // wait until it answers and its models are loaded (trained at first start)
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
@@ -63,62 +45,6 @@ fn start(data_dir: &Path) -> Server {
         assert!(Instant::now() < deadline, "augur serve did not get ready");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// A minimal HTTP/1.1 client (one request per connection): (status, body).
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-    token: Option<&str>,
-) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let body = body.unwrap_or("");
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no HTTP header"))?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status"))?;
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    Ok((status, body))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
 fn philly_jobs() -> Vec<JobRecord> {
@@ -332,12 +258,11 @@ fn serve_ingests_a_real_trace_predicts_and_loses_nothing_acknowledged_when_kille
 fn serve_shuts_down_gracefully_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     // a configured token: no token file is written
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_augur"))
+    let addr = free_addr();
+    let child = augur()
         .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
         .arg(dir.path())
         .args(["--trees", "10", "--bootstrap-limit", "3000"])
-        .env("AUGUR_DATA_DIR", DATA)
         .env("AUGUR_SERVE_TOKEN", "a-configured-token-123")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

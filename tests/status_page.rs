@@ -1,138 +1,59 @@
-//! End-to-end tests of the live parts of `augur serve` (serve-live): the real binary on a free
-//! port, the simulator replaying philly at an accelerated clock, the controller loop and its
-//! switches, `/metrics`, and the status page rendered by headless Chromium.
+//! End-to-end tests of the live parts of `augur serve`: the real binary on a free port, the
+//! simulator replaying philly at an accelerated clock, the controller loop and its switches,
+//! `/metrics`, and the status page rendered by headless Chromium.
 //!
 //! Chromium: `/usr/bin/chromium` (Debian: `apt-get install -y chromium`; `.ci/run` installs it)
 //! or the path in `AUGUR_CHROMIUM`.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::{augur, free_addr, get_json, http, wait_until, Server};
 use serde_json::Value;
-
-/// The service under test; killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 /// `augur serve` with fast settings: small bootstrap, few trees, 3000× clock.
 fn start(insecure: bool) -> Server {
     let data = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_augur"));
-    cmd.args([
-        "serve",
-        "--addr",
-        &format!("127.0.0.1:{port}"),
-        "--data-dir",
-    ])
-    .arg(data.path())
-    .args([
-        "--speed",
-        "3000",
-        "--trees",
-        "30",
-        "--bootstrap-limit",
-        "3000",
-    ])
-    .env_remove("AUGUR_SERVE_TOKEN")
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    let addr = free_addr();
+    let mut cmd = augur();
+    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
+        .arg(data.path())
+        .args([
+            "--speed",
+            "3000",
+            "--trees",
+            "30",
+            "--bootstrap-limit",
+            "3000",
+        ])
+        .env_remove("AUGUR_SERVE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     if insecure {
         cmd.arg("--insecure");
     }
     let child = cmd.spawn().expect("start augur serve");
     let server = Server {
         child,
-        port,
-        _data: data,
+        addr,
+        data: Some(data),
     };
     wait_until(Duration::from_secs(60), "the service to listen", || {
-        http(port, "GET", "/healthz", None).is_some_and(|(s, _)| s == 200)
+        http(addr, "GET", "/healthz", None, None).is_ok_and(|(s, _)| s == 200)
     });
     server
-}
-
-/// A minimal HTTP/1.1 client: (status, body), or None when the connection failed.
-fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    let body = body.unwrap_or("");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    Some((status, body))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn get_json(port: u16, path: &str) -> Value {
-    let (status, body) = http(port, "GET", path, None).expect("request");
-    assert_eq!(status, 200, "GET {path}: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
-}
-
-fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn count(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or(0)
 }
 
-fn last_seq(port: u16) -> u64 {
-    get_json(port, "/v1/autoscaler/decisions?limit=1")["decisions"][0]["seq"]
+fn last_seq(addr: SocketAddr) -> u64 {
+    get_json(addr, "/v1/autoscaler/decisions?limit=1")["decisions"][0]["seq"]
         .as_u64()
         .unwrap_or(0)
 }
@@ -191,20 +112,20 @@ fn body_attr(dom: &str, name: &str) -> Option<String> {
 #[test]
 fn status_page_draws_the_live_data_in_headless_chromium() {
     let server = start(true);
-    let port = server.port;
+    let addr = server.addr;
     // the replay, the controller and the predictor produce the page's data
     wait_until(Duration::from_secs(180), "live data for the page", || {
-        count(&get_json(port, "/v1/cluster/history"), "count") >= 2
-            && count(&get_json(port, "/v1/autoscaler/decisions"), "count") > 0
-            && get_json(port, "/v1/predictions/recent")["jobs"]
+        count(&get_json(addr, "/v1/cluster/history"), "count") >= 2
+            && count(&get_json(addr, "/v1/autoscaler/decisions"), "count") > 0
+            && get_json(addr, "/v1/predictions/recent")["jobs"]
                 .as_array()
                 .is_some_and(|j| j.iter().any(|j| j["predicted_runtime"].is_f64()))
     });
-    let page = http(port, "GET", "/", None).expect("GET /");
+    let page = http(addr, "GET", "/", None, None).expect("GET /");
     assert_eq!(page.0, 200);
     assert!(page.1.contains("/status/uPlot.iife.min.js"));
     let profile = tempfile::tempdir().expect("profile dir");
-    let url = format!("http://127.0.0.1:{port}/");
+    let url = format!("http://{addr}/");
     let dom = run_chromium(&url, profile.path(), &["--dump-dom"]);
     assert_eq!(
         body_attr(&dom, "data-errors"),
@@ -227,7 +148,7 @@ fn status_page_draws_the_live_data_in_headless_chromium() {
     assert!(dom.contains("<td>admit</td>") || dom.contains("<td>set_workers</td>"));
 
     // a screenshot that is not blank
-    let shot = std::env::temp_dir().join(format!("augur-status-{port}.png"));
+    let shot = std::env::temp_dir().join(format!("augur-status-{}.png", addr.port()));
     let arg = format!("--screenshot={}", shot.display());
     run_chromium(&url, profile.path(), &[&arg]);
     let decoder = png::Decoder::new(std::io::BufReader::new(
@@ -249,16 +170,16 @@ fn status_page_draws_the_live_data_in_headless_chromium() {
 #[test]
 fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
     let server = start(true);
-    let port = server.port;
+    let addr = server.addr;
     wait_until(Duration::from_secs(120), "the controller to decide", || {
-        last_seq(port) > 0
+        last_seq(addr) > 0
     });
     // the simulated clock moves at about 3000× (allow a slow, shared machine)
-    let t0 = get_json(port, "/v1/cluster")["now"]["time"]
+    let t0 = get_json(addr, "/v1/cluster")["now"]["time"]
         .as_f64()
         .expect("time");
     std::thread::sleep(Duration::from_secs(2));
-    let t1 = get_json(port, "/v1/cluster")["now"]["time"]
+    let t1 = get_json(addr, "/v1/cluster")["now"]["time"]
         .as_f64()
         .expect("time");
     assert!(
@@ -268,30 +189,31 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
     );
 
     // pause: no new decision while the cluster keeps running (its own FIFO)
-    let (s, body) = http(port, "POST", "/v1/autoscaler/pause", None).expect("pause");
+    let (s, body) = http(addr, "POST", "/v1/autoscaler/pause", None, None).expect("pause");
     assert_eq!(s, 200, "{body}");
     let paused: Value = serde_json::from_str(&body).expect("json");
     assert_eq!(paused["controller"]["paused"], true);
-    let seq = last_seq(port);
-    let done = count(&get_json(port, "/v1/cluster"), "finished_jobs");
+    let seq = last_seq(addr);
+    let done = count(&get_json(addr, "/v1/cluster"), "finished_jobs");
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(last_seq(port), seq, "the paused controller decided");
-    assert!(count(&get_json(port, "/v1/cluster"), "finished_jobs") > done);
+    assert_eq!(last_seq(addr), seq, "the paused controller decided");
+    assert!(count(&get_json(addr, "/v1/cluster"), "finished_jobs") > done);
 
     // dry-run (resumed): decisions logged as dry_run, nothing applied
     let (s, body) = http(
-        port,
+        addr,
         "POST",
         "/v1/autoscaler/dry-run",
         Some(r#"{"enabled": true}"#),
+        None,
     )
     .expect("dry-run");
     assert_eq!(s, 200, "{body}");
-    http(port, "POST", "/v1/autoscaler/resume", None).expect("resume");
+    http(addr, "POST", "/v1/autoscaler/resume", None, None).expect("resume");
     wait_until(Duration::from_secs(60), "dry-run decisions", || {
-        last_seq(port) > seq
+        last_seq(addr) > seq
     });
-    let d = get_json(port, "/v1/autoscaler/decisions?limit=1000");
+    let d = get_json(addr, "/v1/autoscaler/decisions?limit=1000");
     let new: Vec<&Value> = d["decisions"]
         .as_array()
         .expect("decisions")
@@ -304,15 +226,16 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
 
     // back to acting: applied decisions again
     http(
-        port,
+        addr,
         "POST",
         "/v1/autoscaler/dry-run",
         Some(r#"{"enabled": false}"#),
+        None,
     )
     .expect("dry-run off");
-    let seq2 = last_seq(port);
+    let seq2 = last_seq(addr);
     wait_until(Duration::from_secs(60), "applied decisions", || {
-        get_json(port, "/v1/autoscaler/decisions?limit=1000")["decisions"]
+        get_json(addr, "/v1/autoscaler/decisions?limit=1000")["decisions"]
             .as_array()
             .is_some_and(|a| {
                 a.iter()
@@ -322,15 +245,16 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
 
     // bad bodies name the field
     let (s, body) = http(
-        port,
+        addr,
         "POST",
         "/v1/autoscaler/dry-run",
         Some(r#"{"enabled": "yes"}"#),
+        None,
     )
     .expect("bad dry-run");
     assert!(s == 400 || s == 422, "{s} {body}");
     assert!(body.contains("enabled"), "{body}");
-    let (s, body) = http(port, "GET", "/v1/autoscaler/decisions?limit=0", None).expect("bad");
+    let (s, body) = http(addr, "GET", "/v1/autoscaler/decisions?limit=0", None, None).expect("bad");
     assert!(s == 400 || s == 422, "{s} {body}");
     assert!(body.contains("limit"), "{body}");
 
@@ -338,12 +262,13 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
     let mut predicted = false;
     wait_until(Duration::from_secs(120), "the runtime model", || {
         let r = http(
-            port,
+            addr,
             "POST",
             "/v1/predict/runtime",
             Some(r#"{"job":{"job_id":"m1","profile":{"num_gpus":2,"user":"u1"}}}"#),
+            None,
         );
-        predicted = r.is_some_and(|(s, _)| s == 200);
+        predicted = r.is_ok_and(|(s, _)| s == 200);
         predicted
     });
     // predictions reach the metrics through the service's event broadcast (asynchronously)
@@ -352,7 +277,7 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
         Duration::from_secs(10),
         "the prediction in /metrics",
         || {
-            let (s, t) = http(port, "GET", "/metrics", None).expect("metrics");
+            let (s, t) = http(addr, "GET", "/metrics", None, None).expect("metrics");
             assert_eq!(s, 200);
             text = t;
             text.contains("augur_predictions_total{predictor=\"runtime\"")
@@ -379,7 +304,7 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
     assert!(text.contains("augur_cluster_queue_length "));
     // finished replayed jobs are scored against their prediction at submit
     wait_until(Duration::from_secs(120), "live accuracy", || {
-        http(port, "GET", "/metrics", None).is_some_and(|(_, t)| {
+        http(addr, "GET", "/metrics", None, None).is_ok_and(|(_, t)| {
             t.contains("augur_prediction_mae_seconds{predictor=\"runtime\"}")
                 && t.contains("augur_prediction_interval_coverage{predictor=\"runtime\"}")
         })
@@ -389,15 +314,15 @@ fn live_controller_obeys_pause_and_dry_run_and_metrics_show_it() {
 #[test]
 fn switches_need_the_token_unless_insecure() {
     let server = start(false);
-    let port = server.port;
+    let addr = server.addr;
     for path in [
         "/v1/autoscaler/pause",
         "/v1/autoscaler/resume",
         "/v1/autoscaler/dry-run",
     ] {
-        let (s, _) = http(port, "POST", path, Some(r#"{"enabled": true}"#)).expect("post");
+        let (s, _) = http(addr, "POST", path, Some(r#"{"enabled": true}"#), None).expect("post");
         assert_eq!(s, 401, "{path} without a token");
     }
-    let (s, _) = http(port, "GET", "/v1/autoscaler/decisions", None).expect("get");
+    let (s, _) = http(addr, "GET", "/v1/autoscaler/decisions", None, None).expect("get");
     assert_eq!(s, 200, "reading needs no token");
 }

@@ -1,4 +1,5 @@
-//! Load benchmark of `augur serve` over HTTP on loopback (issue 7's performance targets).
+//! Load benchmark of `augur serve` over HTTP on loopback: throughput, latency at a fixed
+//! rate and memory under a soak.
 //!
 //! Starts the real (release) binary on a free port with a fresh data folder, waits until the
 //! runtime model is trained and served, then with its own small load generator (HTTP/1.1

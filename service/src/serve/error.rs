@@ -20,6 +20,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,17 +31,21 @@ pub struct ApiError {
     pub message: String,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Inner<'a>,
+/// Every error answer: `{"error": {"code", "field", "message"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
 }
 
-#[derive(Serialize)]
-struct Inner<'a> {
-    code: &'a str,
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code (see the module docs).
+    pub code: &'static str,
+    /// The field at fault, as a path like `events[2].profile.num_gpus`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a str>,
-    message: &'a str,
+    pub field: Option<String>,
+    pub message: String,
 }
 
 impl ApiError {
@@ -95,15 +100,16 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Body {
-            error: Inner {
+        let status = self.status;
+        let body = ErrorBody {
+            error: ErrorDetail {
                 code: self.code,
-                field: self.field.as_deref(),
-                message: &self.message,
+                field: self.field,
+                message: self.message,
             },
         };
-        let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
+        let mut resp = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::error::{field_and_message, ApiError, FIELD_MARK};
 
@@ -16,29 +17,41 @@ pub const MAX_ITEMS: usize = 10_000;
 
 /// What is known about a job when it is submitted (every field optional; the more there
 /// is, the better the predictions).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobProfile {
     /// GPUs requested (fractional where GPUs are shared).
+    #[schema(minimum = 0, maximum = 1e12)]
     pub num_gpus: Option<f64>,
+    #[schema(minimum = 0, maximum = 1e12)]
     pub num_nodes: Option<f64>,
+    #[schema(max_length = 256)]
     pub gpu_type: Option<String>,
+    #[schema(minimum = 0, maximum = 1e12)]
     pub cpus: Option<f64>,
+    #[schema(minimum = 0, maximum = 1e12)]
     pub memory_mib: Option<f64>,
     /// Requested wall-time limit, seconds.
+    #[schema(minimum = 0, maximum = 1e12)]
     pub requested_time: Option<f64>,
+    #[schema(max_length = 256)]
     pub user: Option<String>,
     /// Virtual cluster / group / account.
+    #[schema(max_length = 256)]
     pub group: Option<String>,
+    #[schema(max_length = 256)]
     pub job_name: Option<String>,
+    #[schema(max_length = 256)]
     pub cluster: Option<String>,
+    #[schema(max_length = 256)]
     pub queue: Option<String>,
 }
 
 /// One stage of a DAG-structured job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DagStage {
+    #[schema(min_length = 1, max_length = 256)]
     pub id: String,
     /// Ids of the stages that must finish before this one starts.
     #[serde(default)]
@@ -48,18 +61,20 @@ pub struct DagStage {
     pub profile: Option<JobProfile>,
     /// A known run time of the stage, seconds (e.g. from a previous run).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1e12)]
     pub estimate_seconds: Option<f64>,
 }
 
 /// A job made of stages with dependencies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dag {
+    #[schema(min_items = 1, max_items = 10000)]
     pub stages: Vec<DagStage>,
 }
 
 /// Final state of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FinishStatus {
     Completed,
@@ -80,7 +95,7 @@ impl From<FinishStatus> for JobStatus {
 }
 
 /// A training metric of a job at a step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricPoint {
     pub step: u64,
@@ -94,11 +109,13 @@ pub struct MetricPoint {
 }
 
 /// An observation of the whole cluster.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSnapshot {
     pub at: f64,
+    #[schema(minimum = 0, maximum = 1e12)]
     pub total_gpus: f64,
+    #[schema(minimum = 0, maximum = 1e12)]
     pub busy_gpus: f64,
     #[serde(default)]
     pub queued_jobs: Option<u64>,
@@ -112,7 +129,7 @@ pub struct ClusterSnapshot {
 ///
 /// Deserialised by hand ([`TryFrom<serde_json::Value>`]) so that an error inside an event
 /// still names its field (serde's internally tagged enums lose the path).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -123,6 +140,7 @@ pub struct ClusterSnapshot {
 pub enum Event {
     /// A job was submitted.
     JobSubmitted {
+        #[schema(min_length = 1, max_length = 256)]
         job_id: String,
         at: f64,
         #[serde(default)]
@@ -131,18 +149,26 @@ pub enum Event {
         dag: Option<Dag>,
     },
     /// A job started running.
-    JobStarted { job_id: String, at: f64 },
+    JobStarted {
+        #[schema(min_length = 1, max_length = 256)]
+        job_id: String,
+        at: f64,
+    },
     /// A job ended. `duration` (seconds of running) defaults to `at − start`.
     JobFinished {
+        #[schema(min_length = 1, max_length = 256)]
         job_id: String,
         at: f64,
         status: FinishStatus,
         #[serde(default)]
+        #[schema(minimum = 0, maximum = 1e12)]
         duration: Option<f64>,
     },
     /// Training-metric points of a running job (loss/accuracy by step).
     MetricPoints {
+        #[schema(min_length = 1, max_length = 256)]
         job_id: String,
+        #[schema(min_items = 1, max_items = 10000)]
         points: Vec<MetricPoint>,
     },
     /// A snapshot of the cluster.
@@ -266,9 +292,10 @@ impl TryFrom<serde_json::Value> for Event {
 }
 
 /// A batch of events, stored atomically (all or none).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventBatch {
+    #[schema(min_items = 1)]
     pub events: Vec<Event>,
 }
 
@@ -430,7 +457,6 @@ impl JobProfile {
     }
 
     /// The profile of a trace record (the inverse of [`JobProfile::to_record`]).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn of_record(job: &JobRecord) -> JobProfile {
         JobProfile {
             num_gpus: job.num_gpus,

@@ -1,12 +1,12 @@
 //! `augur serve --backend kubernetes`: the controller acts on a real cluster instead of the
 //! simulated replay.
 //!
-//! - The [`KubeBackend`](augur_autoscaler::kubernetes::KubeBackend) watches nodes, pods and
+//! - The [`KubeBackend`] watches nodes, pods and
 //!   Kubeflow `PyTorchJob`s (and Volcano `PodGroup`s / Kueue `Workload`s where installed) in
 //!   `--namespace` (all namespaces by default), with the client from `--kubeconfig`, else the
 //!   in-cluster configuration.
 //! - The same controller loop as the simulator's ([`super::live`], a
-//!   [`LiveLoop`](augur_autoscaler::live::LiveLoop) over the backend) runs the elastic
+//!   [`LiveLoop`] over the backend) runs the elastic
 //!   controller (without preemption: the backend only patches `pytorchjobs/scale`). Every
 //!   [`TICK`] it looks at the watches; the policy is asked when one saw a change, at least every
 //!   [`RECONCILE_EVERY`]. It decides and acts only while this replica holds the
@@ -36,6 +36,7 @@ use augur_autoscaler::kubernetes::{
 };
 use augur_autoscaler::live::{LiveConfig, LiveLoop};
 use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::events::{self, Event, FinishStatus, JobProfile};
 use super::live::{publish, Counted, Driven, KubeLoop};
@@ -141,6 +142,62 @@ fn snapshot_event(s: &ClusterSnapshot) -> Event {
 }
 
 async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
+    let (backend, mut rx) = start_backend(&state, &opts).await?;
+    let params = ElasticParams {
+        preempt_factor: None,
+        ..ElasticParams::default()
+    };
+    let policy = ElasticController::new(params, ScalingModel::default());
+    let mut driven = Driven::Kube(Box::new(LiveLoop::new(
+        backend,
+        policy,
+        LiveConfig {
+            decisions_kept: 1000,
+            history_kept: 720,
+            history_every_s: RECONCILE_EVERY.as_secs_f64(),
+        },
+    )));
+    let live = state.ext.live.clone();
+    live.sync_switches(&mut driven);
+    *live.running.lock().await = Some(driven);
+    live.set_status("running");
+
+    let mut counted = Counted::new();
+    let mut shutdown = state.shutdown.clone();
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = Instant::now();
+    let mut last_snapshot = f64::NEG_INFINITY;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let now = Instant::now();
+        let wall = now.duration_since(last);
+        last = now;
+        if !control(&state, wall, &mut counted).await {
+            break;
+        }
+        let batch = store_events(&mut rx, &mut last_snapshot);
+        if !batch.is_empty() {
+            if let Err(e) = state.store.append(batch).await {
+                tracing::warn!(error = %e, "ingesting the cluster's events failed; they are dropped");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Takes the lease in the background and starts the backend's watches (waiting up to a
+/// minute for them to sync); the receiver gets the cluster's job lifecycle and snapshots.
+async fn start_backend(
+    state: &AppState,
+    opts: &KubeOptions,
+) -> anyhow::Result<(KubeBackend, UnboundedReceiver<ClusterEvent>)> {
     let client = kubernetes::client(opts.kubeconfig.as_deref()).await?;
     let identity =
         std::env::var("POD_NAME").unwrap_or_else(|_| format!("augur-{}", std::process::id()));
@@ -157,7 +214,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         let _ = stop.wait_for(|s| *s).await;
     }));
 
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ClusterEvent>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ClusterEvent>();
     let sink: EventSink = Arc::new(move |e| {
         let _ = tx.send(e);
     });
@@ -197,91 +254,65 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     if let Err(e) = backend.wait_synced(Duration::from_secs(60)).await {
         tracing::warn!(error = %e, "watches not in sync yet; the controller waits for them");
     }
-    let params = ElasticParams {
-        preempt_factor: None,
-        ..ElasticParams::default()
-    };
-    let policy = ElasticController::new(params, ScalingModel::default());
-    let mut driven = Driven::Kube(Box::new(LiveLoop::new(
-        backend,
-        policy,
-        LiveConfig {
-            decisions_kept: 1000,
-            history_kept: 720,
-            history_every_s: RECONCILE_EVERY.as_secs_f64(),
-        },
-    )));
-    let live = state.ext.live.clone();
-    live.sync_switches(&mut driven);
-    *live.running.lock().await = Some(driven);
-    live.set_status("running");
+    Ok((backend, rx))
+}
 
-    let metrics = state.ext.metrics.clone();
-    let mut counted = Counted::new();
-    let mut shutdown = state.shutdown.clone();
-    let mut interval = tokio::time::interval(TICK);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last = Instant::now();
-    let mut last_snapshot = f64::NEG_INFINITY;
-    loop {
-        tokio::select! {
-            _ = interval.tick() => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-        let now = Instant::now();
-        let wall = now.duration_since(last);
-        last = now;
-        {
-            let mut guard = live.running.lock().await;
-            let Some(d) = guard.as_mut() else { break };
-            live.sync_switches(d);
-            let Driven::Kube(l) = d else { break };
-            let l: &mut KubeLoop = l;
-            // lifecycle events come through the sink (with the jobs' names), below
-            l.advance(wall);
-            let report = l.control().await;
-            if let Some(e) = &report.error {
-                tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
-            }
-            for d in l.decisions().rev().take(report.decisions) {
-                if let Some(e) = &d.error {
-                    tracing::info!(decision = ?d.decision, error = %e, "decision not carried out; the next decision observes again");
-                }
-            }
-            publish(&metrics, l, &mut counted);
-            metrics.observe_tick(now.elapsed().as_secs_f64());
-        }
-        let mut batch = Vec::new();
-        let mut latest: Option<Arc<ClusterSnapshot>> = None;
-        while let Ok(e) = rx.try_recv() {
-            match e {
-                ClusterEvent::Snapshot(s) => latest = Some(s),
-                other => batch.push(to_event(&other)),
-            }
-        }
-        if let Some(s) = latest {
-            if s.time >= last_snapshot + RECONCILE_EVERY.as_secs_f64() {
-                last_snapshot = s.time;
-                batch.push(snapshot_event(&s));
-            }
-        }
-        batch.retain(|ev| match ev.validate("") {
-            Ok(()) => true,
-            Err(err) => {
-                tracing::warn!(error = ?err, "cluster event not ingestable; skipped");
-                false
-            }
-        });
-        if !batch.is_empty() {
-            if let Err(e) = state.store.append(batch).await {
-                tracing::warn!(error = %e, "ingesting the cluster's events failed; they are dropped");
-            }
+/// One tick of the loop: the backend observes `wall` time passing, the controller decides
+/// and acts, the metrics follow. False when the loop is gone.
+async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> bool {
+    let started = Instant::now();
+    let live = &state.ext.live;
+    let metrics = &state.ext.metrics;
+    let mut guard = live.running.lock().await;
+    let Some(d) = guard.as_mut() else {
+        return false;
+    };
+    live.sync_switches(d);
+    let Driven::Kube(l) = d else {
+        return false;
+    };
+    let l: &mut KubeLoop = l;
+    // lifecycle events come through the sink (with the jobs' names), see `store_events`
+    l.advance(wall);
+    let report = l.control().await;
+    if let Some(e) = &report.error {
+        tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+    }
+    for d in l.decisions().rev().take(report.decisions) {
+        if let Some(e) = &d.error {
+            tracing::info!(decision = ?d.decision, error = %e, "decision not carried out; the next decision observes again");
         }
     }
-    Ok(())
+    publish(metrics, l, counted);
+    metrics.observe_tick(started.elapsed().as_secs_f64());
+    true
+}
+
+/// The ingestable events of the cluster events received so far: every job lifecycle event,
+/// and the latest snapshot when [`RECONCILE_EVERY`] passed since the last one stored.
+fn store_events(rx: &mut UnboundedReceiver<ClusterEvent>, last_snapshot: &mut f64) -> Vec<Event> {
+    let mut batch = Vec::new();
+    let mut latest: Option<Arc<ClusterSnapshot>> = None;
+    while let Ok(e) = rx.try_recv() {
+        match e {
+            ClusterEvent::Snapshot(s) => latest = Some(s),
+            other => batch.push(to_event(&other)),
+        }
+    }
+    if let Some(s) = latest {
+        if s.time >= *last_snapshot + RECONCILE_EVERY.as_secs_f64() {
+            *last_snapshot = s.time;
+            batch.push(snapshot_event(&s));
+        }
+    }
+    batch.retain(|ev| match ev.validate("") {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(error = ?err, "cluster event not ingestable; skipped");
+            false
+        }
+    });
+    batch
 }
 
 #[cfg(test)]

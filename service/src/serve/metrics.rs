@@ -30,7 +30,6 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -82,6 +81,16 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 fn latency_histogram() -> Histogram {
     // 50 µs … ~1.6 s
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// Registers `metric` under `name` with its `help` text; returns it (metrics are shared
+/// handles: the registry keeps a clone).
+fn registered<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
@@ -146,109 +155,94 @@ impl Default for Metrics {
 impl Metrics {
     /// Every family registered, all empty.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("augur");
-        let http = HistogramFamily::<HttpLabels>::new_with_constructor(latency_histogram);
-        registry.register(
-            "http_request_duration_seconds",
-            "HTTP request latency by route, method and status",
-            http.clone(),
-        );
-        let prediction_latency =
-            HistogramFamily::<PredictorLabels>::new_with_constructor(latency_histogram);
-        registry.register(
-            "prediction_duration_seconds",
-            "Time to compute the predictions of one request, by predictor",
-            prediction_latency.clone(),
-        );
-        let predictions = Family::<ModelLabels, Counter>::default();
-        registry.register(
-            "predictions",
-            "Predictions served by predictor and model version",
-            predictions.clone(),
-        );
-        let outcomes = Family::<PredictorLabels, Counter>::default();
-        registry.register(
-            "prediction_outcomes",
-            "Finished jobs whose prediction at submit was scored, by predictor",
-            outcomes.clone(),
-        );
-        let mae = Family::<PredictorLabels, F64Gauge>::default();
-        registry.register(
-            "prediction_mae_seconds",
-            "Rolling mean absolute error of the prediction made at submit, over the last 500 finished jobs",
-            mae.clone(),
-        );
-        let coverage = Family::<PredictorLabels, F64Gauge>::default();
-        registry.register(
-            "prediction_interval_coverage",
-            "Rolling share of the last 500 finished jobs whose actual value fell inside the predicted interval",
-            coverage.clone(),
-        );
-        let actions = Family::<ActionLabels, Counter>::default();
-        registry.register(
-            "controller_actions",
-            "Controller decisions by action, reason and outcome (applied, failed, dry_run)",
-            actions.clone(),
-        );
-        let retrains = Family::<RetrainLabels, Counter>::default();
-        registry.register(
-            "retrains",
-            "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs)",
-            retrains.clone(),
-        );
-        let retrain_duration = Histogram::new(exponential_buckets(1.0, 2.0, 12));
-        registry.register(
-            "retrain_duration_seconds",
-            "Time a retrain on the ingested history took (training, saving, swapping), succeeded or failed",
-            retrain_duration.clone(),
-        );
-        let utilisation = F64Gauge::default();
-        registry.register(
-            "cluster_utilisation",
-            "Allocated share of the healthy GPUs of the cluster the controller acts on",
-            utilisation.clone(),
-        );
-        let queue_length = Gauge::default();
-        registry.register(
-            "cluster_queue_length",
-            "Jobs waiting in the queue",
-            queue_length.clone(),
-        );
-        let queued_gpus = Gauge::default();
-        registry.register(
-            "cluster_queued_gpus",
-            "GPUs the queued jobs ask for",
-            queued_gpus.clone(),
-        );
-        let running_jobs = Gauge::default();
-        registry.register(
-            "cluster_running_jobs",
-            "Jobs holding GPUs",
-            running_jobs.clone(),
-        );
-        let live_tick = latency_histogram();
-        registry.register(
-            "live_tick_duration_seconds",
-            "Time one tick of the live simulator and controller loop takes (ingest excluded)",
-            live_tick.clone(),
-        );
+        let mut r = Registry::with_prefix("augur");
         Metrics {
-            registry,
-            http,
-            prediction_latency,
-            predictions,
-            outcomes,
-            mae,
-            coverage,
-            actions,
-            retrains,
-            retrain_duration,
-            utilisation,
-            queue_length,
-            queued_gpus,
-            running_jobs,
-            live_tick,
+            http: registered(
+                &mut r,
+                "http_request_duration_seconds",
+                "HTTP request latency by route, method and status",
+                HistogramFamily::<HttpLabels>::new_with_constructor(latency_histogram),
+            ),
+            prediction_latency: registered(
+                &mut r,
+                "prediction_duration_seconds",
+                "Time to compute the predictions of one request, by predictor",
+                HistogramFamily::<PredictorLabels>::new_with_constructor(latency_histogram),
+            ),
+            predictions: registered(
+                &mut r,
+                "predictions",
+                "Predictions served by predictor and model version",
+                Family::<ModelLabels, Counter>::default(),
+            ),
+            outcomes: registered(
+                &mut r,
+                "prediction_outcomes",
+                "Finished jobs whose prediction at submit was scored, by predictor",
+                Family::<PredictorLabels, Counter>::default(),
+            ),
+            mae: registered(
+                &mut r,
+                "prediction_mae_seconds",
+                "Rolling mean absolute error of the prediction made at submit, over the last 500 finished jobs",
+                Family::<PredictorLabels, F64Gauge>::default(),
+            ),
+            coverage: registered(
+                &mut r,
+                "prediction_interval_coverage",
+                "Rolling share of the last 500 finished jobs whose actual value fell inside the predicted interval",
+                Family::<PredictorLabels, F64Gauge>::default(),
+            ),
+            actions: registered(
+                &mut r,
+                "controller_actions",
+                "Controller decisions by action, reason and outcome (applied, failed, dry_run)",
+                Family::<ActionLabels, Counter>::default(),
+            ),
+            retrains: registered(
+                &mut r,
+                "retrains",
+                "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs)",
+                Family::<RetrainLabels, Counter>::default(),
+            ),
+            retrain_duration: registered(
+                &mut r,
+                "retrain_duration_seconds",
+                "Time a retrain on the ingested history took (training, saving, swapping), succeeded or failed",
+                Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            ),
+            utilisation: registered(
+                &mut r,
+                "cluster_utilisation",
+                "Allocated share of the healthy GPUs of the cluster the controller acts on",
+                F64Gauge::default(),
+            ),
+            queue_length: registered(
+                &mut r,
+                "cluster_queue_length",
+                "Jobs waiting in the queue",
+                Gauge::default(),
+            ),
+            queued_gpus: registered(
+                &mut r,
+                "cluster_queued_gpus",
+                "GPUs the queued jobs ask for",
+                Gauge::default(),
+            ),
+            running_jobs: registered(
+                &mut r,
+                "cluster_running_jobs",
+                "Jobs holding GPUs",
+                Gauge::default(),
+            ),
+            live_tick: registered(
+                &mut r,
+                "live_tick_duration_seconds",
+                "Time one tick of the live simulator and controller loop takes (ingest excluded)",
+                latency_histogram(),
+            ),
             rolling: Mutex::new(HashMap::new()),
+            registry: r,
         }
     }
 
@@ -277,7 +271,6 @@ impl Metrics {
     }
 
     /// `count` predictions of `kind` by model `version` computed in `seconds`.
-    #[cfg_attr(not(test), allow(dead_code))] // the listener uses cached handles; for handlers
     pub fn observe_prediction(&self, kind: &str, version: u32, count: usize, seconds: f64) {
         self.prediction_latency
             .get_or_create(&PredictorLabels {
@@ -359,12 +352,14 @@ impl Metrics {
     }
 }
 
-/// The routes of this module.
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/metrics", get(scrape))
-}
-
 /// `GET /metrics`.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "ops",
+    summary = "Prometheus metrics (text exposition format): request and prediction latency, predictions by model version, live accuracy, controller actions, cluster utilisation and queue",
+    responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
+)]
 pub async fn scrape(State(state): State<AppState>) -> Response {
     match state.ext.metrics.encode() {
         Ok(body) => (

@@ -48,7 +48,7 @@ pub struct ServedModels {
 }
 
 /// A runtime prediction as served: point, interval and the model that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RuntimeAnswer {
     pub model_version: u32,
     pub seconds: f64,
@@ -64,7 +64,7 @@ pub struct RuntimeAnswer {
 }
 
 /// A queue-wait prediction as served.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct WaitAnswer {
     pub model_version: u32,
     pub seconds: f64,
@@ -75,11 +75,12 @@ pub struct WaitAnswer {
     /// The job's risk group when the model's bound is risk-split (`coverage` is then that
     /// group's level; the two groups together hold the model's overall level).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub risk_group: Option<RiskGroup>,
 }
 
 /// A failure prediction as served (a calibrated probability; no interval).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FailureAnswer {
     pub model_version: u32,
     /// Calibrated probability that the job ends failed (from the served model).
@@ -89,7 +90,7 @@ pub struct FailureAnswer {
 }
 
 /// A convergence prediction as served (intervals are 80%).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ConvergenceAnswer {
     pub model_version: u32,
     /// Which metric the curve was read from (`accuracy` or `loss`).
@@ -97,6 +98,7 @@ pub struct ConvergenceAnswer {
     /// Points used.
     pub points: usize,
     #[serde(flatten)]
+    #[schema(value_type = Object)]
     pub prediction: ConvergencePrediction,
 }
 
@@ -109,7 +111,7 @@ pub enum ConvergenceFailure {
 }
 
 /// What the service knows about one job.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobInfo {
     pub job_id: String,
     /// Small integer id for the queue state.

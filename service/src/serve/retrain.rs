@@ -17,13 +17,15 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use augur_datasets::JobRecord;
+use augur_predictor::ArtifactMeta;
 use serde::Serialize;
 
 use super::training::{self, Promotion};
 use super::{lock, AppState, RetrainStatus};
 
 /// Who started a retrain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     /// `POST /v1/models/retrain`.
@@ -83,7 +85,6 @@ impl RetrainStats {
     }
 
     /// The most retrains that ever ran at once in this process.
-    #[cfg_attr(not(test), allow(dead_code))] // checked by the tests
     pub fn max_running(&self) -> usize {
         self.max_running.load(Ordering::SeqCst)
     }
@@ -171,72 +172,81 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     }
     let st = state.clone();
     let n = jobs.len();
-    tokio::task::spawn_blocking(move || {
-        let stats = &st.retrain_stats;
-        let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
-        stats.max_running.fetch_max(now_running, Ordering::SeqCst);
-        let started = std::time::Instant::now();
-        let result = (|| -> anyhow::Result<training::TrainReport> {
-            let report = training::train_and_save_with(
-                &st.registry,
-                "ingested",
-                &jobs,
-                st.config.trees,
-                trigger.promotion(),
-            )?;
-            let models = training::load_serving(&st.registry)?;
-            st.swap_models(models);
-            Ok(report)
-        })();
-        let status = match result {
-            Ok(report) => {
-                let v = |m: &Option<augur_predictor::ArtifactMeta>| m.as_ref().map(|m| m.version);
-                tracing::info!(
-                    ?trigger,
-                    jobs = report.jobs,
-                    seconds = started.elapsed().as_secs_f64(),
-                    runtime = ?v(&report.runtime),
-                    queue_wait = ?v(&report.queue_wait),
-                    failure = ?v(&report.failure),
-                    "retrained on the ingested history"
-                );
-                for why in &report.skipped {
-                    tracing::info!(?trigger, "not trained: {why}");
-                }
-                for why in &report.kept {
-                    tracing::info!(?trigger, "saved, not promoted: {why}");
-                }
-                if trigger == Trigger::Schedule {
-                    stats.scheduled_succeeded.fetch_add(1, Ordering::SeqCst);
-                }
-                RetrainStatus::Succeeded {
-                    finished_at: now_rfc3339(),
-                    report: Box::new(report),
-                    trigger,
-                }
-            }
-            Err(e) => {
-                tracing::error!(?trigger, error = %format!("{e:#}"), "retrain failed");
-                RetrainStatus::Failed {
-                    finished_at: now_rfc3339(),
-                    error: format!("{e:#}"),
-                    trigger,
-                }
-            }
-        };
-        let outcome = match status {
-            RetrainStatus::Failed { .. } => "failed",
-            _ => "succeeded",
-        };
-        st.ext.metrics.observe_retrain(
-            trigger.label(),
-            outcome,
-            Some(started.elapsed().as_secs_f64()),
-        );
-        stats.running.fetch_sub(1, Ordering::SeqCst);
-        *lock(&st.retrain) = status;
-    });
+    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs));
     Ok(Started { jobs: n, finished })
+}
+
+/// Runs a started retrain on `jobs` (blocking): trains, saves, promotes as `trigger` says,
+/// swaps the served models, and records the outcome.
+fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord]) {
+    let stats = &st.retrain_stats;
+    let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
+    stats.max_running.fetch_max(now_running, Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let result = (|| -> anyhow::Result<training::TrainReport> {
+        let report = training::train_and_save_with(
+            &st.registry,
+            "ingested",
+            jobs,
+            st.config.trees,
+            trigger.promotion(),
+        )?;
+        let models = training::load_serving(&st.registry)?;
+        st.swap_models(models);
+        Ok(report)
+    })();
+    let status = match result {
+        Ok(report) => {
+            log_report(trigger, &report, started.elapsed().as_secs_f64());
+            if trigger == Trigger::Schedule {
+                stats.scheduled_succeeded.fetch_add(1, Ordering::SeqCst);
+            }
+            RetrainStatus::Succeeded {
+                finished_at: now_rfc3339(),
+                report: Box::new(report),
+                trigger,
+            }
+        }
+        Err(e) => {
+            tracing::error!(?trigger, error = %format!("{e:#}"), "retrain failed");
+            RetrainStatus::Failed {
+                finished_at: now_rfc3339(),
+                error: format!("{e:#}"),
+                trigger,
+            }
+        }
+    };
+    let outcome = match status {
+        RetrainStatus::Failed { .. } => "failed",
+        _ => "succeeded",
+    };
+    st.ext.metrics.observe_retrain(
+        trigger.label(),
+        outcome,
+        Some(started.elapsed().as_secs_f64()),
+    );
+    stats.running.fetch_sub(1, Ordering::SeqCst);
+    *lock(&st.retrain) = status;
+}
+
+/// Logs what a retrain trained, skipped and kept back.
+fn log_report(trigger: Trigger, report: &training::TrainReport, seconds: f64) {
+    let v = |m: &Option<ArtifactMeta>| m.as_ref().map(|m| m.version);
+    tracing::info!(
+        ?trigger,
+        jobs = report.jobs,
+        seconds,
+        runtime = ?v(&report.runtime),
+        queue_wait = ?v(&report.queue_wait),
+        failure = ?v(&report.failure),
+        "retrained on the ingested history"
+    );
+    for why in &report.skipped {
+        tracing::info!(?trigger, "not trained: {why}");
+    }
+    for why in &report.kept {
+        tracing::info!(?trigger, "saved, not promoted: {why}");
+    }
 }
 
 /// How often the schedule looks at the count of finished jobs.

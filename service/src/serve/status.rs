@@ -12,9 +12,9 @@ use std::sync::Mutex;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::ApiError;
 use super::online::Outcome;
@@ -29,7 +29,7 @@ const UPLOT_LICENSE: &str = include_str!("../../assets/status/uPlot.LICENSE");
 pub const RECENT_KEPT: usize = 500;
 
 /// A finished job: what was predicted at its submit and what happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct FinishedJob {
     pub job_id: String,
     pub status: super::events::FinishStatus,
@@ -77,24 +77,28 @@ impl RecentOutcomes {
     }
 }
 
-/// The routes of this module.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(index))
-        .route("/status/uPlot.iife.min.js", get(uplot_js))
-        .route("/status/uPlot.min.css", get(uplot_css))
-        .route("/status/uPlot.LICENSE", get(uplot_license))
-        .route("/v1/predictions/recent", get(recent))
-        .route("/v1/ping", get(ping))
-}
-
 /// `GET /v1/ping`: a trivial handler (the load benchmark's baseline: same server, same
 /// middleware, no work).
-async fn ping() -> &'static str {
+#[utoipa::path(
+    get,
+    path = "/v1/ping",
+    tag = "ops",
+    summary = "A trivial handler (baseline of the load benchmark)",
+    responses((status = 200, description = "`pong`", body = String, content_type = "text/plain"))
+)]
+pub async fn ping() -> &'static str {
     "pong"
 }
 
-async fn index() -> Html<&'static str> {
+/// `GET /`: the status page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "status",
+    summary = "The status page: utilisation and queue over time, predicted vs actual for recent jobs, controller decisions",
+    responses((status = 200, description = "the page", body = String, content_type = "text/html"))
+)]
+pub async fn index() -> Html<&'static str> {
     Html(INDEX_HTML)
 }
 
@@ -109,29 +113,73 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-async fn uplot_js() -> Response {
+/// `GET /status/uPlot.iife.min.js`.
+#[utoipa::path(
+    get,
+    path = "/status/uPlot.iife.min.js",
+    tag = "status",
+    summary = "The status page's chart library (uPlot, MIT, vendored)",
+    responses((status = 200, description = "JavaScript", body = String, content_type = "text/javascript"))
+)]
+pub async fn uplot_js() -> Response {
     asset("text/javascript; charset=utf-8", UPLOT_JS)
 }
-async fn uplot_css() -> Response {
+
+/// `GET /status/uPlot.min.css`.
+#[utoipa::path(
+    get,
+    path = "/status/uPlot.min.css",
+    tag = "status",
+    summary = "The chart library's stylesheet",
+    responses((status = 200, description = "CSS", body = String, content_type = "text/css"))
+)]
+pub async fn uplot_css() -> Response {
     asset("text/css; charset=utf-8", UPLOT_CSS)
 }
-async fn uplot_license() -> Response {
+
+/// `GET /status/uPlot.LICENSE`.
+#[utoipa::path(
+    get,
+    path = "/status/uPlot.LICENSE",
+    tag = "status",
+    summary = "The chart library's license",
+    responses((status = 200, description = "the license text", body = String, content_type = "text/plain"))
+)]
+pub async fn uplot_license() -> Response {
     asset("text/plain; charset=utf-8", UPLOT_LICENSE)
 }
 
 /// Query of `/v1/predictions/recent`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RecentQuery {
     /// How many (1..=500, default 200).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<usize>,
 }
 
+/// Recently finished jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecentView {
+    pub count: usize,
+    /// Oldest first.
+    pub jobs: Vec<FinishedJob>,
+}
+
 /// `GET /v1/predictions/recent?limit=N`: recently finished jobs, predicted vs actual.
+#[utoipa::path(
+    get,
+    path = "/v1/predictions/recent",
+    tag = "status",
+    summary = "Recently finished jobs: predicted (at submit) vs actual",
+    params(RecentQuery),
+    responses((status = 200, description = "the jobs", body = RecentView))
+)]
 pub async fn recent(
     State(state): State<AppState>,
     q: Result<Query<RecentQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<RecentView>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
     let limit = q.limit.unwrap_or(200);
     if limit == 0 || limit > RECENT_KEPT {
@@ -141,7 +189,8 @@ pub async fn recent(
         ));
     }
     let jobs = state.ext.recent.newest(limit);
-    Ok(Json(
-        serde_json::json!({ "count": jobs.len(), "jobs": jobs }),
-    ))
+    Ok(Json(RecentView {
+        count: jobs.len(),
+        jobs,
+    }))
 }

@@ -19,13 +19,16 @@ use augur_predictor::queue_wait::{known_wait, replay_queue_features, QueueJob};
 use augur_predictor::registry::Selector;
 use augur_predictor::{
     evaluate_convergence, evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta,
-    ConvergencePredictor, ConvergenceTrainer, FailurePredictor, FailureTrainer, ModelRegistry,
-    QueueWaitPredictor, QueueWaitTrainer, RegistryError, RuntimePredictor,
+    ConvergencePredictor, FailurePredictor, ModelRegistry, QueueWaitPredictor, RegistryError,
+    RuntimePredictor,
 };
 use serde::Serialize;
 
 use super::online::{Served, ServedModels};
-use crate::train::save_artifact;
+use crate::model_store::{
+    convergence_metrics, failure_metrics, queue_wait_metrics, runtime_metrics, save_artifact,
+};
+use crate::trainers;
 
 /// Registry kind of the queue-wait predictor.
 pub const QUEUE_WAIT_KIND: &str = "queue_wait";
@@ -38,12 +41,16 @@ pub const FAILURE_KIND: &str = "failure";
 pub const CONVERGENCE_KIND: &str = "convergence";
 
 /// What a training run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TrainReport {
     pub source: String,
     pub jobs: usize,
+    /// The registry metadata of each version saved.
+    #[schema(value_type = Option<Object>)]
     pub runtime: Option<ArtifactMeta>,
+    #[schema(value_type = Option<Object>)]
     pub queue_wait: Option<ArtifactMeta>,
+    #[schema(value_type = Option<Object>)]
     pub failure: Option<ArtifactMeta>,
     /// Why a model was not trained (e.g. too few jobs with a known wait).
     pub skipped: Vec<String>,
@@ -319,7 +326,6 @@ where
 
 /// Trains, saves and promotes the runtime predictor; `Ok(Err(why))` when the jobs cannot
 /// train one.
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_runtime(
     registry: &ModelRegistry,
     source: &str,
@@ -337,12 +343,12 @@ pub fn train_runtime_with(
     trees: Option<usize>,
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
-    let trainer = crate::evaluate::trainer(trees);
+    let trainer = trainers::runtime(trees);
     let mut eval = match evaluate_runtime(jobs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let metrics = crate::train::held_out_metrics(&eval);
+    let metrics = runtime_metrics(&eval);
     let predictor = eval
         .predictor
         .take()
@@ -365,7 +371,6 @@ pub fn train_runtime_with(
 
 /// Trains, saves and promotes the queue-wait predictor; `Ok(Err(why))` when the jobs
 /// cannot train one.
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_queue_wait(
     registry: &ModelRegistry,
     source: &str,
@@ -383,13 +388,7 @@ pub fn train_queue_wait_with(
     trees: Option<usize>,
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
-    let mut qtrainer = QueueWaitTrainer {
-        runtime: crate::evaluate::trainer(trees),
-        ..QueueWaitTrainer::default()
-    };
-    if let Some(n) = trees {
-        qtrainer = qtrainer.with_trees(n);
-    }
+    let qtrainer = trainers::queue_wait_all_capped(trees);
     let mut eval = match evaluate_queue_wait(jobs, &qtrainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
@@ -398,7 +397,7 @@ pub fn train_queue_wait_with(
         .predictor
         .take()
         .context("the queue-wait evaluation returned no trained predictor")?;
-    let metrics = crate::queue_train::held_out_metrics(&eval);
+    let metrics = queue_wait_metrics(&eval);
     let decision = decide(
         registry,
         QUEUE_WAIT_KIND,
@@ -417,7 +416,6 @@ pub fn train_queue_wait_with(
 
 /// Trains, saves and promotes the failure predictor; `Ok(Err(why))` when the jobs cannot
 /// train one (e.g. no job statuses, as in the bundled Philly trace).
-#[cfg_attr(not(test), allow(dead_code))] // the fixtures of the tests
 pub fn train_failure(
     registry: &ModelRegistry,
     source: &str,
@@ -436,10 +434,7 @@ pub fn train_failure_with(
     trees: Option<usize>,
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
-    let mut trainer = FailureTrainer::default();
-    if let Some(n) = trees {
-        trainer.gbdt.n_trees = n.max(1);
-    }
+    let trainer = trainers::failure(trees);
     let mut eval = match evaluate_failure(jobs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
@@ -448,7 +443,7 @@ pub fn train_failure_with(
         .predictor
         .take()
         .context("the failure evaluation returned no trained predictor")?;
-    let metrics = crate::failure_eval::held_out_metrics(&eval);
+    let metrics = failure_metrics(&eval);
     let decision = decide(
         registry,
         FAILURE_KIND,
@@ -501,10 +496,7 @@ pub fn train_convergence(
         Ok(r) => r,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let mut trainer = ConvergenceTrainer::default();
-    if let Some(n) = trees {
-        trainer.trees = n.max(10);
-    }
+    let trainer = trainers::convergence(trees);
     let mut eval = match evaluate_convergence(&runs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
@@ -513,23 +505,7 @@ pub fn train_convergence(
         .predictor
         .take()
         .context("the convergence evaluation returned no trained predictor")?;
-    let mut metrics = BTreeMap::new();
-    for s in eval.scores.iter().filter(|s| s.group == "all") {
-        for m in &s.methods {
-            metrics.insert(
-                format!("{} median_rel_error@{:.0}%", m.method, s.prefix * 100.0),
-                m.median_rel_error,
-            );
-            if let Some(c) = m.coverage {
-                metrics.insert(
-                    format!("{} coverage80@{:.0}%", m.method, s.prefix * 100.0),
-                    c,
-                );
-            }
-        }
-    }
-    metrics.insert("test_runs".to_string(), eval.n_test_runs as f64);
-    metrics.retain(|_, v| v.is_finite());
+    let metrics = convergence_metrics(&eval);
     let notes = notes(&trainer.trees.to_string(), eval.n_test_runs);
     let meta = save_artifact(
         registry,

@@ -164,7 +164,7 @@ fn verify_at_open(path: &Path) -> Result<i64, StoreError> {
 
 /// An event as stored: its sequence number (1, 2, ... in commit order) and when it was
 /// received (Unix seconds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct StoredEvent {
     pub seq: i64,
     pub received_at: f64,

@@ -1,84 +1,21 @@
-//! `augur evaluate --task dag`: per-stage run times and makespans of DAG jobs (TPC-H on
-//! Spark, WfCommons workflows), Augur's GRU over the stages beside the per-stage GBDT and
-//! per-stage-type-median baselines, by grouped cross-validation (whole queries / workflow
-//! instances held out). Prints a table (or one JSON object per dataset with `--json`) and
-//! writes `DIR/<dataset>/report.md` with `makespan_pred_vs_actual.png`.
+//! The table and report folder of `augur evaluate --task dag`: `DIR/<dataset>/report.md`
+//! with the table and `makespan_pred_vs_actual.png` (predicted vs actual makespan of every
+//! held-out job).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
-use augur_datasets::bundled::bundled_file;
-use augur_predictor::dag::{evaluate_dag, load_tpch, load_wfcommons, DagEvaluation, DagTrainer};
-use indicatif::{ProgressBar, ProgressStyle};
+use anyhow::Context;
+use augur_predictor::dag::DagEvaluation;
 use plotters::prelude::*;
 
-use crate::cli::EvaluateArgs;
-use crate::report::{
-    draw_identity_and_2x_band, folder_slug, legend, log_range, plot_err, pred_vs_actual_chart,
-    render, Area,
+use super::folder_slug;
+use super::plot::{
+    draw_identity_and_2x_band, legend, log_range, plot_err, pred_vs_actual_chart, render, Area,
 };
-
-/// The DAG datasets `--task dag` knows.
-const DATASETS: [&str; 2] = ["dag-tpch", "dag-wfcommons"];
 
 /// File name of the makespan plot in the report folder.
 pub const MAKESPAN_PLOT: &str = "makespan_pred_vs_actual.png";
-
-pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    if args.trace.is_some() {
-        bail!("--task dag reads the bundled DAG datasets: use --dataset dag-tpch,dag-wfcommons");
-    }
-    // `--dataset` defaults to the runtime task's `philly`: that default means both DAG sets
-    let names: Vec<String> = if args.dataset == ["philly"] {
-        DATASETS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.dataset.clone()
-    };
-    let mut trainer = DagTrainer::default();
-    if let Some(e) = args.epochs {
-        trainer = trainer.with_epochs(e);
-    }
-    if let Some(t) = args.trees {
-        trainer.gbdt.n_trees = t.max(1);
-    }
-    for name in names {
-        let data = match name.as_str() {
-            "dag-tpch" => load_tpch(&bundled_file("dag-tpch/tpch_dags.json.gz")?)?,
-            "dag-wfcommons" => load_wfcommons(&bundled_file("dag-wfcommons")?)?,
-            other => bail!(
-                "unknown DAG dataset `{other}` for --task dag (known: {})",
-                DATASETS.join(", ")
-            ),
-        };
-        let bar = ProgressBar::new(trainer.folds as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:20}] {pos}/{len} folds [{elapsed}]",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_message(format!("{name}: training"));
-        let eval = evaluate_dag(&name, &data.jobs, &data.groups, &trainer, &mut |d, t| {
-            bar.set_length(t as u64);
-            bar.set_position(d as u64);
-        })
-        .with_context(|| format!("evaluating DAG predictions on {name}"))?;
-        bar.finish_and_clear();
-        if args.json {
-            println!("{}", serde_json::to_string(&eval)?);
-        } else {
-            print!("{}", table(&eval));
-        }
-        if !args.no_report {
-            let dir = write_report(&args.report, &eval)?;
-            if !args.json {
-                println!("report: {}\n", dir.display());
-            }
-        }
-    }
-    Ok(())
-}
 
 fn pct(v: Option<f64>) -> String {
     match v {

@@ -1,27 +1,30 @@
-//! `augur evaluate --task convergence`: the convergence predictor on the bundled MLPerf v1.0
-//! curves (issue #5 protocol) beside the two peers, per prefix, overall and per benchmark;
-//! a report folder with a test curve's fitted extrapolation and the per-prefix error bars.
+//! The tables and report folder of `augur evaluate --task convergence`:
+//! `DIR/mlperf-convergence/` with `report.md`, `curve.png` (a test run's fitted extrapolation
+//! and predicted convergence) and `errors.png` (median relative error per prefix and method).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use augur_predictor::convergence::{
-    evaluate_final_metric, load_bundled_mlperf, load_bundled_pollux_curves, ConvergenceEvaluation,
-    Direction, FinalMetricScores, PrefixScores, TestCase, METHOD_AUGUR, METHOD_ENSEMBLE,
-    METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
+    ConvergenceEvaluation, Direction, FinalMetricScores, PrefixScores, TestCase, METHOD_AUGUR,
+    METHOD_ENSEMBLE, METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
 };
-use augur_predictor::{evaluate_convergence, ConvergenceRun, ConvergenceTrainer};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::cli::EvaluateArgs;
-use crate::report::{legend, plot_err, render, Area, FAMILY};
+use super::plot::{legend, plot_err, render, Area, XyChart, FAMILY};
 
-/// The team's peer numbers for issue #5 (median relative error of remaining wall time at
-/// the 25/50/75% prefixes): Optimus fit over wall time, and the median time-to-train prior.
-const TEAM_OPTIMUS: [f64; 3] = [1.000, 1.000, 1.000];
-const TEAM_PRIOR: [f64; 3] = [0.378, 0.569, 1.000];
+/// Peer numbers measured elsewhere at the 25/50/75% prefixes: median relative error of the
+/// remaining wall time.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TeamPeers {
+    pub prefixes: [f64; 3],
+    /// Optimus fit over wall time.
+    pub optimus_wall_time: [f64; 3],
+    /// The median time-to-train prior.
+    pub prior_median_time_to_train: [f64; 3],
+}
 
 /// Table columns: (method, short header).
 const COLUMNS: [(&str, &str); 5] = [
@@ -31,69 +34,6 @@ const COLUMNS: [(&str, &str); 5] = [
     (METHOD_OPTIMUS, "optimus"),
     (METHOD_PRIOR, "prior"),
 ];
-
-#[derive(Serialize)]
-struct TeamPeers {
-    prefixes: [f64; 3],
-    optimus_wall_time: [f64; 3],
-    prior_median_time_to_train: [f64; 3],
-}
-
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    dataset: &'static str,
-    task: &'static str,
-    convergence: &'a ConvergenceEvaluation,
-    team_peers: TeamPeers,
-    /// Final-metric extrapolation on the Pollux/Sia validation curves.
-    pollux_final_metric: &'a [FinalMetricScores],
-}
-
-pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    if args.trace.is_some() {
-        bail!("--task convergence evaluates the bundled MLPerf v1.0 curves; --trace is not supported for it");
-    }
-    if let Some(d) = args
-        .dataset
-        .iter()
-        .find(|d| !matches!(d.as_str(), "mlperf" | "philly"))
-    {
-        bail!("--task convergence evaluates the bundled MLPerf v1.0 curves (--dataset mlperf), not `{d}`");
-    }
-    let runs: Vec<ConvergenceRun> =
-        load_bundled_mlperf().context("reading the bundled MLPerf v1.0 runs and eval curves")?;
-    let mut trainer = ConvergenceTrainer::default();
-    if let Some(n) = args.trees {
-        trainer.trees = n.max(10);
-    }
-    let eval = evaluate_convergence(&runs, &trainer).context("evaluating convergence on mlperf")?;
-    let pollux =
-        load_bundled_pollux_curves().context("reading the bundled Pollux/Sia validation curves")?;
-    let final_metric = evaluate_final_metric(&pollux);
-    if args.json {
-        let out = JsonOut {
-            dataset: "mlperf",
-            task: "convergence",
-            convergence: &eval,
-            team_peers: TeamPeers {
-                prefixes: PREFIXES,
-                optimus_wall_time: TEAM_OPTIMUS,
-                prior_median_time_to_train: TEAM_PRIOR,
-            },
-            pollux_final_metric: &final_metric,
-        };
-        println!("{}", serde_json::to_string(&out)?);
-    } else {
-        print!("{}", table(&eval));
-        print!("{}", final_metric_table(&final_metric));
-    }
-    if !args.no_report {
-        let dir = write_report(&args.report, &eval, &final_metric)
-            .context("writing the convergence report")?;
-        eprintln!("report: {}", dir.join("report.md").display());
-    }
-    Ok(())
-}
 
 fn cell(s: &PrefixScores, method: &str) -> String {
     s.methods
@@ -110,8 +50,9 @@ fn coverage_cell(s: &PrefixScores) -> String {
         .map_or("-".into(), |c| format!("{:.1}%", 100.0 * c))
 }
 
-/// The printed table: one line per (group, prefix).
-fn table(eval: &ConvergenceEvaluation) -> String {
+/// The printed table: one line per (group, prefix), with the team's numbers beside the
+/// overall rows.
+pub fn table(eval: &ConvergenceEvaluation, team: &TeamPeers) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -142,7 +83,8 @@ fn table(eval: &ConvergenceEvaluation) -> String {
         for (m, _) in COLUMNS {
             let _ = write!(s, " {:>12}", cell(sc, m));
         }
-        let team = PREFIXES
+        let at = team
+            .prefixes
             .iter()
             .position(|p| (p - sc.prefix).abs() < 1e-9)
             .filter(|_| sc.group == "all");
@@ -150,8 +92,11 @@ fn table(eval: &ConvergenceEvaluation) -> String {
             s,
             " {:>8} {:>14} {:>12}",
             coverage_cell(sc),
-            team.map_or("".into(), |i| format!("{:.3}", TEAM_OPTIMUS[i])),
-            team.map_or("".into(), |i| format!("{:.3}", TEAM_PRIOR[i])),
+            at.map_or("".into(), |i| format!("{:.3}", team.optimus_wall_time[i])),
+            at.map_or("".into(), |i| format!(
+                "{:.3}",
+                team.prior_median_time_to_train[i]
+            )),
         );
     }
     let targets: Vec<String> = eval
@@ -178,7 +123,7 @@ fn table(eval: &ConvergenceEvaluation) -> String {
 }
 
 /// The Pollux/Sia final-metric table: one line per method, one column per prefix.
-fn final_metric_table(rows: &[FinalMetricScores]) -> String {
+pub fn final_metric_table(rows: &[FinalMetricScores]) -> String {
     let mut s = String::new();
     let curves = rows.first().map_or(0, |r| r.curves);
     let _ = writeln!(
@@ -204,10 +149,11 @@ fn final_metric_table(rows: &[FinalMetricScores]) -> String {
 }
 
 /// Writes `dir/mlperf-convergence/` with `report.md`, `curve.png` and `errors.png`.
-fn write_report(
+pub fn write_report(
     dir: &Path,
     eval: &ConvergenceEvaluation,
     final_metric: &[FinalMetricScores],
+    team: &TeamPeers,
 ) -> anyhow::Result<PathBuf> {
     let out = dir.join("mlperf-convergence");
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -232,7 +178,7 @@ fn write_report(
     let _ = writeln!(
         md,
         "```\n{}{}```\n",
-        table(eval),
+        table(eval, team),
         final_metric_table(final_metric)
     );
     if let Some(c) = case {
@@ -291,7 +237,6 @@ fn plot_curve(area: &Area, eval: &ConvergenceEvaluation, case: &TestCase) -> any
         .find(|r| r.run_id == case.run_id)
         .context("the plotted case's run")?;
     let p = &case.prediction;
-    let curve = p.curve.as_ref().context("the plotted case's curve fit")?;
     let t_end = (p.elapsed_s + p.remaining_upper_s)
         .max(run.time_to_train_s)
         .max(1.0)
@@ -360,6 +305,28 @@ fn plot_curve(area: &Area, eval: &ConvergenceEvaluation, case: &TestCase) -> any
         .map_err(plot_err)?
         .label("later points (unseen)")
         .legend(|(x, y)| Circle::new((x + 10, y), 3, GREY.filled()));
+    draw_fit_and_times(&mut chart, case, run.time_to_train_s, t_end, (y0, y1))?;
+    let rising = p.direction == Direction::Rising;
+    let pos = if rising {
+        SeriesLabelPosition::LowerRight
+    } else {
+        SeriesLabelPosition::UpperRight
+    };
+    legend(&mut chart, pos, 14)?;
+    Ok(())
+}
+
+/// The curve-fit ensemble over `[0, t_end]`, the learned target, and the predicted and actual
+/// convergence times, on a chart whose y axis spans `(y0, y1)`.
+fn draw_fit_and_times(
+    chart: &mut XyChart<'_, '_>,
+    case: &TestCase,
+    time_to_train_s: f64,
+    t_end: f64,
+    (y0, y1): (f64, f64),
+) -> anyhow::Result<()> {
+    let p = &case.prediction;
+    let curve = p.curve.as_ref().context("the plotted case's curve fit")?;
     let steps = 200;
     let fitted: Vec<(f64, f64)> = (0..=steps)
         .map(|i| {
@@ -395,19 +362,12 @@ fn plot_curve(area: &Area, eval: &ConvergenceEvaluation, case: &TestCase) -> any
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], MODEL.stroke_width(3)));
     chart
         .draw_series(LineSeries::new(
-            [(run.time_to_train_s, y0), (run.time_to_train_s, y1)],
+            [(time_to_train_s, y0), (time_to_train_s, y1)],
             BLACK.stroke_width(2),
         ))
         .map_err(plot_err)?
-        .label(format!("actual time-to-train {:.0} s", run.time_to_train_s))
+        .label(format!("actual time-to-train {:.0} s", time_to_train_s))
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    let rising = p.direction == Direction::Rising;
-    let pos = if rising {
-        SeriesLabelPosition::LowerRight
-    } else {
-        SeriesLabelPosition::UpperRight
-    };
-    legend(&mut chart, pos, 14)?;
     Ok(())
 }
 

@@ -7,20 +7,22 @@
 //! - `reliability.png`: the reliability diagram of the calibrated probabilities (observed
 //!   failed share per predicted-probability bin, against y = x).
 //!
-//! Drawn with the shared helpers of [`crate::report`] (embedded font, PNG encoder).
+//! Also the table `augur evaluate --task failure` and `augur train --task failure` print.
+//! Drawn with the shared helpers of [`super::plot`] (embedded font, PNG encoder).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use augur_predictor::failure::FailureEvalRow;
 use augur_predictor::failure::{
     pr_curve, reliability, roc_curve, MethodProbabilities, METHOD_GBDT, METHOD_SVM, RECALL_AT_FPR,
 };
 use augur_predictor::FailureEvaluation;
 use plotters::prelude::*;
 
-use crate::failure_eval::{interval, served_line};
-use crate::report::{folder_slug, legend, plot_err, render, Area, FAMILY};
+use super::folder_slug;
+use super::plot::{legend, plot_err, render, Area, XyChart, FAMILY};
 
 /// File names of the plots, in report order.
 pub const PLOTS: [&str; 3] = ["roc.png", "pr.png", "reliability.png"];
@@ -57,12 +59,98 @@ pub fn write(dir: &Path, name: &str, eval: &FailureEvaluation) -> anyhow::Result
     Ok(out)
 }
 
-fn f(v: f64, digits: usize) -> String {
+fn num(v: f64, digits: usize) -> String {
     if v.is_finite() {
         format!("{v:.digits$}")
     } else {
         "-".into()
     }
+}
+
+fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{:.1}%", 100.0 * v)
+    } else {
+        "-".into()
+    }
+}
+
+/// `0.91–0.97`, or `-`.
+fn interval(r: &FailureEvalRow) -> String {
+    r.roc_auc_95
+        .map_or("-".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}"))
+}
+
+/// The line under the table: which model is served and how each is calibrated.
+fn served_line(eval: &FailureEvaluation) -> String {
+    format!(
+        "served: {} (ROC-AUC on {} out-of-sample training scores, {} failed{}: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
+        eval.served.name(),
+        eval.training.calibration_jobs,
+        eval.training.calibration_failed,
+        if eval.training.cross_fitted {
+            ", cross-fitted: the newest 20% held too few failures"
+        } else {
+            ", the newest 20% of the training period"
+        },
+        num(eval.validation_auc.0, 3),
+        num(eval.validation_auc.1, 3),
+        num(eval.raw_test_auc.0, 3),
+        num(eval.raw_test_auc.1, 3),
+        eval.svm_calibration,
+        eval.gbdt_calibration,
+        eval.svm_support_vectors,
+        eval.training.svm_rows,
+        eval.gbdt_trees
+    )
+}
+
+/// The printed table: the split, the base rates, one line per method, the served line.
+pub fn table(name: &str, eval: &FailureEvaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "failure · {name} · time-ordered split: {} train / {} test labelled jobs ({} without a known outcome, not labelled)",
+        eval.n_train, eval.n_test, eval.n_censored
+    );
+    let _ = writeln!(
+        s,
+        "  base rate: {} train, {} test ({} failed test jobs)",
+        pct(eval.base_rate_train),
+        pct(eval.base_rate_test),
+        eval.failed_test
+    );
+    let _ = writeln!(
+        s,
+        "  {:<44} {:>7} {:>11} {:>7} {:>10} {:>7} {:>6} {:>8} {:>10}",
+        "method",
+        "ROC-AUC",
+        "95% CI",
+        "PR-AUC",
+        "rec@10%FPR",
+        "Brier",
+        "ECE",
+        "train s",
+        "predict µs"
+    );
+    for r in &eval.rows {
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>7} {:>11} {:>7} {:>10} {:>7} {:>6} {:>8} {:>10}",
+            r.method,
+            num(r.roc_auc, 3),
+            interval(r),
+            num(r.pr_auc, 3),
+            pct(r.recall_at_10fpr),
+            num(r.brier, 4),
+            num(r.ece, 3),
+            r.train_s.map_or("-".into(), |v| num(v, 2)),
+            r.predict_us.map_or("-".into(), |v| num(v, 2)),
+        );
+    }
+    let _ = writeln!(s, "{}", served_line(eval));
+    let _ = writeln!(s);
+    s
 }
 
 fn markdown(name: &str, eval: &FailureEvaluation) -> String {
@@ -93,14 +181,14 @@ fn markdown(name: &str, eval: &FailureEvaluation) -> String {
             s,
             "| {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} |",
             r.method,
-            f(r.roc_auc, 3),
+            num(r.roc_auc, 3),
             interval(r),
-            f(r.pr_auc, 3),
+            num(r.pr_auc, 3),
             100.0 * r.recall_at_10fpr,
-            f(r.brier, 4),
-            f(r.ece, 3),
-            r.train_s.map_or("-".into(), |v| f(v, 2)),
-            r.predict_us.map_or("-".into(), |v| f(v, 2)),
+            num(r.brier, 4),
+            num(r.ece, 3),
+            r.train_s.map_or("-".into(), |v| num(v, 2)),
+            r.predict_us.map_or("-".into(), |v| num(v, 2)),
         );
     }
     let _ = writeln!(
@@ -139,19 +227,13 @@ fn models(eval: &FailureEvaluation) -> impl Iterator<Item = &MethodProbabilities
         .filter(|m| m.method == METHOD_SVM || m.method == METHOD_GBDT)
 }
 
-/// A chart over [0, 1] × [0, 1].
-type UnitChart<'a, 'b> = ChartContext<
-    'a,
-    BitMapBackend<'b>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
-
+/// A chart over [0, 1] × [0, 1] with its mesh drawn.
 fn unit_chart<'a, 'b>(
     area: &'a Area<'b>,
     caption: String,
     x_desc: &str,
     y_desc: &str,
-) -> anyhow::Result<UnitChart<'a, 'b>> {
+) -> anyhow::Result<XyChart<'a, 'b>> {
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FAMILY, 22))
         .margin(12)
@@ -205,7 +287,7 @@ fn plot_roc(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(plot_err)?
-            .label(format!("{} (AUC {})", mp.method, f(row.roc_auc, 3)))
+            .label(format!("{} (AUC {})", mp.method, num(row.roc_auc, 3)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight, 14)
@@ -246,7 +328,7 @@ fn plot_pr(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result<
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(plot_err)?
-            .label(format!("{} (AP {})", mp.method, f(row.pr_auc, 3)))
+            .label(format!("{} (AP {})", mp.method, num(row.pr_auc, 3)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     let pos = if base > 0.5 {

@@ -17,7 +17,7 @@
 //! logged). Decisions (with reasons) and the cluster history are kept in bounded buffers.
 //!
 //! With `--backend kubernetes` ([`super::kube`]) the same loop, endpoints, switches and metrics
-//! serve the real cluster: [`Driven::Kube`] is a [`LiveLoop`] over the `KubeBackend`.
+//! serve the real cluster: the same [`LiveLoop`] over the `KubeBackend`.
 //!
 //! | route | |
 //! |---|---|
@@ -26,6 +26,8 @@
 //! | `GET /v1/autoscaler/decisions?limit=N` | recent decisions with reasons (newest first) and totals |
 //! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
 //! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
+
+pub mod endpoints;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,18 +44,12 @@ use augur_autoscaler::live::{
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
 use augur_autoscaler::{ElasticController, ElasticParams, JobId, Policy};
 use augur_datasets::{JobRecord, JobStatus};
-use axum::extract::{Query, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::error::{ApiError, ApiJson};
 use super::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
 use super::metrics::Metrics;
 use super::{lock, AppState};
 
-/// GPUs of the simulated cluster (philly at 500 GPUs: FIFO's mean wait is about 1 h).
+/// GPUs of the simulated cluster.
 pub const LIVE_GPUS: u32 = 500;
 /// GPUs per simulated node.
 pub const LIVE_GPUS_PER_NODE: u32 = 8;
@@ -441,228 +437,6 @@ pub(super) fn publish<B: LiveBackend, P: Policy>(
         }
         *seen = n;
     }
-}
-
-/// Read-only routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/cluster", get(cluster))
-        .route("/v1/cluster/history", get(history))
-        .route("/v1/autoscaler/decisions", get(decisions))
-}
-
-/// Mutating routes (the caller puts them behind the token).
-pub fn mutating_routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/autoscaler/dry-run", post(dry_run))
-        .route("/v1/autoscaler/pause", post(pause))
-        .route("/v1/autoscaler/resume", post(resume))
-}
-
-/// `?limit=N`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitQuery {
-    pub limit: Option<usize>,
-}
-
-fn limit_of(
-    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
-    default: usize,
-    max: usize,
-) -> Result<usize, ApiError> {
-    let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
-    let limit = q.limit.unwrap_or(default);
-    if limit == 0 || limit > max {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("must be 1 to {max}, got {limit}"),
-        ));
-    }
-    Ok(limit)
-}
-
-/// The controller's switches.
-#[derive(Debug, Serialize)]
-struct Switches {
-    status: String,
-    policy: &'static str,
-    paused: bool,
-    dry_run: bool,
-}
-
-fn switches(live: &Live) -> Switches {
-    Switches {
-        status: live.status(),
-        policy: "elastic",
-        paused: live.paused.load(Ordering::SeqCst),
-        dry_run: live.dry_run.load(Ordering::SeqCst),
-    }
-}
-
-/// `GET /v1/cluster`.
-pub async fn cluster(State(state): State<AppState>) -> Json<Value> {
-    let live = &state.ext.live;
-    let sw = switches(live);
-    let guard = live.running.lock().await;
-    match guard.as_ref() {
-        None => Json(json!({ "controller": sw, "speed": live.speed })),
-        Some(Driven::Sim(r)) => {
-            let b = r.live.backend();
-            Json(json!({
-                "controller": sw,
-                "backend": "simulator",
-                "trace": state.config.bootstrap_dataset,
-                "speed": b.speed(),
-                "lap": b.lap(),
-                "jobs_in_replay": b.simulator().len(),
-                "finished_jobs": b.finished_total(),
-                "ticks": r.live.ticks(),
-                "now": r.live.cluster(),
-            }))
-        }
-        Some(Driven::Kube(l)) => {
-            let b = l.backend();
-            let (volcano, kueue) = b.queueing_systems();
-            let scales = b.scales();
-            Json(json!({
-                "controller": sw,
-                "backend": "kubernetes",
-                "namespace": b.config().namespace,
-                "leader": b.may_act(),
-                "watches_synced": b.synced(),
-                "volcano": volcano,
-                "kueue": kueue,
-                "scales": scales.iter().filter(|s| !s.dry_run).count(),
-                "ticks": l.ticks(),
-                "now": l.cluster(),
-            }))
-        }
-    }
-}
-
-/// `GET /v1/cluster/history?limit=N` (default and most: 720 points).
-pub async fn history(
-    State(state): State<AppState>,
-    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let limit = limit_of(q, 720, 720)?;
-    let guard = state.ext.live.running.lock().await;
-    let points: Vec<ClusterPoint> = guard
-        .as_ref()
-        .map_or_else(Vec::new, |d| d.view().history_tail(limit));
-    let every_s = guard
-        .as_ref()
-        .map_or(SNAPSHOT_EVERY_S, Driven::history_every_s);
-    Ok(Json(json!({
-        "every_s": every_s,
-        "count": points.len(),
-        "points": points,
-    })))
-}
-
-#[derive(Serialize)]
-struct Total {
-    action: &'static str,
-    reason: &'static str,
-    outcome: Outcome,
-    count: u64,
-}
-
-/// A decision as JSON; on Kubernetes with the job's `namespace/name` (`job_name`) while the
-/// job exists.
-fn decision_json(d: &Driven, x: &LiveDecision) -> Value {
-    let mut v = serde_json::to_value(x).unwrap_or(Value::Null);
-    if let (Driven::Kube(l), Some(o)) = (d, v.as_object_mut()) {
-        if let Some(key) = l.backend().job_key(x.decision.action.job()) {
-            o.insert("job_name".into(), Value::String(key.to_string()));
-        }
-    }
-    v
-}
-
-/// `GET /v1/autoscaler/decisions?limit=N` (default 100, most 1000), newest first.
-pub async fn decisions(
-    State(state): State<AppState>,
-    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let limit = limit_of(q, 100, 1000)?;
-    let live = &state.ext.live;
-    let sw = switches(live);
-    let guard = live.running.lock().await;
-    let (recent, totals): (Vec<Value>, Vec<Total>) =
-        guard.as_ref().map_or_else(Default::default, |d| {
-            let recent = d
-                .view()
-                .recent(limit)
-                .iter()
-                .map(|x| decision_json(d, x))
-                .collect();
-            let totals = d
-                .view()
-                .counts()
-                .iter()
-                .map(|(&(action, reason, outcome), &count)| Total {
-                    action,
-                    reason,
-                    outcome,
-                    count,
-                })
-                .collect();
-            (recent, totals)
-        });
-    Ok(Json(json!({
-        "controller": sw,
-        "count": recent.len(),
-        "decisions": recent,
-        "totals": totals,
-    })))
-}
-
-/// Body of `POST /v1/autoscaler/dry-run`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DryRunBody {
-    pub enabled: bool,
-}
-
-async fn apply_switches(state: &AppState) -> Json<Value> {
-    let live = &state.ext.live;
-    // take effect at once when the replay runs (the tick task also syncs them)
-    if let Some(d) = live.running.lock().await.as_mut() {
-        live.sync_switches(d);
-    }
-    Json(json!({ "controller": switches(live) }))
-}
-
-/// `POST /v1/autoscaler/dry-run {"enabled": bool}`.
-pub async fn dry_run(
-    State(state): State<AppState>,
-    ApiJson(body): ApiJson<DryRunBody>,
-) -> Result<Json<Value>, ApiError> {
-    if !body.enabled && state.ext.live.dry_run_locked.load(Ordering::SeqCst) {
-        return Err(ApiError::conflict(
-            "augur serve was started with --dry-run: the controller stays in dry-run for the \
-             life of the process; restart without --dry-run to let it act",
-        ));
-    }
-    state.ext.live.dry_run.store(body.enabled, Ordering::SeqCst);
-    tracing::info!(enabled = body.enabled, "autoscaler dry-run switched");
-    Ok(apply_switches(&state).await)
-}
-
-/// `POST /v1/autoscaler/pause`.
-pub async fn pause(State(state): State<AppState>) -> Json<Value> {
-    state.ext.live.paused.store(true, Ordering::SeqCst);
-    tracing::info!("autoscaler paused");
-    apply_switches(&state).await
-}
-
-/// `POST /v1/autoscaler/resume`.
-pub async fn resume(State(state): State<AppState>) -> Json<Value> {
-    state.ext.live.paused.store(false, Ordering::SeqCst);
-    tracing::info!("autoscaler resumed");
-    apply_switches(&state).await
 }
 
 #[cfg(test)]

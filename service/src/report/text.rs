@@ -1,4 +1,4 @@
-//! Text rendering shared by the subcommands: numbers, durations, dates, bars.
+//! Text formatting shared by the tables: counts, byte sizes, durations, dates, bars.
 
 use augur_datasets::TimeOrigin;
 
@@ -13,6 +13,20 @@ pub fn thousands(n: u64) -> String {
         out.push(ch);
     }
     out
+}
+
+/// `1234567` → `1.2 MB`.
+pub fn bytes(n: u64) -> String {
+    let n = n as f64;
+    if n < 1e3 {
+        format!("{n:.0} B")
+    } else if n < 1e6 {
+        format!("{:.1} kB", n / 1e3)
+    } else if n < 1e9 {
+        format!("{:.1} MB", n / 1e6)
+    } else {
+        format!("{:.1} GB", n / 1e9)
+    }
 }
 
 /// Seconds as a short human duration: `45s`, `12.5m`, `3.2h`, `4.1d`.

@@ -1,5 +1,5 @@
-//! The report folder of `augur evaluate`: `DIR/<dataset>/report.md` with the evaluation
-//! table, and three PNG plots beside it:
+//! The report folder of `augur evaluate` (`--task runtime`): `DIR/<dataset>/report.md` with
+//! the evaluation table, and three PNG plots beside it:
 //!
 //! - `pred_vs_actual.png`: predicted vs actual run time of the test jobs (log-log), with
 //!   y = x and the factor-of-2 band;
@@ -7,27 +7,32 @@
 //! - `coverage.png`: the share of test jobs inside the 80% interval per predicted-duration
 //!   decile, static and online conformal, against the nominal 80%.
 //!
-//! Plots are drawn with `plotters` into an in-memory RGB buffer and written with `png`; text
-//! uses DejaVu Sans embedded in the binary (`assets/fonts/`, Bitstream Vera license), so no
-//! system font is needed.
+//! Also the table `augur evaluate` prints.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use augur_datasets::split::clamp_duration;
 use augur_predictor::metrics::coverage;
 use augur_predictor::{EvalRow, RuntimeEvaluation};
 use plotters::prelude::*;
+use serde::Serialize;
 
-use crate::evaluate::PeerRow;
+use super::folder_slug;
+use super::plot::{
+    draw_identity_and_2x_band, legend, log_range, plot_err, pred_vs_actual_chart, render, Area,
+    FAMILY,
+};
+use super::text::duration;
 
-const WIDTH: u32 = 900;
-const HEIGHT: u32 = 640;
-const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
-/// The embedded font's family name in plot text styles.
-pub(crate) const FAMILY: &str = "sans-serif";
+/// A peer's row beside the evaluation's: numbers measured elsewhere on the same split.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerRow {
+    pub method: String,
+    pub mae_log: f64,
+    pub within2x: f64,
+}
 
 /// File names of the plots, in the order they appear in the report.
 pub const PLOTS: [&str; 3] = ["pred_vs_actual.png", "error_cdf.png", "coverage.png"];
@@ -39,7 +44,7 @@ pub fn write(
     eval: &RuntimeEvaluation,
     peers: &[PeerRow],
 ) -> anyhow::Result<PathBuf> {
-    let out = dir.join(slug(name));
+    let out = dir.join(folder_slug(name, true));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let deciles = coverage_by_decile(eval);
     let plots: [(&str, PlotFn); 3] = [
@@ -57,36 +62,6 @@ pub fn write(
     let path = out.join("report.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     Ok(out)
-}
-
-/// A dataset name or trace path as a folder name: `mira`, `my-trace.csv`.
-fn slug(name: &str) -> String {
-    folder_slug(name, true)
-}
-
-/// A plain folder-name part for a dataset, trace path or policy name: its file name with
-/// anything but ASCII letters, digits, `-`, `_` (and `.` when `keep_dots`) replaced by `_`;
-/// `trace` when nothing (or only dots) is left.
-pub(crate) fn folder_slug(name: &str, keep_dots: bool) -> String {
-    let base = Path::new(name)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| name.to_string());
-    let s: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') || (keep_dots && c == '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.chars().all(|c| c == '.') {
-        "trace".into()
-    } else {
-        s
-    }
 }
 
 /// Coverage of the 80% interval in one predicted-duration decile.
@@ -135,6 +110,55 @@ fn coverage_by_decile(eval: &RuntimeEvaluation) -> Vec<Decile> {
 fn fmt_opt(v: Option<f64>, prec: usize, scale: f64) -> String {
     v.map(|x| format!("{:.*}", prec, x * scale))
         .unwrap_or_else(|| "-".into())
+}
+
+/// The printed table: one line per method and peer, and the ensemble's members.
+pub fn table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "runtime · {name} · time-ordered split: {} train / {} test jobs",
+        eval.n_train, eval.n_test
+    );
+    let _ = writeln!(
+        s,
+        "  {:<38} {:>8} {:>9} {:>10} {:>9} {:>11}",
+        "method", "mae_log", "within2x", "cover80%", "train s", "predict µs"
+    );
+    for r in &eval.rows {
+        let _ = writeln!(
+            s,
+            "  {:<38} {:>8.3} {:>8.1}% {:>10} {:>9} {:>11}",
+            r.method,
+            r.mae_log,
+            r.within2x * 100.0,
+            fmt_opt(r.coverage80, 1, 100.0),
+            fmt_opt(r.train_s, 2, 1.0),
+            fmt_opt(r.predict_us, 2, 1.0)
+        );
+    }
+    for p in peers {
+        let _ = writeln!(
+            s,
+            "  {:<38} {:>8.3} {:>8.1}% {:>10} {:>9} {:>11}",
+            p.method,
+            p.mae_log,
+            p.within2x * 100.0,
+            "-",
+            "-",
+            "-"
+        );
+    }
+    if let Some(pred) = &eval.predictor {
+        let members: Vec<String> = pred
+            .members
+            .iter()
+            .map(|m| format!("{:.2} × {}", m.weight, m.name))
+            .collect();
+        let _ = writeln!(s, "ensemble: {}", members.join(" + "));
+    }
+    let _ = writeln!(s);
+    s
 }
 
 fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[Decile]) -> String {
@@ -212,66 +236,13 @@ fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[
             s,
             "| {} | {} | {} | {:.1} | {} |",
             k + 1,
-            crate::render::duration(d.upper_pred),
+            duration(d.upper_pred),
             d.jobs,
             d.static_cov * 100.0,
             fmt_opt(d.online_cov, 1, 100.0)
         );
     }
     s
-}
-
-/// A bitmap plot area, as [`render`] hands it to a drawing function.
-pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
-type PlotFn = fn(&Area, &str, &RuntimeEvaluation, &[Decile]) -> anyhow::Result<()>;
-
-/// Draws the chart's series legend at `pos` in the reports' style (translucent white box,
-/// black border, `font_px` text).
-pub(crate) fn legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
-    pos: SeriesLabelPosition,
-    font_px: u32,
-) -> anyhow::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(pos)
-        .label_font((FAMILY, font_px))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)
-}
-
-pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
-}
-
-/// Draws into an RGB buffer with `draw` and encodes it as PNG (report and simulate plots).
-pub(crate) fn render(draw: impl FnOnce(&Area) -> anyhow::Result<()>) -> anyhow::Result<Vec<u8>> {
-    static FONT_OK: OnceLock<bool> = OnceLock::new();
-    let font_ok = *FONT_OK
-        .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
-    if !font_ok {
-        return Err(anyhow!("the embedded plot font does not load"));
-    }
-    let mut buf = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
-    {
-        let area = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
-        area.fill(&WHITE).map_err(plot_err)?;
-        draw(&area)?;
-        area.present().map_err(plot_err)?;
-    }
-    let mut png_bytes = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut png_bytes, WIDTH, HEIGHT);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Best);
-        let mut w = enc.write_header().context("png header")?;
-        w.write_image_data(&buf).context("png data")?;
-        w.finish().context("png end")?;
-    }
-    Ok(png_bytes)
 }
 
 const MODEL: RGBColor = RGBColor(31, 119, 180);
@@ -282,83 +253,7 @@ const BASELINES: [RGBColor; 3] = [
     RGBColor(44, 160, 44),
 ];
 
-/// Axis range `[lo, hi]` on a log scale covering the values (≥ 1 s), one decade rounded.
-pub(crate) fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite())
-        .map(clamp_duration)
-        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
-    if !lo.is_finite() || hi <= 0.0 {
-        return (1.0, 10.0);
-    }
-    let lo = 10f64.powf(lo.log10().floor());
-    let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
-    (lo, hi)
-}
-
-/// A log-log chart over `range` on both axes (actual on x, predicted on y) with its mesh
-/// drawn: the frame of every predicted-vs-actual plot.
-pub(crate) fn pred_vs_actual_chart<'a, 'b>(
-    area: &'a Area<'b>,
-    caption: String,
-    (x_desc, y_desc): (&str, &str),
-    (lo, hi): (f64, f64),
-) -> anyhow::Result<LogLogChart<'a, 'b>> {
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FAMILY, 22))
-        .margin(12)
-        .x_label_area_size(48)
-        .y_label_area_size(70)
-        .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_label_formatter(&|v| format!("{v:.0e}"))
-        .y_label_formatter(&|v| format!("{v:.0e}"))
-        .label_style((FAMILY, 14))
-        .draw()
-        .map_err(plot_err)?;
-    Ok(chart)
-}
-
-/// Draws y = x and the factor-of-2 band (y = 2x, y = x/2) over `range` on a
-/// [`pred_vs_actual_chart`], with their legend entries.
-pub(crate) fn draw_identity_and_2x_band(
-    chart: &mut LogLogChart<'_, '_>,
-    (lo, hi): (f64, f64),
-) -> anyhow::Result<()> {
-    chart
-        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(2)))
-        .map_err(plot_err)?
-        .label("y = x")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    for (k, label) in [(2.0, Some("2x band")), (0.5, None)] {
-        let line = [
-            (lo.max(lo / k), (lo * k).max(lo)),
-            ((hi / k).min(hi), (hi * k).min(hi)),
-        ];
-        let s = chart
-            .draw_series(DashedLineSeries::new(line, 8, 6, BLACK.stroke_width(1)))
-            .map_err(plot_err)?;
-        if let Some(l) = label {
-            s.label(l)
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-        }
-    }
-    Ok(())
-}
-
-/// A chart with logarithmic x and y axes.
-pub(crate) type LogLogChart<'a, 'b> = ChartContext<
-    'a,
-    BitMapBackend<'b>,
-    Cartesian2d<
-        plotters::coord::combinators::LogCoord<f64>,
-        plotters::coord::combinators::LogCoord<f64>,
-    >,
->;
+type PlotFn = fn(&Area, &str, &RuntimeEvaluation, &[Decile]) -> anyhow::Result<()>;
 
 fn plot_pred_vs_actual(
     area: &Area,
@@ -552,25 +447,4 @@ fn plot_coverage(
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight, 14)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slugs_are_plain_folder_names() {
-        assert_eq!(slug("mira"), "mira");
-        assert_eq!(slug("/data/my trace.csv"), "my_trace.csv");
-        assert_eq!(slug(".."), "trace");
-        // simulate's flavour replaces dots too
-        assert_eq!(folder_slug("/data/my trace.csv", false), "my_trace_csv");
-        assert_eq!(folder_slug("", false), "trace");
-    }
-
-    #[test]
-    fn log_ranges_round_to_decades() {
-        assert_eq!(log_range([3.0, 4000.0].into_iter()), (1.0, 10000.0));
-        assert_eq!(log_range(std::iter::empty()), (1.0, 10.0));
-    }
 }

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cli::InspectArgs;
-use crate::render::{bar, duration, instant, thousands};
+use crate::report::text::{bar, duration, instant, thousands};
 
 /// One inspected file, as printed with `--json`.
 #[derive(Debug, Serialize)]
@@ -35,6 +35,7 @@ enum Inspection {
     },
 }
 
+/// `augur data inspect`.
 pub fn run(args: &InspectArgs) -> anyhow::Result<()> {
     let format = match &args.format {
         None => None,

@@ -22,7 +22,7 @@ impl TrainingBar {
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
         bar.set_message(format!(
             "{name}: feature replay over {} jobs",
-            crate::render::thousands(jobs as u64)
+            crate::report::text::thousands(jobs as u64)
         ));
         TrainingBar {
             bar,

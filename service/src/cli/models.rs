@@ -10,28 +10,15 @@ use serde::Serialize;
 use crate::cli::{
     ModelsCommand, ModelsListArgs, ModelsPromoteArgs, ModelsRollbackArgs, ModelsShowArgs,
 };
-use crate::render::thousands;
+use crate::report::text::{bytes, thousands};
 
+/// Runs the `augur models` subcommand `cmd`.
 pub fn run(cmd: &ModelsCommand) -> anyhow::Result<()> {
     match cmd {
         ModelsCommand::List(a) => list(a),
         ModelsCommand::Show(a) => show(a),
         ModelsCommand::Promote(a) => promote(a),
         ModelsCommand::Rollback(a) => rollback(a),
-    }
-}
-
-/// `1234567` → `1.2 MB`.
-pub fn bytes(n: u64) -> String {
-    let n = n as f64;
-    if n < 1e3 {
-        format!("{n:.0} B")
-    } else if n < 1e6 {
-        format!("{:.1} kB", n / 1e3)
-    } else if n < 1e9 {
-        format!("{:.1} MB", n / 1e6)
-    } else {
-        format!("{:.1} GB", n / 1e9)
     }
 }
 
@@ -64,38 +51,10 @@ struct ListedVersion {
 
 fn list(args: &ModelsListArgs) -> anyhow::Result<()> {
     let dir = &args.registry.registry;
-    let mut out = Vec::new();
-    if let Some(reg) = open_existing(dir)? {
-        for kind in reg.kinds()? {
-            let promoted = reg.promotion(&kind).unwrap_or(None);
-            let versions = reg
-                .versions(&kind)?
-                .into_iter()
-                .map(|mut e| {
-                    if args.verify && e.meta.is_ok() {
-                        if let Err(err) = reg.verify(&kind, e.version) {
-                            e.meta = Err(err);
-                        }
-                    }
-                    let (meta, error) = match e.meta {
-                        Ok(m) => (Some(m), None),
-                        Err(err) => (None, Some(err.to_string())),
-                    };
-                    ListedVersion {
-                        version: e.version,
-                        path: e.dir.display().to_string(),
-                        meta,
-                        error,
-                    }
-                })
-                .collect();
-            out.push(KindListing {
-                kind,
-                promoted,
-                versions,
-            });
-        }
-    }
+    let out = match open_existing(dir)? {
+        Some(reg) => listings(&reg, args.verify)?,
+        None => Vec::new(),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -108,106 +67,151 @@ fn list(args: &ModelsListArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     for k in &out {
-        let serving = k
-            .promoted
-            .as_ref()
-            .map(|p| p.version)
-            .or(k.versions.last().map(|v| v.version));
-        println!(
-            "{} models · {}{}",
-            k.kind,
-            dir.join(&k.kind).display(),
-            match &k.promoted {
-                Some(p) => format!(" · promoted v{}", p.version),
-                None => " · none promoted: the latest is served".to_string(),
-            }
-        );
-        // the runtime kind has fixed metric columns; other kinds list their own metrics
-        let runtime_kind = k.kind == "runtime";
-        if runtime_kind {
-            println!(
-                "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>9} {:>8} {:>7} {:>9}",
-                "version",
-                "created (UTC)",
-                "dataset",
-                "jobs",
-                "mae_log",
-                "within2x",
-                "cover80",
-                "schema",
-                "size"
-            );
-        } else {
-            println!(
-                "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  metrics (held-out)",
-                "version", "created (UTC)", "dataset", "jobs", "schema", "size"
-            );
-        }
-        for v in &k.versions {
-            let mark = if Some(v.version) == serving {
-                "  ← serving"
-            } else {
-                ""
-            };
-            let Some(m) = &v.meta else {
-                println!(
-                    "  {:<8} unusable: {}{mark}",
-                    format!("v{}", v.version),
-                    v.error.as_deref().unwrap_or("?")
-                );
-                continue;
-            };
-            let metric = |key: &str, scale: f64, prec: usize| {
-                m.metrics
-                    .get(key)
-                    .map(|x| format!("{:.*}", prec, x * scale))
-                    .unwrap_or_else(|| "-".into())
-            };
-            let created = chrono::DateTime::parse_from_rfc3339(&m.created_at)
-                .map(|t| {
-                    t.with_timezone(&chrono::Utc)
-                        .format("%Y-%m-%d %H:%M")
-                        .to_string()
-                })
-                .unwrap_or_else(|_| m.created_at.clone());
-            let dataset = Path::new(&m.dataset)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_else(|| m.dataset.clone());
-            if !runtime_kind {
-                let listed: Vec<String> = m
-                    .metrics
-                    .iter()
-                    .map(|(key, x)| format!("{key}={}", significant(*x)))
-                    .collect();
-                println!(
-                    "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  {}{mark}",
-                    format!("v{}", v.version),
-                    created,
-                    dataset,
-                    thousands(m.training_rows as u64),
-                    m.feature_schema_version,
-                    bytes(m.payload_bytes),
-                    listed.join(", "),
-                );
-                continue;
-            }
-            println!(
-                "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>8}% {:>7}% {:>7} {:>9}{mark}",
-                format!("v{}", v.version),
-                created,
-                dataset,
-                thousands(m.training_rows as u64),
-                metric("mae_log", 1.0, 3),
-                metric("within2x", 100.0, 1),
-                metric("coverage80", 100.0, 1),
-                m.feature_schema_version,
-                bytes(m.payload_bytes),
-            );
-        }
-        println!();
+        print_kind(dir, k);
     }
     Ok(())
+}
+
+/// Every kind's versions in `reg` (each verified against its payload when `verify`).
+fn listings(reg: &ModelRegistry, verify: bool) -> anyhow::Result<Vec<KindListing>> {
+    let mut out = Vec::new();
+    for kind in reg.kinds()? {
+        let promoted = reg.promotion(&kind).unwrap_or(None);
+        let versions = reg
+            .versions(&kind)?
+            .into_iter()
+            .map(|mut e| {
+                if verify && e.meta.is_ok() {
+                    if let Err(err) = reg.verify(&kind, e.version) {
+                        e.meta = Err(err);
+                    }
+                }
+                let (meta, error) = match e.meta {
+                    Ok(m) => (Some(m), None),
+                    Err(err) => (None, Some(err.to_string())),
+                };
+                ListedVersion {
+                    version: e.version,
+                    path: e.dir.display().to_string(),
+                    meta,
+                    error,
+                }
+            })
+            .collect();
+        out.push(KindListing {
+            kind,
+            promoted,
+            versions,
+        });
+    }
+    Ok(out)
+}
+
+/// One kind's table: the runtime kind with fixed metric columns, the others with their own
+/// metrics listed.
+fn print_kind(dir: &Path, k: &KindListing) {
+    let serving = k
+        .promoted
+        .as_ref()
+        .map(|p| p.version)
+        .or(k.versions.last().map(|v| v.version));
+    println!(
+        "{} models · {}{}",
+        k.kind,
+        dir.join(&k.kind).display(),
+        match &k.promoted {
+            Some(p) => format!(" · promoted v{}", p.version),
+            None => " · none promoted: the latest is served".to_string(),
+        }
+    );
+    let runtime_kind = k.kind == "runtime";
+    if runtime_kind {
+        println!(
+            "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>9} {:>8} {:>7} {:>9}",
+            "version",
+            "created (UTC)",
+            "dataset",
+            "jobs",
+            "mae_log",
+            "within2x",
+            "cover80",
+            "schema",
+            "size"
+        );
+    } else {
+        println!(
+            "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  metrics (held-out)",
+            "version", "created (UTC)", "dataset", "jobs", "schema", "size"
+        );
+    }
+    for v in &k.versions {
+        let mark = if Some(v.version) == serving {
+            "  ← serving"
+        } else {
+            ""
+        };
+        let Some(m) = &v.meta else {
+            println!(
+                "  {:<8} unusable: {}{mark}",
+                format!("v{}", v.version),
+                v.error.as_deref().unwrap_or("?")
+            );
+            continue;
+        };
+        print_version(v.version, m, runtime_kind, mark);
+    }
+    println!();
+}
+
+/// One saved version's line (`mark` says whether it is served).
+fn print_version(version: u32, m: &ArtifactMeta, runtime_kind: bool, mark: &str) {
+    let metric = |key: &str, scale: f64, prec: usize| {
+        m.metrics
+            .get(key)
+            .map(|x| format!("{:.*}", prec, x * scale))
+            .unwrap_or_else(|| "-".into())
+    };
+    let created = chrono::DateTime::parse_from_rfc3339(&m.created_at)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%d %H:%M")
+                .to_string()
+        })
+        .unwrap_or_else(|_| m.created_at.clone());
+    let dataset = Path::new(&m.dataset)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| m.dataset.clone());
+    if !runtime_kind {
+        let listed: Vec<String> = m
+            .metrics
+            .iter()
+            .map(|(key, x)| format!("{key}={}", significant(*x)))
+            .collect();
+        println!(
+            "  {:<8} {:<17} {:<10} {:>9} {:>7} {:>9}  {}{mark}",
+            format!("v{version}"),
+            created,
+            dataset,
+            thousands(m.training_rows as u64),
+            m.feature_schema_version,
+            bytes(m.payload_bytes),
+            listed.join(", "),
+        );
+        return;
+    }
+    println!(
+        "  {:<8} {:<17} {:<10} {:>9} {:>8} {:>8}% {:>7}% {:>7} {:>9}{mark}",
+        format!("v{version}"),
+        created,
+        dataset,
+        thousands(m.training_rows as u64),
+        metric("mae_log", 1.0, 3),
+        metric("within2x", 100.0, 1),
+        metric("coverage80", 100.0, 1),
+        m.feature_schema_version,
+        bytes(m.payload_bytes),
+    );
 }
 
 /// A metric value with about 3 significant digits (counts without decimals).

@@ -1,0 +1,43 @@
+//! The `augur` command line: the arguments ([`args`], clap derive) and one module per command,
+//! each parsing nothing itself: it loads its inputs, calls the predictor / autoscaler
+//! libraries, and prints for people (tables, progress bars) or machines (`--json`). Plots and
+//! tables are drawn by [`crate::report`]; `augur serve` starts [`crate::serve`].
+
+pub mod args;
+pub mod evaluate;
+pub mod inspect;
+pub mod models;
+pub mod progress;
+pub mod serve;
+pub mod simulate;
+pub mod trace;
+pub mod train;
+
+pub use args::*;
+
+/// Runs the command `cli` names.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Data(DataCommand::Inspect(args)) => inspect::run(&args),
+        Command::Evaluate(args) => evaluate::run(&args),
+        Command::Train(args) => train::run(&args),
+        Command::Models(cmd) => models::run(&cmd),
+        Command::Simulate(args) => simulate::run(&args),
+        Command::Serve(args) => serve::run(&args),
+    }
+}
+
+/// The error and its causes, `: `-joined, skipping a cause whose text the message already
+/// holds (library errors such as "cannot read PATH: REASON" carry their source in their own
+/// text too, so `{:#}` would print REASON twice).
+pub fn error_chain(err: &anyhow::Error) -> String {
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !msg.contains(&cause) {
+            msg.push_str(": ");
+            msg.push_str(&cause);
+        }
+    }
+    msg
+}

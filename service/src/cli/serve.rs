@@ -1,0 +1,45 @@
+//! `augur serve`: resolves the configuration (defaults, `--config`, `AUGUR_SERVE_*`, flags),
+//! selects the cluster backend, and runs [`crate::serve`] on a tokio runtime.
+
+use crate::cli::{ServeArgs, ServeBackend};
+use crate::serve;
+
+/// `augur serve`.
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let flags = serve::config::PartialConfig {
+        addr: args.addr,
+        data_dir: args.data_dir.clone(),
+        insecure: args.insecure.then_some(true),
+        speed: args.speed,
+        trees: args.trees,
+        bootstrap_dataset: args.bootstrap.clone(),
+        bootstrap_limit: args.bootstrap_limit,
+        retrain_every_jobs: args.retrain_every_jobs,
+        ..Default::default()
+    };
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let config = serve::config::load(args.config.as_deref(), &env, flags)?;
+    match args.backend {
+        ServeBackend::Kubernetes => serve::kube::select(serve::kube::KubeOptions {
+            kubeconfig: args.kubeconfig.clone(),
+            namespace: args.namespace.clone(),
+            dry_run: args.dry_run,
+        }),
+        ServeBackend::Sim => {
+            if args.kubeconfig.is_some() || args.namespace.is_some() || args.dry_run {
+                anyhow::bail!(
+                    "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"
+                );
+            }
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("augur-serve")
+        .build()?;
+    let result = runtime.block_on(serve::run(config));
+    // a first-start training still running in the background is abandoned (registry
+    // versions are written to a temporary folder and renamed, so nothing half-written stays)
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result
+}

@@ -1,0 +1,142 @@
+//! `POST /v1/events`, `POST /v1/events/batch`: events stored durably before the answer;
+//! `GET /v1/events`: the stored events in sequence order.
+
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::events::{Event, EventBatch};
+use crate::serve::store::{StoreError, StoredEvent};
+use crate::serve::AppState;
+
+/// One stored event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ingested {
+    /// Its sequence number.
+    pub seq: Option<i64>,
+    pub count: usize,
+}
+
+/// A stored batch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IngestedBatch {
+    pub first_seq: Option<i64>,
+    pub last_seq: Option<i64>,
+    pub count: usize,
+}
+
+/// A page of stored events.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventPage {
+    pub events: Vec<StoredEvent>,
+    /// The `after` of the next page (none when this one is empty).
+    pub next_after: Option<i64>,
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    tracing::error!(error = %e, "storing events failed");
+    ApiError::internal(format!(
+        "the events were not stored (not acknowledged): {e}"
+    ))
+}
+
+/// `POST /v1/events`: one event, stored durably before the answer.
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    tag = "ingest",
+    summary = "Ingest one event; answered once it is stored durably",
+    request_body = Event,
+    security(("bearer" = [])),
+    responses((status = 200, description = "stored", body = Ingested))
+)]
+pub async fn ingest_one(
+    State(state): State<AppState>,
+    ApiJson(event): ApiJson<Event>,
+) -> Result<Json<Ingested>, ApiError> {
+    event.validate("")?;
+    let seqs = state.store.append(vec![event]).await.map_err(store_error)?;
+    Ok(Json(Ingested {
+        seq: seqs.first().copied(),
+        count: 1,
+    }))
+}
+
+/// `POST /v1/events/batch`: up to `max_batch` events, stored together (all or none).
+#[utoipa::path(
+    post,
+    path = "/v1/events/batch",
+    tag = "ingest",
+    summary = "Ingest a batch of events, stored together (all or none)",
+    request_body = EventBatch,
+    security(("bearer" = [])),
+    responses((status = 200, description = "stored", body = IngestedBatch))
+)]
+pub async fn ingest_batch(
+    State(state): State<AppState>,
+    ApiJson(batch): ApiJson<EventBatch>,
+) -> Result<Json<IngestedBatch>, ApiError> {
+    let n = batch.events.len();
+    if n == 0 || n > state.config.max_batch {
+        return Err(ApiError::invalid(
+            "events",
+            format!("must hold 1 to {} events, got {n}", state.config.max_batch),
+        ));
+    }
+    for (i, e) in batch.events.iter().enumerate() {
+        e.validate(&format!("events[{i}]"))?;
+    }
+    let seqs = state
+        .store
+        .append(batch.events)
+        .await
+        .map_err(store_error)?;
+    Ok(Json(IngestedBatch {
+        first_seq: seqs.first().copied(),
+        last_seq: seqs.last().copied(),
+        count: seqs.len(),
+    }))
+}
+
+/// Query of `GET /v1/events`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events with a larger sequence number.
+    #[serde(default)]
+    pub after: i64,
+    /// At most this many (1 to 10000, default 1000).
+    #[serde(default)]
+    #[param(minimum = 1, maximum = 10000)]
+    pub limit: Option<i64>,
+}
+
+/// `GET /v1/events?after=SEQ&limit=N`: the stored events in sequence order.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "ingest",
+    summary = "Stored events in sequence order",
+    params(EventsQuery),
+    responses((status = 200, description = "a page of events", body = EventPage))
+)]
+pub async fn list_events(
+    State(state): State<AppState>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<EventPage>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("(query)", e.body_text()))?;
+    let limit = q.limit.unwrap_or(1000);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be from 1 to 10000"));
+    }
+    let store = state.store.clone();
+    let events = tokio::task::spawn_blocking(move || store.read_after(q.after, limit))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let next_after = events.last().map(|e| e.seq);
+    Ok(Json(EventPage { events, next_after }))
+}

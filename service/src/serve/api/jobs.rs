@@ -1,0 +1,165 @@
+//! `GET /v1/jobs/{id}`: what is known and predicted about one job, with ETAs.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::serve::error::ApiError;
+use crate::serve::online::{JobInfo, RuntimeAnswer};
+use crate::serve::AppState;
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Finished,
+    Running,
+    Queued,
+    /// Seen only through events other than its submit.
+    Unknown,
+}
+
+/// When a job is expected to start and finish, on the events' clock (the fields that apply
+/// to its phase).
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct Eta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_in_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_in_seconds: Option<f64>,
+    /// A queued job is past its predicted start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overdue_start: Option<bool>,
+    /// A running job is past its predicted finish.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overdue_finish: Option<bool>,
+    /// The upper end of a running job's finish interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_upper: Option<f64>,
+}
+
+/// What actually happened, seconds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Actual {
+    pub runtime: Option<f64>,
+    pub queue_wait: Option<f64>,
+}
+
+/// What Augur knows and predicts about a job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    /// Events seen and the predictions made at its submit.
+    pub job: JobInfo,
+    pub phase: Phase,
+    /// "Now" on the events' clock.
+    pub now: f64,
+    pub eta: Eta,
+    pub actual: Actual,
+    /// A fresh runtime prediction from what is known now (jobs not finished).
+    pub runtime_now: Option<RuntimeAnswer>,
+}
+
+fn phase_of(info: &JobInfo) -> Phase {
+    if info.finished_at.is_some() {
+        Phase::Finished
+    } else if info.started_at.is_some() {
+        Phase::Running
+    } else if info.submitted_at.is_some() {
+        Phase::Queued
+    } else {
+        Phase::Unknown
+    }
+}
+
+/// The ETAs of a job in `phase` at `now`, from the predictions made at its submit.
+fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
+    let runtime = info.runtime_at_submit;
+    let wait = info.queue_wait_at_submit;
+    let mut eta = Eta::default();
+    match phase {
+        Phase::Queued => {
+            if let Some(submit) = info.submitted_at {
+                let start = wait.map(|w| (submit + w.seconds).max(now));
+                let start = start.unwrap_or(now);
+                eta.start = Some(start);
+                eta.start_in_seconds = Some((start - now).max(0.0));
+                if let Some(r) = runtime {
+                    eta.finish = Some(start + r.seconds);
+                    eta.finish_in_seconds = Some((start + r.seconds - now).max(0.0));
+                }
+                eta.overdue_start = Some(wait.is_some_and(|w| submit + w.seconds < now));
+            }
+        }
+        Phase::Running => {
+            if let (Some(s), Some(r)) = (info.started_at, runtime) {
+                let finish = (s + r.seconds).max(now);
+                eta.start = Some(s);
+                eta.finish = Some(finish);
+                eta.finish_in_seconds = Some(finish - now);
+                eta.overdue_finish = Some(s + r.seconds < now);
+                eta.finish_upper = Some((s + r.upper).max(now));
+            }
+        }
+        Phase::Finished | Phase::Unknown => {}
+    }
+    eta
+}
+
+/// `GET /v1/jobs/{id}`: what is known and predicted about a job, with ETAs.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    summary = "What Augur knows and predicts about a job: events seen, predictions made at submit, ETA to start and to finish",
+    params(("id" = String, Path, description = "The job's id in the ingested events")),
+    responses(
+        (status = 200, description = "the job", body = JobView),
+        (status = 404, description = "no such job ingested")
+    )
+)]
+pub async fn job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    let mut o = state.online();
+    let now = o.now();
+    let Some(info) = o.jobs.get(&id).cloned() else {
+        return Err(ApiError::not_found(format!(
+            "no job `{id}` has been ingested"
+        )));
+    };
+    // a job not submitted yet has no prediction; one seen only through a finish neither
+    let phase = phase_of(&info);
+    let eta = eta_of(&info, phase, now);
+    let actual_wait = info
+        .started_at
+        .zip(info.submitted_at)
+        .map(|(s, b)| (s - b).max(0.0));
+    // a fresh runtime prediction for a job not yet finished, from what is known now
+    let runtime_now = if phase != Phase::Finished {
+        info.profile.as_ref().and_then(|p| {
+            o.predict_runtime(&id, p, info.submitted_at.unwrap_or(now))
+                .ok()
+        })
+    } else {
+        None
+    };
+    drop(o);
+    let actual = Actual {
+        runtime: info.duration,
+        queue_wait: actual_wait,
+    };
+    Ok(Json(JobView {
+        job: info,
+        phase,
+        now,
+        eta,
+        actual,
+        runtime_now,
+    }))
+}

@@ -1,0 +1,265 @@
+//! The served models: `GET /v1/models` (saved versions and which are served), retraining on
+//! the ingested history (`POST /v1/models/retrain`, its state at `GET`), and promotion and
+//! rollback of a kind's served version.
+
+use std::collections::BTreeMap;
+
+use augur_predictor::registry::Promotion;
+use augur_predictor::{ArtifactMeta, RegistryError};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::blocking;
+use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::retrain::{self, Trigger};
+use crate::serve::training::{self, CONVERGENCE_KIND, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND};
+use crate::serve::{lock, AppState, RetrainStatus};
+
+/// The served version of each kind (none while a kind has no model).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ServedVersions {
+    pub runtime: Option<u32>,
+    pub queue_wait: Option<u32>,
+    pub failure: Option<u32>,
+    pub convergence: Option<u32>,
+}
+
+/// A saved version: its registry metadata, or why it cannot be read.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SavedVersion {
+    /// The registry metadata (`ArtifactMeta`: version, dataset, metrics, notes, payload).
+    #[schema(value_type = Object)]
+    Saved(ArtifactMeta),
+    Unusable {
+        version: u32,
+        error: String,
+    },
+}
+
+/// The saved versions of one kind.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KindVersions {
+    /// The promoted version and the ones promoted before it (none: the latest is served).
+    #[schema(value_type = Option<Object>)]
+    pub promoted: Option<Promotion>,
+    /// Oldest first.
+    pub versions: Vec<SavedVersion>,
+}
+
+/// Every kind's saved versions and which are served.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelsView {
+    pub serving: ServedVersions,
+    /// By kind: `runtime`, `queue_wait`, `failure`, `convergence`.
+    pub kinds: BTreeMap<String, KindVersions>,
+}
+
+/// `GET /v1/models`: every saved version of each kind with its metrics; which is served.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    tag = "models",
+    summary = "Saved versions of each model kind with their metrics, and the served ones",
+    responses((status = 200, description = "`{serving, kinds}`", body = ModelsView))
+)]
+pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsView>, ApiError> {
+    let serving = {
+        let o = state.online();
+        ServedVersions {
+            runtime: o.models.runtime.as_ref().map(|s| s.meta.version),
+            queue_wait: o.models.queue_wait.as_ref().map(|s| s.meta.version),
+            failure: o.models.failure.as_ref().map(|s| s.meta.version),
+            convergence: o.models.convergence.as_ref().map(|s| s.meta.version),
+        }
+    };
+    let registry = state.registry.clone();
+    let kinds = blocking(move || {
+        let mut kinds = BTreeMap::new();
+        for kind in [
+            RUNTIME_KIND,
+            QUEUE_WAIT_KIND,
+            FAILURE_KIND,
+            CONVERGENCE_KIND,
+        ] {
+            let versions = registry
+                .versions(kind)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let promoted = registry
+                .promotion(kind)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let versions = versions
+                .into_iter()
+                .map(|v| match v.meta {
+                    Ok(meta) => SavedVersion::Saved(meta),
+                    Err(e) => SavedVersion::Unusable {
+                        version: v.version,
+                        error: e.to_string(),
+                    },
+                })
+                .collect();
+            kinds.insert(kind.to_string(), KindVersions { promoted, versions });
+        }
+        Ok(kinds)
+    })
+    .await?;
+    Ok(Json(ModelsView { serving, kinds }))
+}
+
+/// `GET /v1/models/retrain`: the state of the last retrain.
+#[utoipa::path(
+    get,
+    path = "/v1/models/retrain",
+    tag = "models",
+    summary = "State of the last retrain",
+    responses((status = 200, description = "`{state: idle|running|succeeded|failed, ...}`", body = RetrainStatus))
+)]
+pub async fn retrain_status(State(state): State<AppState>) -> Json<RetrainStatus> {
+    Json(lock(&state.retrain).clone())
+}
+
+/// A retrain was started.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetrainStarted {
+    /// `running`.
+    pub state: &'static str,
+    /// Jobs in the history snapshot it trains on.
+    pub jobs: usize,
+    /// Of which finished.
+    pub finished_jobs: usize,
+    /// Where to poll its state.
+    pub status: &'static str,
+}
+
+/// `POST /v1/models/retrain`: retrain the predictors on the ingested history in the
+/// background (202); the new versions are saved, promoted and swapped in when done.
+#[utoipa::path(
+    post,
+    path = "/v1/models/retrain",
+    tag = "models",
+    summary = "Retrain both predictors on the ingested history in the background; the new versions are saved, promoted and swapped in without dropping requests",
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "started; poll GET /v1/models/retrain", body = RetrainStarted),
+        (status = 409, description = "already running, or too few finished jobs ingested")
+    )
+)]
+pub async fn retrain(
+    State(state): State<AppState>,
+) -> Result<(StatusCode, Json<RetrainStarted>), ApiError> {
+    let started = retrain::start(&state, Trigger::Manual)
+        .map_err(|why| ApiError::conflict(why.to_string()))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RetrainStarted {
+            state: "running",
+            jobs: started.jobs,
+            finished_jobs: started.finished,
+            status: "/v1/models/retrain",
+        }),
+    ))
+}
+
+/// Body of `POST /v1/models/{kind}/promote`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteBody {
+    #[schema(minimum = 1)]
+    pub version: u32,
+}
+
+/// The kind's promoted version after a promotion or rollback.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Promoted {
+    pub kind: &'static str,
+    /// The version served now and the ones promoted before it.
+    #[schema(value_type = Object)]
+    pub promoted: Promotion,
+}
+
+fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
+    match kind {
+        RUNTIME_KIND => Ok(RUNTIME_KIND),
+        QUEUE_WAIT_KIND => Ok(QUEUE_WAIT_KIND),
+        FAILURE_KIND => Ok(FAILURE_KIND),
+        CONVERGENCE_KIND => Ok(CONVERGENCE_KIND),
+        _ => Err(ApiError::not_found(format!(
+            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}, {FAILURE_KIND}, {CONVERGENCE_KIND}"
+        ))),
+    }
+}
+
+/// `POST /v1/models/{kind}/promote`: serve a saved version.
+#[utoipa::path(
+    post,
+    path = "/v1/models/{kind}/promote",
+    tag = "models",
+    summary = "Serve a saved version of `runtime`, `queue_wait`, `failure` or `convergence`",
+    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure` or `convergence`")),
+    request_body = PromoteBody,
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{kind, promoted}`", body = Promoted))
+)]
+pub async fn promote(
+    State(state): State<AppState>,
+    Path(kind): Path<String>,
+    ApiJson(body): ApiJson<PromoteBody>,
+) -> Result<Json<Promoted>, ApiError> {
+    let kind = check_kind(&kind)?;
+    let st = state.clone();
+    blocking(move || {
+        let p = st
+            .registry
+            .promote(kind, body.version)
+            .map_err(registry_error("version"))?;
+        let models = training::load_serving(&st.registry)
+            .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        st.swap_models(models);
+        Ok(Json(Promoted { kind, promoted: p }))
+    })
+    .await
+}
+
+/// `POST /v1/models/{kind}/rollback`: serve the previously promoted version again.
+#[utoipa::path(
+    post,
+    path = "/v1/models/{kind}/rollback",
+    tag = "models",
+    summary = "Serve the previously promoted version again",
+    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure` or `convergence`")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`{kind, promoted}`", body = Promoted),
+        (status = 409, description = "nothing to roll back to")
+    )
+)]
+pub async fn rollback(
+    State(state): State<AppState>,
+    Path(kind): Path<String>,
+) -> Result<Json<Promoted>, ApiError> {
+    let kind = check_kind(&kind)?;
+    let st = state.clone();
+    blocking(move || {
+        let p = st.registry.rollback(kind).map_err(registry_error("kind"))?;
+        let models = training::load_serving(&st.registry)
+            .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        st.swap_models(models);
+        Ok(Json(Promoted { kind, promoted: p }))
+    })
+    .await
+}
+
+fn registry_error(field: &'static str) -> impl Fn(RegistryError) -> ApiError {
+    move |e| match e {
+        RegistryError::NotPromoted { .. } | RegistryError::NothingToRollBack { .. } => {
+            ApiError::conflict(e.to_string())
+        }
+        RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
+            ApiError::invalid(field, e.to_string())
+        }
+        _ => ApiError::internal(e.to_string()),
+    }
+}

@@ -1,0 +1,380 @@
+//! The endpoints of the cluster under the controller (see the table in [`super`]): typed
+//! views of the replay or the Kubernetes cluster, its history and the controller's
+//! decisions, and the controller's switches.
+
+use std::sync::atomic::Ordering;
+
+use augur_autoscaler::live::{ClusterPoint, LiveBackend, LiveDecision, Outcome};
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{Driven, Live, SNAPSHOT_EVERY_S};
+use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::AppState;
+
+/// `?limit=N`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct LimitQuery {
+    /// How many (the endpoint says its default and most).
+    #[param(minimum = 1)]
+    pub limit: Option<usize>,
+}
+
+fn limit_of(
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::invalid("query", e.body_text()))?;
+    let limit = q.limit.unwrap_or(default);
+    if limit == 0 || limit > max {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("must be 1 to {max}, got {limit}"),
+        ));
+    }
+    Ok(limit)
+}
+
+/// The controller's switches.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Switches {
+    /// `loading`, `starting`, `running`, or `failed: why`.
+    pub status: String,
+    pub policy: &'static str,
+    pub paused: bool,
+    pub dry_run: bool,
+}
+
+fn switches(live: &Live) -> Switches {
+    Switches {
+        status: live.status(),
+        policy: "elastic",
+        paused: live.paused.load(Ordering::SeqCst),
+        dry_run: live.dry_run.load(Ordering::SeqCst),
+    }
+}
+
+/// The simulated replay under the controller.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SimulatorView {
+    pub controller: Switches,
+    /// `simulator`.
+    pub backend: &'static str,
+    /// The replayed dataset.
+    pub trace: String,
+    /// Trace seconds per wall second.
+    pub speed: f64,
+    /// How many times the replay started over.
+    pub lap: u32,
+    pub jobs_in_replay: usize,
+    pub finished_jobs: usize,
+    pub ticks: u64,
+    /// The cluster now (`ClusterPoint`: time, GPUs, utilisation, running, queued, rescaled).
+    #[schema(value_type = Object)]
+    pub now: ClusterPoint,
+}
+
+/// The Kubernetes cluster under the controller.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KubernetesView {
+    pub controller: Switches,
+    /// `kubernetes`.
+    pub backend: &'static str,
+    /// The watched namespace (none: all).
+    pub namespace: Option<String>,
+    /// This replica holds the lease and may act.
+    pub leader: bool,
+    pub watches_synced: bool,
+    /// Volcano `PodGroup`s are watched.
+    pub volcano: bool,
+    /// Kueue `Workload`s are watched.
+    pub kueue: bool,
+    /// Scales applied (dry-run ones not counted).
+    pub scales: usize,
+    pub ticks: u64,
+    /// The cluster now (`ClusterPoint`).
+    #[schema(value_type = Object)]
+    pub now: ClusterPoint,
+}
+
+/// `GET /v1/cluster`: the cluster the controller acts on.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ClusterView {
+    /// Not loaded yet (or failed: see the controller's status).
+    Loading {
+        controller: Switches,
+        speed: f64,
+    },
+    Simulator(Box<SimulatorView>),
+    Kubernetes(Box<KubernetesView>),
+}
+
+/// `GET /v1/cluster`.
+#[utoipa::path(
+    get,
+    path = "/v1/cluster",
+    tag = "autoscaler",
+    summary = "The cluster the controller acts on: capacity, use, queue, controller switches",
+    responses((status = 200, description = "the cluster now", body = ClusterView))
+)]
+pub async fn cluster(State(state): State<AppState>) -> Json<ClusterView> {
+    let live = &state.ext.live;
+    let controller = switches(live);
+    let guard = live.running.lock().await;
+    Json(match guard.as_ref() {
+        None => ClusterView::Loading {
+            controller,
+            speed: live.speed,
+        },
+        Some(Driven::Sim(r)) => {
+            let b = r.live.backend();
+            ClusterView::Simulator(Box::new(SimulatorView {
+                controller,
+                backend: "simulator",
+                trace: state.config.bootstrap_dataset.clone(),
+                speed: b.speed(),
+                lap: b.lap(),
+                jobs_in_replay: b.simulator().len(),
+                finished_jobs: b.finished_total(),
+                ticks: r.live.ticks(),
+                now: r.live.cluster(),
+            }))
+        }
+        Some(Driven::Kube(l)) => {
+            let b = l.backend();
+            let (volcano, kueue) = b.queueing_systems();
+            ClusterView::Kubernetes(Box::new(KubernetesView {
+                controller,
+                backend: "kubernetes",
+                namespace: b.config().namespace.clone(),
+                leader: b.may_act(),
+                watches_synced: b.synced(),
+                volcano,
+                kueue,
+                scales: b.scales().iter().filter(|s| !s.dry_run).count(),
+                ticks: l.ticks(),
+                now: l.cluster(),
+            }))
+        }
+    })
+}
+
+/// Utilisation and queue over time.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryView {
+    /// Cluster seconds between two points.
+    pub every_s: f64,
+    pub count: usize,
+    /// Oldest first (`ClusterPoint`s).
+    #[schema(value_type = Vec<Object>)]
+    pub points: Vec<ClusterPoint>,
+}
+
+/// `GET /v1/cluster/history?limit=N` (default and most: 720 points).
+#[utoipa::path(
+    get,
+    path = "/v1/cluster/history",
+    tag = "autoscaler",
+    summary = "Utilisation and queue over time (newest last; default and most 720 points)",
+    params(LimitQuery),
+    responses((status = 200, description = "the history", body = HistoryView))
+)]
+pub async fn history(
+    State(state): State<AppState>,
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<HistoryView>, ApiError> {
+    let limit = limit_of(q, 720, 720)?;
+    let guard = state.ext.live.running.lock().await;
+    let points: Vec<ClusterPoint> = guard
+        .as_ref()
+        .map_or_else(Vec::new, |d| d.view().history_tail(limit));
+    let every_s = guard
+        .as_ref()
+        .map_or(SNAPSHOT_EVERY_S, Driven::history_every_s);
+    Ok(Json(HistoryView {
+        every_s,
+        count: points.len(),
+        points,
+    }))
+}
+
+/// Decisions so far by action, reason and outcome.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Total {
+    pub action: &'static str,
+    pub reason: &'static str,
+    /// `applied`, `failed` or `dry_run`.
+    #[schema(value_type = String)]
+    pub outcome: Outcome,
+    pub count: u64,
+}
+
+/// A decision of the controller with its reason and outcome.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionView {
+    /// The `LiveDecision`: seq, time, action, reason, outcome, error.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub decision: LiveDecision,
+    /// On Kubernetes, the job's `namespace/name` while the job exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+}
+
+/// The controller's recent decisions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionsView {
+    pub controller: Switches,
+    pub count: usize,
+    /// Newest first.
+    pub decisions: Vec<DecisionView>,
+    pub totals: Vec<Total>,
+}
+
+fn decision_view(d: &Driven, x: &LiveDecision) -> DecisionView {
+    let job_name = match d {
+        Driven::Kube(l) => l
+            .backend()
+            .job_key(x.decision.action.job())
+            .map(|key| key.to_string()),
+        Driven::Sim(_) => None,
+    };
+    DecisionView {
+        decision: x.clone(),
+        job_name,
+    }
+}
+
+/// `GET /v1/autoscaler/decisions?limit=N` (default 100, most 1000), newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/autoscaler/decisions",
+    tag = "autoscaler",
+    summary = "The controller's recent decisions with their reasons, newest first (default 100, most 1000)",
+    params(LimitQuery),
+    responses((status = 200, description = "the decisions and their totals", body = DecisionsView))
+)]
+pub async fn decisions(
+    State(state): State<AppState>,
+    q: Result<Query<LimitQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<DecisionsView>, ApiError> {
+    let limit = limit_of(q, 100, 1000)?;
+    let live = &state.ext.live;
+    let controller = switches(live);
+    let guard = live.running.lock().await;
+    let (recent, totals): (Vec<DecisionView>, Vec<Total>) =
+        guard.as_ref().map_or_else(Default::default, |d| {
+            let recent = d
+                .view()
+                .recent(limit)
+                .iter()
+                .map(|x| decision_view(d, x))
+                .collect();
+            let totals = d
+                .view()
+                .counts()
+                .iter()
+                .map(|(&(action, reason, outcome), &count)| Total {
+                    action,
+                    reason,
+                    outcome,
+                    count,
+                })
+                .collect();
+            (recent, totals)
+        });
+    Ok(Json(DecisionsView {
+        controller,
+        count: recent.len(),
+        decisions: recent,
+        totals,
+    }))
+}
+
+/// Body of `POST /v1/autoscaler/dry-run`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DryRunBody {
+    pub enabled: bool,
+}
+
+/// The controller's switches after a change.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ControllerView {
+    pub controller: Switches,
+}
+
+async fn apply_switches(state: &AppState) -> Json<ControllerView> {
+    let live = &state.ext.live;
+    // take effect at once when the replay runs (the tick task also syncs them)
+    if let Some(d) = live.running.lock().await.as_mut() {
+        live.sync_switches(d);
+    }
+    Json(ControllerView {
+        controller: switches(live),
+    })
+}
+
+/// `POST /v1/autoscaler/dry-run {"enabled": bool}`.
+#[utoipa::path(
+    post,
+    path = "/v1/autoscaler/dry-run",
+    tag = "autoscaler",
+    summary = "Switch dry-run (decide and log, do not act)",
+    request_body = DryRunBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`{controller}`", body = ControllerView),
+        (status = 409, description = "started with --dry-run: dry-run stays on")
+    )
+)]
+pub async fn dry_run(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<DryRunBody>,
+) -> Result<Json<ControllerView>, ApiError> {
+    if !body.enabled && state.ext.live.dry_run_locked.load(Ordering::SeqCst) {
+        return Err(ApiError::conflict(
+            "augur serve was started with --dry-run: the controller stays in dry-run for the \
+             life of the process; restart without --dry-run to let it act",
+        ));
+    }
+    state.ext.live.dry_run.store(body.enabled, Ordering::SeqCst);
+    tracing::info!(enabled = body.enabled, "autoscaler dry-run switched");
+    Ok(apply_switches(&state).await)
+}
+
+/// `POST /v1/autoscaler/pause`.
+#[utoipa::path(
+    post,
+    path = "/v1/autoscaler/pause",
+    tag = "autoscaler",
+    summary = "Pause the controller loop",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{controller}`", body = ControllerView))
+)]
+pub async fn pause(State(state): State<AppState>) -> Json<ControllerView> {
+    state.ext.live.paused.store(true, Ordering::SeqCst);
+    tracing::info!("autoscaler paused");
+    apply_switches(&state).await
+}
+
+/// `POST /v1/autoscaler/resume`.
+#[utoipa::path(
+    post,
+    path = "/v1/autoscaler/resume",
+    tag = "autoscaler",
+    summary = "Resume the controller loop",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{controller}`", body = ControllerView))
+)]
+pub async fn resume(State(state): State<AppState>) -> Json<ControllerView> {
+    state.ext.live.paused.store(false, Ordering::SeqCst);
+    tracing::info!("autoscaler resumed");
+    apply_switches(&state).await
+}

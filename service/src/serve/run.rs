@@ -1,0 +1,175 @@
+//! Starting and stopping the service: [`run`] opens the data folder, says where the API
+//! token is, listens, trains the models in the background when the registry has none, starts
+//! the background tasks (metrics listener, retrain schedule, the cluster and its controller
+//! loop), and on SIGTERM or SIGINT finishes the requests in flight and closes the store.
+
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+
+use super::auth::TokenSource;
+use super::{kube, metrics, retrain, router, training, AppState, ServeConfig};
+
+/// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
+pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    let addr = config.addr;
+    let (state, info) = tokio::task::spawn_blocking(move || AppState::open(config))
+        .await
+        .context("opening the data folder")??;
+    match &info.token_source {
+        TokenSource::Generated(p) => eprintln!(
+            "augur serve: generated an API token for mutating endpoints in {} (owner-only); send it as `Authorization: Bearer $(cat {})`",
+            p.display(),
+            p.display()
+        ),
+        TokenSource::File(p) => eprintln!(
+            "augur serve: API token for mutating endpoints: {} (send it as `Authorization: Bearer …`)",
+            p.display()
+        ),
+        TokenSource::Config => {
+            eprintln!("augur serve: API token for mutating endpoints from the configuration")
+        }
+        TokenSource::Insecure => {
+            eprintln!("augur serve: --insecure: mutating endpoints need no token")
+        }
+    }
+    tracing::info!(
+        store = %state.store.path().display(),
+        events = info.events_replayed,
+        "event store opened and replayed"
+    );
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr().context("listening address")?;
+    eprintln!(
+        "augur serve: listening on http://{local} (data in {})",
+        state.config.data_dir.display()
+    );
+    if info.needs_bootstrap || info.needs_convergence {
+        spawn_bootstrap(state.clone(), info.needs_bootstrap, info.needs_convergence);
+    }
+    if !info.needs_bootstrap && !state.ready.load(Ordering::SeqCst) {
+        tracing::warn!("the registry has no runtime model: predictions answer 503 until one is trained (POST /v1/models/retrain)");
+    }
+    // background tasks; each stops when `state.shutdown` turns true
+    metrics::spawn_listener(&state);
+    retrain::spawn_schedule(state.clone());
+    kube::spawn_cluster(state.clone());
+    let shutdown_tx = info.shutdown_tx;
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            let _ = shutdown_tx.send(true);
+            eprintln!("augur serve: shutting down (finishing requests in flight)");
+        })
+        .await
+        .context("serving HTTP")?;
+    // every request has been answered; stop the store's writer after what it has queued
+    let store = state.store.clone();
+    drop(state);
+    tokio::task::spawn_blocking(move || store.close())
+        .await
+        .ok();
+    eprintln!("augur serve: stopped");
+    Ok(())
+}
+
+/// Trains the models from the bundled sample in the background and serves them: the
+/// job-trace models (`dataset`) when the registry has none, the convergence model (bundled
+/// MLPerf runs) when it has none.
+fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
+    let dataset = state.config.bootstrap_dataset.clone();
+    if dataset_models {
+        eprintln!(
+            "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
+        );
+    }
+    // the background retrain schedule waits until this is done
+    state.retrain_stats.set_bootstrapping(dataset_models);
+    tokio::task::spawn_blocking(move || {
+        if dataset_models {
+            bootstrap_dataset_models(&state, &dataset);
+            state.retrain_stats.set_bootstrapping(false);
+        }
+        if convergence {
+            let started = std::time::Instant::now();
+            let result =
+                training::train_convergence(&state.registry, state.config.trees).and_then(|r| {
+                    let models = training::load_serving(&state.registry)?;
+                    state.swap_models(models);
+                    Ok(r)
+                });
+            match result {
+                Ok(Ok(meta)) => eprintln!(
+                    "augur serve: convergence model v{} trained on the bundled MLPerf runs in {:.1} s",
+                    meta.version,
+                    started.elapsed().as_secs_f64()
+                ),
+                Ok(Err(why)) => eprintln!("augur serve:   not trained: convergence: {why}"),
+                Err(e) => eprintln!("augur serve: training the convergence model failed: {e:#}"),
+            }
+        }
+    });
+}
+
+/// Trains the job-trace models on the bundled `dataset` and serves them.
+fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
+    {
+        let started = std::time::Instant::now();
+        let result = (|| -> anyhow::Result<training::TrainReport> {
+            let jobs = training::bundled_jobs(dataset, state.config.bootstrap_limit)?;
+            let report =
+                training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
+            let models = training::load_serving(&state.registry)?;
+            state.swap_models(models);
+            Ok(report)
+        })();
+        match result {
+            Ok(report) => {
+                let version = |m: &Option<augur_predictor::ArtifactMeta>| {
+                    m.as_ref()
+                        .map_or("not trained".to_string(), |m| format!("v{}", m.version))
+                };
+                eprintln!(
+                    "augur serve: models trained on {} ({} jobs) in {:.1} s: runtime {}, queue_wait {}, failure {}",
+                    report.source,
+                    report.jobs,
+                    started.elapsed().as_secs_f64(),
+                    version(&report.runtime),
+                    version(&report.queue_wait),
+                    version(&report.failure),
+                );
+                for why in &report.skipped {
+                    eprintln!("augur serve:   not trained: {why}");
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "training the models at first start failed");
+                eprintln!("augur serve: training the models failed: {e:#}");
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

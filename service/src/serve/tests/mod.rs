@@ -1,0 +1,224 @@
+//! Tests of the service through the real router (`tower::ServiceExt::oneshot`), with models
+//! trained on slices of the bundled traces, and the fixtures they share:
+//!
+//! - [`predictions`]: online predictions equal offline ones, answers carry versions,
+//!   intervals and ETAs, the queue-wait risk groups adapt online;
+//! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
+//!   route table, no input answers 500;
+//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule.
+
+mod predictions;
+mod retrain;
+mod routes;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use augur_datasets::JobRecord;
+use augur_features::TraceEvent;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::config::ServeConfig;
+use super::events::JobProfile;
+use super::training;
+use super::{router, AppState};
+
+const TOKEN: &str = "test-token-0123456789";
+/// Jobs of the Philly slice the fixture models are trained on.
+const TRAIN_JOBS: usize = 3000;
+
+/// The first jobs of the bundled Philly trace by submit time (read once).
+fn philly() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("philly", Some(6000)).expect("bundled philly"))
+}
+
+/// The first jobs of the bundled Mira log (Philly has no start times, so no queue waits).
+fn mira() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("mira", Some(4000)).expect("bundled mira"))
+}
+
+/// The first jobs of the bundled Alibaba openb pods (it has job outcomes; Philly has none).
+fn openb() -> &'static [JobRecord] {
+    static JOBS: OnceLock<Vec<JobRecord>> = OnceLock::new();
+    JOBS.get_or_init(|| training::bundled_jobs("openb", Some(4000)).expect("bundled openb"))
+}
+
+/// A registry with the runtime model trained on the first [`TRAIN_JOBS`] Philly jobs and
+/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs and the failure model on the
+/// first [`TRAIN_JOBS`] openb pods (trained once).
+fn trained_models() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let registry = training::open_registry(&dir).unwrap();
+        training::train_runtime(&registry, "philly", &philly()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        training::train_queue_wait(&registry, "mira", &mira()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        training::train_failure(&registry, "openb", &openb()[..TRAIN_JOBS], Some(15))
+            .unwrap()
+            .unwrap();
+        training::train_convergence(&registry, Some(15))
+            .unwrap()
+            .unwrap();
+        dir.join("models")
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A service over a fresh data folder (with the fixture models when `models`).
+fn service(models: bool) -> (AppState, tempfile::TempDir) {
+    let every = ServeConfig::default().retrain_every_jobs;
+    let (state, dir, _shutdown) = scheduled_service(models, every);
+    (state, dir)
+}
+
+async fn call(
+    state: &AppState,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    token: bool,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(path);
+    if token {
+        req = req.header("authorization", format!("Bearer {TOKEN}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    raw(state, req).await
+}
+
+async fn raw(state: &AppState, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, v)
+}
+
+fn profile_json(j: &JobRecord) -> Value {
+    serde_json::to_value(JobProfile::of_record(j)).unwrap()
+}
+
+/// The events of trace jobs in the order the offline replay applies them.
+fn trace_events(jobs: &[JobRecord]) -> Vec<Value> {
+    TraceEvent::of_trace(jobs)
+        .into_iter()
+        .map(|e| match e {
+            TraceEvent::Submit { index, at } => json!({
+                "type": "job_submitted", "job_id": jobs[index].job_id, "at": at,
+                "profile": profile_json(&jobs[index]),
+            }),
+            TraceEvent::Finish { index, at } => json!({
+                "type": "job_finished", "job_id": jobs[index].job_id, "at": at,
+                "status": jobs[index].status.as_str(),
+                "duration": jobs[index].duration,
+            }),
+        })
+        .collect()
+}
+
+async fn ingest(state: &AppState, events: &[Value]) {
+    for chunk in events.chunks(500) {
+        let (st, v) = call(
+            state,
+            "POST",
+            "/v1/events/batch",
+            Some(json!({ "events": chunk })),
+            true,
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+    }
+}
+
+/// A service over a fresh data folder (with the fixture models when `models`) whose
+/// background retrain schedule runs every `every` finished jobs; keep the sender alive
+/// (dropping it stops the schedule).
+fn scheduled_service(
+    models: bool,
+    every: usize,
+) -> (
+    AppState,
+    tempfile::TempDir,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    if models {
+        copy_dir(trained_models(), &dir.path().join("models"));
+    }
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        trees: Some(15),
+        min_retrain_jobs: 200,
+        retrain_every_jobs: every,
+        ..ServeConfig::default()
+    };
+    let (state, info) = AppState::open(config).unwrap();
+    (state, dir, info.shutdown_tx)
+}
+
+/// [`trace_events`] with a `job_started` event for each job with a start time, all in time
+/// order (submit before start before finish at equal times): the ingested history then has
+/// queue waits.
+fn trace_events_with_starts(jobs: &[JobRecord]) -> Vec<Value> {
+    let rank = |e: &Value| match e["type"].as_str() {
+        Some("job_submitted") => 0,
+        Some("job_started") => 1,
+        _ => 2,
+    };
+    let mut events = trace_events(jobs);
+    events.extend(jobs.iter().filter_map(|j| {
+        j.start_time
+            .map(|at| json!({ "type": "job_started", "job_id": j.job_id, "at": at }))
+    }));
+    events.sort_by(|a, b| {
+        let (x, y) = (a["at"].as_f64().unwrap(), b["at"].as_f64().unwrap());
+        x.total_cmp(&y).then(rank(a).cmp(&rank(b)))
+    });
+    events
+}
+
+/// Waits for the retrain status to leave `running`; returns it.
+async fn wait_retrain_done(state: &AppState) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (_, v) = call(state, "GET", "/v1/models/retrain", None, false).await;
+        if v["state"] != "running" && v["state"] != "idle" {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retrain too slow: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,123 @@
+//! What the end-to-end tests of the `augur` binary share: the binary with the repository's
+//! bundled data, free loopback addresses, a server process killed when dropped, and a
+//! minimal HTTP/1.1 client (one request per connection).
+
+// each test crate uses its own part of this module
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The repository's bundled data folder.
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data");
+
+/// The `augur` binary, reading the bundled data from the repository.
+pub fn augur() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_augur"));
+    c.env("AUGUR_DATA_DIR", DATA);
+    c
+}
+
+/// A loopback address with a port no one listens on (yet).
+pub fn free_addr() -> SocketAddr {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// A running `augur serve`; killed (SIGKILL) when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// A data folder the server owns, removed after it is killed.
+    pub data: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `method path` with a JSON `body` (and the bearer `token`): (status, body).
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let body = body.unwrap_or("");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no HTTP header"))?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    Ok((status, body))
+}
+
+/// The body of a chunked answer.
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// `body` as JSON (panics with the body when it is not).
+pub fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+/// `GET path`, which must answer 200 with JSON.
+pub fn get_json(addr: SocketAddr, path: &str) -> Value {
+    let (status, body) = http(addr, "GET", path, None, None).expect("request");
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Polls `ok` every 200 ms until it holds; panics after `limit`, naming `what`.
+pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
