@@ -44,6 +44,9 @@ pub enum Command {
     /// Work with the model registry: list versions, show (and verify) one, promote, roll back.
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Check or repair the service's event store (`<data-dir>/events.sqlite`).
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Replay a trace on a simulated GPU cluster under several scheduling policies: one row
     /// per policy (avg / p50 / p99 JCT, avg / p99 queue wait, makespan, GPU utilisation,
     /// rescales, preemptions), and a report folder with plots (--report).
@@ -104,6 +107,27 @@ pub enum TrainTask {
     Runtime,
     QueueWait,
     Failure,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Verify the store without changing it: SQLite's structural check, every event
+    /// readable, no acknowledged sequence number missing (exit 1 when damaged).
+    Check(StoreArgs),
+    /// Repair a damaged store (the service must be stopped): keep every intact event with its
+    /// sequence number, record exactly what was lost, move the damaged files aside and never
+    /// hand out a lost sequence number again.
+    Repair(StoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The service's data folder.
+    #[arg(long, env = "AUGUR_SERVE_DATA_DIR", default_value = "augur-data")]
+    pub data_dir: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,6 +10,7 @@ pub mod models;
 pub mod progress;
 pub mod serve;
 pub mod simulate;
+pub mod store;
 pub mod trace;
 pub mod train;
 
@@ -22,6 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Evaluate(args) => evaluate::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Models(cmd) => models::run(&cmd),
+        Command::Store(cmd) => store::run(&cmd),
         Command::Simulate(args) => simulate::run(&args),
         Command::Serve(args) => serve::run(&args),
     }
