@@ -18,11 +18,16 @@ use common::{augur, free_addr, http, json_of, Server};
 use serde_json::{json, Value};
 
 fn start(data_dir: &Path) -> Server {
+    start_with(data_dir, &[])
+}
+
+fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
     let addr = free_addr();
     let child = augur()
         .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
         .arg(data_dir)
         .args(["--trees", "10", "--bootstrap-limit", "3000"])
+        .args(extra)
         .env_remove("AUGUR_SERVE_TOKEN")
         .env("AUGUR_LOG", "warn")
         .current_dir(data_dir)
@@ -294,4 +299,55 @@ fn serve_shuts_down_gracefully_on_sigterm() {
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert!(stderr.contains("shutting down"), "{stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
+}
+
+/// `--backend none` is a prediction service fed only by its API: after several seconds its
+/// store holds exactly the one event the test sent (no simulated job), and the folder then
+/// belongs to `none`: a start with the simulator on it is refused, naming both backends.
+#[test]
+fn backend_none_stores_only_api_events_and_its_folder_refuses_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with(dir.path(), &["--backend", "none"]);
+    let token = std::fs::read_to_string(dir.path().join("auth-token")).unwrap();
+    let event = json!({"type": "job_submitted", "job_id": "mine-1", "at": 1.7e9,
+        "profile": {"num_gpus": 8, "user": "alice"}});
+    let (st, body) = http(
+        server.addr,
+        "POST",
+        "/v1/events",
+        Some(&event.to_string()),
+        Some(token.trim()),
+    )
+    .unwrap();
+    assert_eq!(st, 200, "{body}");
+    std::thread::sleep(Duration::from_secs(3));
+    let (n, ids) = stored_job_ids(server.addr);
+    assert_eq!(n, 1, "only the API's event is stored: {ids:?}");
+    assert!(ids.contains("mine-1"));
+    let cluster = common::get_json(server.addr, "/v1/cluster");
+    assert!(cluster.to_string().contains("none"), "{cluster}");
+    drop(server);
+    let out = augur()
+        .args([
+            "serve",
+            "--backend",
+            "sim",
+            "--addr",
+            &free_addr().to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("AUGUR_SERVE_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a sim start on a none folder must fail"
+    );
+    assert!(
+        err.contains("belongs to backend `none`") && err.contains("not to backend `sim`"),
+        "{err}"
+    );
 }

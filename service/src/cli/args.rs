@@ -378,10 +378,12 @@ pub struct ServeArgs {
     /// (0 = off) [default: 2000].
     #[arg(long)]
     pub retrain_every_jobs: Option<usize>,
-    /// The cluster the controller acts on: the simulated replay of the bootstrap trace, or a
-    /// Kubernetes cluster (Kubeflow PyTorchJobs scaled through /scale).
-    #[arg(long, value_enum, default_value_t = ServeBackend::Sim)]
-    pub backend: ServeBackend,
+    /// The cluster behind the service: `none` (a prediction service fed only by its API),
+    /// `sim` (the simulated replay of the bootstrap trace, a demonstration) or `kubernetes`
+    /// (Kubeflow PyTorchJobs scaled through /scale) [default: sim]. A data folder belongs to
+    /// one backend and cluster for good.
+    #[arg(long, value_enum)]
+    pub backend: Option<crate::serve::config::Backend>,
     /// `--backend kubernetes`: kubeconfig to use [default: the in-cluster configuration when
     /// run as a pod, else $KUBECONFIG or ~/.kube/config].
     #[arg(long)]
@@ -392,13 +394,4 @@ pub struct ServeArgs {
     /// `--backend kubernetes`: decide and log, never patch.
     #[arg(long)]
     pub dry_run: bool,
-}
-
-/// The cluster `augur serve` drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ServeBackend {
-    /// The bundled trace replayed by the simulator at `--speed`.
-    Sim,
-    /// A Kubernetes cluster.
-    Kubernetes,
 }

@@ -1,8 +1,9 @@
 //! `augur serve`: resolves the configuration (defaults, `--config`, `AUGUR_SERVE_*`, flags),
 //! selects the cluster backend, and runs [`crate::serve`] on a tokio runtime.
 
-use crate::cli::{ServeArgs, ServeBackend};
+use crate::cli::ServeArgs;
 use crate::serve;
+use crate::serve::config::Backend;
 
 /// `augur serve`.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -15,17 +16,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         bootstrap_dataset: args.bootstrap.clone(),
         bootstrap_limit: args.bootstrap_limit,
         retrain_every_jobs: args.retrain_every_jobs,
+        backend: args.backend,
         ..Default::default()
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
     let config = serve::config::load(args.config.as_deref(), &env, flags)?;
-    match args.backend {
-        ServeBackend::Kubernetes => serve::kube::select(serve::kube::KubeOptions {
+    match config.backend {
+        Backend::Kubernetes => serve::kube::select(serve::kube::KubeOptions {
             kubeconfig: args.kubeconfig.clone(),
             namespace: args.namespace.clone(),
             dry_run: args.dry_run,
         }),
-        ServeBackend::Sim => {
+        Backend::Sim | Backend::None => {
             if args.kubeconfig.is_some() || args.namespace.is_some() || args.dry_run {
                 anyhow::bail!(
                     "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"

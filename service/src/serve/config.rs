@@ -18,6 +18,7 @@
 //! | `max_batch` | `AUGUR_SERVE_MAX_BATCH` | — | 10000 |
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
+//! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -57,6 +58,48 @@ pub struct ServeConfig {
     /// Retrain in the background on the ingested history after this many newly finished
     /// jobs since the last retrain (0 = never; see [`super::retrain`]).
     pub retrain_every_jobs: usize,
+    /// The cluster the service observes and acts on.
+    pub backend: Backend,
+}
+
+/// The cluster behind the service. A data folder belongs to one backend and one cluster
+/// ([`super::identity`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// No cluster: a prediction service fed only by its API.
+    None,
+    /// The simulator replaying the bundled trace at `speed` (a demonstration; its events are
+    /// simulated).
+    #[default]
+    Sim,
+    /// A Kubernetes cluster (watches, the elastic controller through `/scale`).
+    Kubernetes,
+}
+
+impl Backend {
+    /// The name used in flags, files and the data folder's identity.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::None => "none",
+            Backend::Sim => "sim",
+            Backend::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        match s {
+            "none" => Ok(Backend::None),
+            "sim" => Ok(Backend::Sim),
+            "kubernetes" => Ok(Backend::Kubernetes),
+            other => Err(format!(
+                "unknown backend `{other}`: none, sim or kubernetes"
+            )),
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -74,6 +117,7 @@ impl Default for ServeConfig {
             max_batch: 10_000,
             min_retrain_jobs: 200,
             retrain_every_jobs: 2000,
+            backend: Backend::Sim,
         }
     }
 }
@@ -94,6 +138,7 @@ pub struct PartialConfig {
     pub max_batch: Option<usize>,
     pub min_retrain_jobs: Option<usize>,
     pub retrain_every_jobs: Option<usize>,
+    pub backend: Option<Backend>,
 }
 
 impl PartialConfig {
@@ -147,6 +192,7 @@ impl PartialConfig {
             max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
+            backend: parse(env, "AUGUR_SERVE_BACKEND")?,
         })
     }
 
@@ -165,6 +211,7 @@ impl PartialConfig {
             max_batch: later.max_batch.or(self.max_batch),
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
+            backend: later.backend.or(self.backend),
         }
     }
 
@@ -184,6 +231,7 @@ impl PartialConfig {
             max_batch: self.max_batch.unwrap_or(d.max_batch),
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
+            backend: self.backend.unwrap_or(d.backend),
         };
         if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
             anyhow::bail!("speed must be a positive number, got {}", cfg.speed);

@@ -38,6 +38,7 @@ use augur_autoscaler::live::{LiveConfig, LiveLoop};
 use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::config::Backend;
 use super::events::{self, Event, FinishStatus, JobProfile};
 use super::live::{publish, Counted, Driven, KubeLoop};
 use super::AppState;
@@ -71,8 +72,21 @@ pub fn select(opts: KubeOptions) {
 /// Starts the cluster the controller acts on: Kubernetes when [`select`]ed, else the
 /// simulated replay.
 pub fn spawn_cluster(state: AppState) {
-    match SELECTED.get() {
-        Some(opts) => {
+    match (state.config.backend, SELECTED.get()) {
+        (Backend::None, _) => {
+            state
+                .ext
+                .live
+                .set_status("none: no cluster (--backend none), predictions only");
+        }
+        (Backend::Kubernetes, None) => {
+            tracing::error!("--backend kubernetes without its options; no cluster started");
+            state
+                .ext
+                .live
+                .set_status("failed: the Kubernetes options were not given");
+        }
+        (Backend::Kubernetes, Some(opts)) => {
             let opts = opts.clone();
             state.ext.live.set_status("starting");
             if opts.dry_run {
@@ -86,8 +100,26 @@ pub fn spawn_cluster(state: AppState) {
                 }
             });
         }
-        None => super::live::spawn(state),
+        (Backend::Sim, _) => super::live::spawn(state),
     }
+}
+
+/// The cluster a Kubernetes data folder belongs to, as far as the options say before the
+/// API server answers: the kubeconfig (or the in-cluster service host) and the namespace.
+pub fn cluster_name() -> String {
+    let Some(opts) = SELECTED.get() else {
+        return String::new();
+    };
+    let api = match &opts.kubeconfig {
+        Some(p) => format!("kubeconfig={}", p.display()),
+        None => std::env::var("KUBERNETES_SERVICE_HOST")
+            .map(|h| format!("in-cluster={h}"))
+            .unwrap_or_else(|_| "default-kubeconfig".to_string()),
+    };
+    format!(
+        "{api} namespace={}",
+        opts.namespace.as_deref().unwrap_or("*")
+    )
 }
 
 fn profile(job: &kubernetes::JobKey, gpus: u32) -> JobProfile {

@@ -173,6 +173,12 @@ impl AppState {
                 config.data_dir.display()
             )
         })?;
+        let cluster = match config.backend {
+            config::Backend::None => String::new(),
+            config::Backend::Sim => format!("sim:{}", config.bootstrap_dataset),
+            config::Backend::Kubernetes => kube::cluster_name(),
+        };
+        identity::DataIdentity::new(config.backend.name(), &cluster).claim(&config.data_dir)?;
         let (auth, token_source) =
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
         let registry = training::open_registry(&config.data_dir)?;
