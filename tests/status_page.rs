@@ -17,7 +17,10 @@ use serde_json::Value;
 
 /// `augur serve` with fast settings: small bootstrap, few trees, 3000× clock.
 fn start(insecure: bool) -> Server {
-    let data = tempfile::tempdir().expect("temp dir");
+    start_in(tempfile::tempdir().expect("temp dir"), insecure)
+}
+
+fn start_in(data: tempfile::TempDir, insecure: bool) -> Server {
     let addr = free_addr();
     let mut cmd = augur();
     cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
@@ -325,4 +328,33 @@ fn switches_need_the_token_unless_insecure() {
     }
     let (s, _) = http(addr, "GET", "/v1/autoscaler/decisions", None, None).expect("get");
     assert_eq!(s, 200, "reading needs no token");
+}
+
+/// Pause and dry-run are acknowledged facts: after `kill -9` and a restart on the same data
+/// folder the controller is still paused and in dry-run, and decides nothing.
+#[test]
+fn operator_switches_survive_a_kill_and_restart() {
+    let mut server = start(true);
+    let addr = server.addr;
+    for path in ["/v1/autoscaler/pause", "/v1/autoscaler/dry-run"] {
+        let body = path.ends_with("dry-run").then_some(r#"{"enabled": true}"#);
+        let (s, text) = http(addr, "POST", path, body, None).expect("switch");
+        assert_eq!(s, 200, "{text}");
+    }
+    let data = server.data.take().expect("data folder");
+    drop(server); // SIGKILL
+    let server = start_in(data, true);
+    let addr = server.addr;
+    wait_until(Duration::from_secs(120), "the cluster to run", || {
+        get_json(addr, "/v1/cluster")["controller"]["status"] == "running"
+    });
+    let c = get_json(addr, "/v1/cluster");
+    assert_eq!(c["controller"]["paused"], true, "{c}");
+    assert_eq!(c["controller"]["dry_run"], true, "{c}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        last_seq(addr),
+        0,
+        "a paused controller decided after the restart"
+    );
 }

@@ -93,7 +93,10 @@ impl Extensions {
         Extensions {
             metrics: Arc::new(metrics::Metrics::new()),
             recent: status::RecentOutcomes::default(),
-            live: Arc::new(live::Live::new(config.speed)),
+            live: Arc::new(live::Live::new(
+                config.speed,
+                config.data_dir.join("operator.json"),
+            )),
         }
     }
 }

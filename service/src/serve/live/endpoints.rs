@@ -10,7 +10,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Driven, Live, SNAPSHOT_EVERY_S};
+use super::{Driven, Live, StoredSwitches, SNAPSHOT_EVERY_S};
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::AppState;
 
@@ -344,7 +344,14 @@ pub async fn dry_run(
              life of the process; restart without --dry-run to let it act",
         ));
     }
-    state.ext.live.dry_run.store(body.enabled, Ordering::SeqCst);
+    let live = &state.ext.live;
+    keep(
+        live,
+        StoredSwitches {
+            dry_run: body.enabled,
+            ..live.stored_switches()
+        },
+    )?;
     tracing::info!(enabled = body.enabled, "autoscaler dry-run switched");
     Ok(apply_switches(&state).await)
 }
@@ -358,10 +365,27 @@ pub async fn dry_run(
     security(("bearer" = [])),
     responses((status = 200, description = "`{controller}`", body = ControllerView))
 )]
-pub async fn pause(State(state): State<AppState>) -> Json<ControllerView> {
-    state.ext.live.paused.store(true, Ordering::SeqCst);
+pub async fn pause(State(state): State<AppState>) -> Result<Json<ControllerView>, ApiError> {
+    let live = &state.ext.live;
+    keep(
+        live,
+        StoredSwitches {
+            paused: true,
+            ..live.stored_switches()
+        },
+    )?;
     tracing::info!("autoscaler paused");
-    apply_switches(&state).await
+    Ok(apply_switches(&state).await)
+}
+
+/// Sets and keeps the switches; the change is acknowledged only once it is on disk.
+fn keep(live: &Live, new: StoredSwitches) -> Result<(), ApiError> {
+    live.store_switches(new).map_err(|e| {
+        tracing::error!(error = %e, "could not keep the operator's switches; unchanged");
+        ApiError::internal(format!(
+            "the switch could not be kept on disk ({e}); nothing changed"
+        ))
+    })
 }
 
 /// `POST /v1/autoscaler/resume`.
@@ -373,8 +397,15 @@ pub async fn pause(State(state): State<AppState>) -> Json<ControllerView> {
     security(("bearer" = [])),
     responses((status = 200, description = "`{controller}`", body = ControllerView))
 )]
-pub async fn resume(State(state): State<AppState>) -> Json<ControllerView> {
-    state.ext.live.paused.store(false, Ordering::SeqCst);
+pub async fn resume(State(state): State<AppState>) -> Result<Json<ControllerView>, ApiError> {
+    let live = &state.ext.live;
+    keep(
+        live,
+        StoredSwitches {
+            paused: false,
+            ..live.stored_switches()
+        },
+    )?;
     tracing::info!("autoscaler resumed");
-    apply_switches(&state).await
+    Ok(apply_switches(&state).await)
 }

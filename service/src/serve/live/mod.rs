@@ -138,6 +138,40 @@ pub struct Live {
     /// Set by `--dry-run`: dry-run for the life of the process, the endpoint cannot turn it
     /// off (a hard guarantee that nothing is patched).
     dry_run_locked: AtomicBool,
+    /// Where the operator's switches are kept across restarts (`<data_dir>/operator.json`).
+    switches_file: std::path::PathBuf,
+}
+
+/// The operator's switches as kept on disk: an acknowledged pause or dry-run survives a
+/// restart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredSwitches {
+    pub paused: bool,
+    pub dry_run: bool,
+}
+
+/// Reads the switches kept in `file`: none kept gives the defaults (running, acting); an
+/// unreadable file gives the safe side (paused and dry-run), loudly.
+fn load_switches(file: &std::path::Path) -> StoredSwitches {
+    match std::fs::read_to_string(file) {
+        Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::error!(file = %file.display(), error = %e,
+                "the operator's switches cannot be read: the controller starts paused and in dry-run until an operator resumes it");
+            StoredSwitches {
+                paused: true,
+                dry_run: true,
+            }
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StoredSwitches::default(),
+        Err(e) => {
+            tracing::error!(file = %file.display(), error = %e,
+                "the operator's switches cannot be read: the controller starts paused and in dry-run until an operator resumes it");
+            StoredSwitches {
+                paused: true,
+                dry_run: true,
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Live {
@@ -149,15 +183,55 @@ impl std::fmt::Debug for Live {
 }
 
 impl Live {
-    /// Nothing loaded yet; the replay runs at `speed` once [`spawn`] has loaded it.
-    pub fn new(speed: f64) -> Live {
+    /// Nothing loaded yet; the replay runs at `speed` once [`spawn`] has loaded it. The
+    /// operator's switches are read from (and kept in) `switches_file`.
+    pub fn new(speed: f64, switches_file: std::path::PathBuf) -> Live {
+        let kept = load_switches(&switches_file);
+        if kept != StoredSwitches::default() {
+            tracing::info!(
+                paused = kept.paused,
+                dry_run = kept.dry_run,
+                "the operator's switches kept from before the restart"
+            );
+        }
         Live {
             running: tokio::sync::Mutex::new(None),
             status: Mutex::new("loading".to_string()),
             speed,
-            paused: AtomicBool::new(false),
-            dry_run: AtomicBool::new(false),
+            paused: AtomicBool::new(kept.paused),
+            dry_run: AtomicBool::new(kept.dry_run),
             dry_run_locked: AtomicBool::new(false),
+            switches_file,
+        }
+    }
+
+    /// Sets the switches and keeps them on disk (written whole, synced) before returning; on
+    /// a write error the switches stay as they were.
+    pub(super) fn store_switches(&self, new: StoredSwitches) -> std::io::Result<()> {
+        let file = &self.switches_file;
+        let tmp = file.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(serde_json::to_string(&new).unwrap_or_default().as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, file)?;
+            if let Some(dir) = file.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write()?;
+        self.paused.store(new.paused, Ordering::SeqCst);
+        self.dry_run.store(new.dry_run, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The switches now.
+    pub(super) fn stored_switches(&self) -> StoredSwitches {
+        StoredSwitches {
+            paused: self.paused.load(Ordering::SeqCst),
+            dry_run: self.dry_run.load(Ordering::SeqCst),
         }
     }
 
@@ -505,5 +579,35 @@ mod tests {
             &out[2],
             Event::JobFinished { status: FinishStatus::Failed, duration: Some(d), .. } if *d == 12.5
         ));
+    }
+}
+
+#[cfg(test)]
+mod switch_tests {
+    use super::*;
+
+    #[test]
+    fn switches_survive_a_restart_and_an_unreadable_file_starts_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("operator.json");
+        let live = Live::new(60.0, file.clone());
+        assert_eq!(live.stored_switches(), StoredSwitches::default());
+        let on = StoredSwitches {
+            paused: true,
+            dry_run: true,
+        };
+        live.store_switches(on).unwrap();
+        assert_eq!(Live::new(60.0, file.clone()).stored_switches(), on);
+        live.store_switches(StoredSwitches::default()).unwrap();
+        assert_eq!(
+            Live::new(60.0, file.clone()).stored_switches(),
+            StoredSwitches::default()
+        );
+        std::fs::write(&file, "{not json").unwrap();
+        assert_eq!(Live::new(60.0, file).stored_switches(), on, "safe side");
+        // a switch that cannot be kept is not taken
+        let live = Live::new(60.0, dir.path().join("missing-dir/operator.json"));
+        assert!(live.store_switches(on).is_err());
+        assert_eq!(live.stored_switches(), StoredSwitches::default());
     }
 }
