@@ -17,7 +17,7 @@ pub mod philly;
 pub mod philly_joblog;
 pub mod swf;
 
-pub(crate) use fields::{read_csv_rows, CsvColumns, Row};
+pub(crate) use fields::{read_csv_rows, Row};
 
 /// Reads a job trace row by row, handing each kept job to `sink`. Memory use does not grow
 /// with the file (beyond the first [`ReadOptions::max_detailed_issues`] issue details).
