@@ -112,11 +112,6 @@ fn run_child(mode: &str, file: &Path) -> Res<Measured> {
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn parent(full: bool) -> Res<()> {
     let profile = if cfg!(debug_assertions) {
         "debug"
@@ -138,7 +133,7 @@ fn parent(full: bool) -> Res<()> {
     let best = ms.iter().copied().fold(f64::INFINITY, f64::min);
     println!(
         "philly (bundled) → JobTable: {jobs} jobs, best {best:.1} ms, median {:.1} ms of {runs} runs",
-        median(&mut ms)
+        augur_numeric::median(&mut ms).unwrap_or(f64::NAN)
     );
 
     // 2. Synthetic SWF: streaming summary vs. full load, peak RSS per fresh process.

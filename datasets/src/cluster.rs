@@ -27,12 +27,6 @@ use crate::input;
 use crate::jobs::read_csv_rows;
 use crate::report::{shown_value, ReadOptions, ReadReport, RowIssue};
 
-fn parse_json(path: &Path) -> Result<Value, DatasetError> {
-    let text = input::read_to_string(path)?;
-    serde_json::from_str(&text)
-        .map_err(|e| DatasetError::format(path, format!("not valid JSON: {e}")))
-}
-
 fn json_issue(file: &str, line: usize, field: &str, reason: &str, value: &str) -> RowIssue {
     RowIssue {
         file: file.to_string(),
@@ -40,6 +34,39 @@ fn json_issue(file: &str, line: usize, field: &str, reason: &str, value: &str) -
         field: field.to_string(),
         reason: reason.to_string(),
         value: shown_value(value),
+    }
+}
+
+/// Row accounting for a JSON file whose rows are its leaf values, numbered 1, 2, ... in file
+/// order.
+struct JsonRows<'a> {
+    file: String,
+    opts: &'a ReadOptions,
+    report: ReadReport,
+    /// The current row's line (its 1-based position).
+    line: usize,
+}
+
+impl<'a> JsonRows<'a> {
+    fn new(path: &Path, opts: &'a ReadOptions) -> Self {
+        JsonRows {
+            file: input::display_name(path),
+            opts,
+            report: ReadReport::default(),
+            line: 0,
+        }
+    }
+
+    /// Moves on to the next row and counts it as read.
+    fn next(&mut self) {
+        self.line += 1;
+        self.report.rows_read += 1;
+    }
+
+    /// Drops the current row as malformed (an error in strict mode).
+    fn drop_row(&mut self, field: &str, reason: &str, value: &str) -> Result<(), DatasetError> {
+        let issue = json_issue(&self.file, self.line, field, reason, value);
+        self.report.drop_row(issue, self.opts)
     }
 }
 
@@ -163,18 +190,16 @@ pub fn read_gavel_throughputs(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(GavelThroughputs, ReadReport), DatasetError> {
-    let root = parse_json(path)?;
+    let root = input::read_json(path)?;
     let Some(gpus) = root.as_object() else {
         return Err(DatasetError::format(
             path,
             "expected a JSON object of GPU type → \"(job type, scale factor)\" → throughputs",
         ));
     };
-    let file = input::display_name(path);
-    let mut report = ReadReport::default();
-    report.note("gavel: steps/s; `null` = the job alone, other keys = co-located with that job ([this, other]); 0 = not run / does not fit");
+    let mut rows = JsonRows::new(path, opts);
+    rows.report.note("gavel: steps/s; `null` = the job alone, other keys = co-located with that job ([this, other]); 0 = not run / does not fit");
     let mut out = GavelThroughputs::default();
-    let mut line = 0usize;
     for (gpu, jobs) in gpus {
         let Some(jobs) = jobs.as_object() else {
             return Err(DatasetError::format(
@@ -183,115 +208,104 @@ pub fn read_gavel_throughputs(
             ));
         };
         for (key, entry) in jobs {
-            let Some(entry) = entry.as_object() else {
-                line += 1;
-                report.rows_read += 1;
-                report.drop_row(
-                    json_issue(
-                        &file,
-                        line,
-                        &format!("{gpu}/{key}"),
-                        "not an object of throughputs",
-                        &entry.to_string(),
-                    ),
-                    opts,
-                )?;
-                continue;
-            };
-            let job = parse_gavel_job_key(key);
-            let mut pairs = 0u32;
-            let mut isolated = None;
-            for (other, v) in entry {
-                line += 1;
-                report.rows_read += 1;
-                let field = format!("{gpu}/{key}/{other}");
-                let Some((job_type, scale)) = job.clone() else {
-                    report.drop_row(
-                        json_issue(
-                            &file,
-                            line,
-                            &field,
-                            "job key is not \"(job type, scale factor)\"",
-                            key,
-                        ),
-                        opts,
-                    )?;
-                    continue;
-                };
-                let good = |x: Option<f64>| x.filter(|x| x.is_finite() && *x >= 0.0);
-                if other == "null" {
-                    match good(v.as_f64()) {
-                        Some(x) => {
-                            isolated = Some((job_type, scale, x));
-                            report.rows_kept += 1;
-                        }
-                        None => report.drop_row(
-                            json_issue(
-                                &file,
-                                line,
-                                &field,
-                                "not a non-negative number",
-                                &v.to_string(),
-                            ),
-                            opts,
-                        )?,
-                    }
-                    continue;
-                }
-                let Some((other_type, other_scale)) = parse_gavel_job_key(other) else {
-                    report.drop_row(
-                        json_issue(
-                            &file,
-                            line,
-                            &field,
-                            "job key is not \"(job type, scale factor)\"",
-                            other,
-                        ),
-                        opts,
-                    )?;
-                    continue;
-                };
-                let pair = v
-                    .as_array()
-                    .filter(|a| a.len() == 2)
-                    .and_then(|a| Some((good(a.first()?.as_f64())?, good(a.get(1)?.as_f64())?)));
-                match pair {
-                    Some((mine, theirs)) => {
-                        pairs += 1;
-                        report.rows_kept += 1;
-                        out.colocated.push(GavelColocated {
-                            gpu: gpu.clone(),
-                            job_type,
-                            scale_factor: scale,
-                            other_job_type: other_type,
-                            other_scale_factor: other_scale,
-                            steps_per_s: mine,
-                            other_steps_per_s: theirs,
-                        });
-                    }
-                    None => report.drop_row(
-                        json_issue(
-                            &file,
-                            line,
-                            &field,
-                            "not a pair of non-negative numbers",
-                            &v.to_string(),
-                        ),
-                        opts,
-                    )?,
-                }
-            }
-            if let Some((job_type, scale_factor, steps_per_s)) = isolated {
-                out.isolated.push(GavelThroughput {
-                    gpu: gpu.clone(),
-                    job_type,
-                    scale_factor,
-                    steps_per_s,
-                    colocated_pairs: pairs,
-                });
-            }
+            read_gavel_entry(gpu, key, entry, &mut rows, &mut out)?;
         }
     }
+    sort_gavel(&mut out);
+    let mut report = rows.report;
+    let zeros = out.isolated.iter().filter(|t| t.steps_per_s == 0.0).count();
+    if zeros > 0 {
+        report.note(format!(
+            "gavel: {zeros} isolated throughput(s) are 0 (job not run / does not fit on that GPU); relative_speeds skips them"
+        ));
+    }
+    report.files.push(path.display().to_string());
+    Ok((out, report))
+}
+
+/// One job's entry on one GPU: its isolated throughput (key `null`), kept once the entry is
+/// read with its count of co-located pairs, and every co-located pair.
+fn read_gavel_entry(
+    gpu: &str,
+    key: &str,
+    entry: &Value,
+    rows: &mut JsonRows,
+    out: &mut GavelThroughputs,
+) -> Result<(), DatasetError> {
+    let Some(entry) = entry.as_object() else {
+        rows.next();
+        return rows.drop_row(
+            &format!("{gpu}/{key}"),
+            "not an object of throughputs",
+            &entry.to_string(),
+        );
+    };
+    let job = parse_gavel_job_key(key);
+    let mut pairs = 0u32;
+    let mut isolated = None;
+    for (other, v) in entry {
+        rows.next();
+        let field = format!("{gpu}/{key}/{other}");
+        let Some((job_type, scale)) = job.clone() else {
+            rows.drop_row(&field, "job key is not \"(job type, scale factor)\"", key)?;
+            continue;
+        };
+        if other == "null" {
+            match non_negative(v.as_f64()) {
+                Some(x) => {
+                    isolated = Some((job_type, scale, x));
+                    rows.report.rows_kept += 1;
+                }
+                None => rows.drop_row(&field, "not a non-negative number", &v.to_string())?,
+            }
+            continue;
+        }
+        let Some((other_type, other_scale)) = parse_gavel_job_key(other) else {
+            rows.drop_row(&field, "job key is not \"(job type, scale factor)\"", other)?;
+            continue;
+        };
+        let pair = v.as_array().filter(|a| a.len() == 2).and_then(|a| {
+            Some((
+                non_negative(a.first()?.as_f64())?,
+                non_negative(a.get(1)?.as_f64())?,
+            ))
+        });
+        match pair {
+            Some((mine, theirs)) => {
+                pairs += 1;
+                rows.report.rows_kept += 1;
+                out.colocated.push(GavelColocated {
+                    gpu: gpu.to_string(),
+                    job_type,
+                    scale_factor: scale,
+                    other_job_type: other_type,
+                    other_scale_factor: other_scale,
+                    steps_per_s: mine,
+                    other_steps_per_s: theirs,
+                });
+            }
+            None => rows.drop_row(&field, "not a pair of non-negative numbers", &v.to_string())?,
+        }
+    }
+    if let Some((job_type, scale_factor, steps_per_s)) = isolated {
+        out.isolated.push(GavelThroughput {
+            gpu: gpu.to_string(),
+            job_type,
+            scale_factor,
+            steps_per_s,
+            colocated_pairs: pairs,
+        });
+    }
+    Ok(())
+}
+
+/// A finite non-negative number, else `None`.
+fn non_negative(x: Option<f64>) -> Option<f64> {
+    x.filter(|x| x.is_finite() && *x >= 0.0)
+}
+
+/// Orders a Gavel file's entries by GPU, job type and scale factor (then the other job's).
+fn sort_gavel(out: &mut GavelThroughputs) {
     let order = |g: &str, j: &str, s: u32| (g.to_string(), j.to_string(), s);
     out.isolated.sort_by(|a, b| {
         order(&a.gpu, &a.job_type, a.scale_factor).cmp(&order(&b.gpu, &b.job_type, b.scale_factor))
@@ -312,14 +326,6 @@ pub fn read_gavel_throughputs(
                 b.other_scale_factor,
             ))
     });
-    let zeros = out.isolated.iter().filter(|t| t.steps_per_s == 0.0).count();
-    if zeros > 0 {
-        report.note(format!(
-            "gavel: {zeros} isolated throughput(s) are 0 (job not run / does not fit on that GPU); relative_speeds skips them"
-        ));
-    }
-    report.files.push(path.display().to_string());
-    Ok((out, report))
 }
 
 /// Speed of each GPU type relative to `reference` (e.g. `k80`): the median, over the
@@ -403,7 +409,7 @@ pub fn read_fault_trace(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(Vec<FaultEpisode>, ReadReport), DatasetError> {
-    let root = parse_json(path)?;
+    let root = input::read_json(path)?;
     let Some(events) = root.as_array() else {
         return Err(DatasetError::format(
             path,
@@ -569,18 +575,15 @@ pub fn read_fault_statistics(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(FaultStatistics, ReadReport), DatasetError> {
-    let root = parse_json(path)?;
+    let root = input::read_json(path)?;
     let Some(levels) = root.as_object() else {
         return Err(DatasetError::format(
             path,
             "expected a JSON object of level → class → counts",
         ));
     };
-    let file = input::display_name(path);
-    let mut report = ReadReport::default();
+    let mut rows = JsonRows::new(path, opts);
     let mut stats = FaultStatistics::default();
-    let mut line = 0usize;
-    let count = |v: &Value| v.as_u64();
     for (level, classes) in levels {
         let Some(classes) = classes.as_object() else {
             return Err(DatasetError::format(
@@ -596,7 +599,7 @@ pub fn read_fault_statistics(
         let mut level_total = None;
         for (class, descs) in classes {
             if class == "LevelTotal" {
-                level_total = count(descs);
+                level_total = descs.as_u64();
                 if level_total.is_none() {
                     return Err(DatasetError::format(
                         path,
@@ -605,70 +608,77 @@ pub fn read_fault_statistics(
                 }
                 continue;
             }
-            let Some(descs) = descs.as_object() else {
-                return Err(DatasetError::format(
-                    path,
-                    format!("class `{level}.{class}` is not an object"),
-                ));
-            };
-            let mut cls = FaultClassStats {
-                class: class.clone(),
-                total: 0,
-                descs: BTreeMap::new(),
-            };
-            let mut class_total = None;
-            for (desc, v) in descs {
-                if desc == "ClassTotal" {
-                    class_total = count(v);
-                    if class_total.is_none() {
-                        return Err(DatasetError::format(
-                            path,
-                            format!("`{level}.{class}.ClassTotal` is not a count"),
-                        ));
-                    }
-                    continue;
-                }
-                line += 1;
-                report.rows_read += 1;
-                match count(v) {
-                    Some(c) => {
-                        report.rows_kept += 1;
-                        cls.descs.insert(desc.clone(), c);
-                    }
-                    None => report.drop_row(
-                        json_issue(
-                            &file,
-                            line,
-                            &format!("{level}/{class}/{desc}"),
-                            "not a count",
-                            &v.to_string(),
-                        ),
-                        opts,
-                    )?,
-                }
-            }
-            let sum: u64 = cls.descs.values().sum();
-            cls.total = class_total.unwrap_or(sum);
-            if cls.total != sum {
-                report.note(format!(
-                    "fault statistics: {level}/{class} ClassTotal {} ≠ sum of descriptions {sum}",
-                    cls.total
-                ));
-            }
+            let cls = read_fault_class(path, level, class, descs, &mut rows)?;
             lvl.classes.push(cls);
         }
         let sum: u64 = lvl.classes.iter().map(|c| c.total).sum();
         lvl.total = level_total.unwrap_or(sum);
         if lvl.total != sum {
-            report.note(format!(
+            rows.report.note(format!(
                 "fault statistics: {level} LevelTotal {} ≠ sum of classes {sum}",
                 lvl.total
             ));
         }
         stats.levels.push(lvl);
     }
+    let mut report = rows.report;
     report.files.push(path.display().to_string());
     Ok((stats, report))
+}
+
+/// One class of a level: its per-description counts (one row each) and its `ClassTotal`.
+fn read_fault_class(
+    path: &Path,
+    level: &str,
+    class: &str,
+    descs: &Value,
+    rows: &mut JsonRows,
+) -> Result<FaultClassStats, DatasetError> {
+    let Some(descs) = descs.as_object() else {
+        return Err(DatasetError::format(
+            path,
+            format!("class `{level}.{class}` is not an object"),
+        ));
+    };
+    let mut cls = FaultClassStats {
+        class: class.to_string(),
+        total: 0,
+        descs: BTreeMap::new(),
+    };
+    let mut class_total = None;
+    for (desc, v) in descs {
+        if desc == "ClassTotal" {
+            class_total = v.as_u64();
+            if class_total.is_none() {
+                return Err(DatasetError::format(
+                    path,
+                    format!("`{level}.{class}.ClassTotal` is not a count"),
+                ));
+            }
+            continue;
+        }
+        rows.next();
+        match v.as_u64() {
+            Some(c) => {
+                rows.report.rows_kept += 1;
+                cls.descs.insert(desc.clone(), c);
+            }
+            None => rows.drop_row(
+                &format!("{level}/{class}/{desc}"),
+                "not a count",
+                &v.to_string(),
+            )?,
+        }
+    }
+    let sum: u64 = cls.descs.values().sum();
+    cls.total = class_total.unwrap_or(sum);
+    if cls.total != sum {
+        rows.report.note(format!(
+            "fault statistics: {level}/{class} ClassTotal {} ≠ sum of descriptions {sum}",
+            cls.total
+        ));
+    }
+    Ok(cls)
 }
 
 // ---------------------------------------------------------------------------------------------

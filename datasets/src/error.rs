@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use crate::report::RowIssue;
+use crate::row_issue::RowIssue;
 
 /// Everything that can go wrong while reading a trace.
 #[derive(Debug, thiserror::Error)]

@@ -33,6 +33,13 @@ pub(crate) fn read_to_string(path: &Path) -> Result<String, DatasetError> {
     Ok(s)
 }
 
+/// Reads and parses a whole (possibly gzipped) JSON file; invalid JSON is a format error.
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, DatasetError> {
+    let text = read_to_string(path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| DatasetError::format(path, format!("not valid JSON: {e}")))
+}
+
 /// Reads the first `n` bytes (decompressed) for format detection.
 pub(crate) fn peek(path: &Path, n: usize) -> Result<Vec<u8>, DatasetError> {
     let mut r = open(path)?.take(n as u64);

@@ -34,6 +34,7 @@ mod input;
 pub mod jobs;
 mod other;
 mod report;
+mod row_issue;
 pub mod schema;
 pub mod split;
 pub mod summary;

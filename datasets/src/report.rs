@@ -1,11 +1,12 @@
 //! Row-level accounting of what a reader kept and dropped.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Serialize;
 
 use crate::error::DatasetError;
+pub(crate) use crate::row_issue::shown_value;
+pub use crate::row_issue::RowIssue;
 use crate::schema::TimeOrigin;
 use crate::zone::TraceZone;
 
@@ -28,35 +29,6 @@ impl Default for ReadOptions {
             max_detailed_issues: 200,
             timezone: TraceZone::Utc,
         }
-    }
-}
-
-/// One malformed row: where it is and why it was dropped.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RowIssue {
-    /// File the row came from.
-    pub file: String,
-    /// 1-based line number in that file (for JSON inputs: 1-based record index).
-    pub line: u64,
-    /// The field at fault.
-    pub field: String,
-    /// Why the row was dropped, without the value (used to group counts).
-    pub reason: String,
-    /// The offending value as read (truncated to 60 characters).
-    pub value: String,
-}
-
-impl fmt::Display for RowIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}: field `{}`: {}",
-            self.file, self.line, self.field, self.reason
-        )?;
-        if !self.value.is_empty() {
-            write!(f, " (got {:?})", self.value)?;
-        }
-        Ok(())
     }
 }
 
@@ -133,15 +105,6 @@ impl ReadReport {
             self.note(n);
         }
     }
-}
-
-/// Truncates a raw value for display in a [`RowIssue`].
-pub(crate) fn shown_value(raw: &str) -> String {
-    let mut s: String = raw.chars().take(60).collect();
-    if raw.chars().count() > 60 {
-        s.push('…');
-    }
-    s
 }
 
 /// What `augur data inspect` shows for a file that holds no jobs (curves, DAGs, cluster

@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(sum.submit_span, Some((0.0, 8.0)));
     }
 
-    /// Found by `tests/fuzz_readers.rs`: a GPU count of 2^63 or more (`1e30` in a Philly
+    /// Found by `tests/fuzz_readers/`: a GPU count of 2^63 or more (`1e30` in a Philly
     /// `num_gpus`) overflowed `next_power_of_two` (a panic in debug builds, a `1-0` bucket in
     /// release), and counts above 2^32 sorted as small ones.
     #[test]

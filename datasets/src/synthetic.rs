@@ -8,35 +8,13 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use augur_numeric::SplitMix64;
+
 use crate::error::DatasetError;
 
-/// SplitMix64: a small deterministic generator (no dependency, same stream on every platform).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u1, u2) = (self.unit(), self.unit());
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-
-    /// Log-normal with the given median and log-space sigma.
-    fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
-        median * (sigma * self.normal()).exp()
-    }
+/// Log-normal with the given median and log-space sigma.
+fn log_normal(rng: &mut SplitMix64, median: f64, sigma: f64) -> f64 {
+    median * (sigma * rng.normal()).exp()
 }
 
 /// Writes a **SYNTHETIC** standard-SWF job log (18 fields, see [`crate::jobs::swf`]) of
@@ -72,24 +50,24 @@ fn write_rows(out: &mut impl Write, rows: u64, seed: u64) -> std::io::Result<()>
     let mut rng = SplitMix64(seed);
     let mut submit = 0.0f64;
     for id in 1..=rows {
-        submit += -rng.unit().ln() * 20.0;
-        let wait = if rng.unit() < 0.4 {
+        submit += -rng.unit_open().ln() * 20.0;
+        let wait = if rng.unit_open() < 0.4 {
             0.0
         } else {
-            rng.log_normal(120.0, 1.5).min(WEEK)
+            log_normal(&mut rng, 120.0, 1.5).min(WEEK)
         };
-        let run = rng.log_normal(600.0, 2.0).clamp(1.0, WEEK);
+        let run = log_normal(&mut rng, 600.0, 2.0).clamp(1.0, WEEK);
         // 1, 2, 4, ... 4096 processors, small counts most likely.
-        let procs = 1u64 << (-rng.unit().ln() * 2.0).min(12.0) as u32;
-        let cpu = run * (0.5 + 0.5 * rng.unit());
-        let requested = (run * (1.0 + 3.0 * rng.unit())).min(2.0 * WEEK);
+        let procs = 1u64 << (-rng.unit_open().ln() * 2.0).min(12.0) as u32;
+        let cpu = run * (0.5 + 0.5 * rng.unit_open());
+        let requested = (run * (1.0 + 3.0 * rng.unit_open())).min(2.0 * WEEK);
         let mem_kb = 1024u64 << (rng.next_u64() % 6);
-        let status = match rng.unit() {
+        let status = match rng.unit_open() {
             u if u < 0.85 => 1,
             u if u < 0.95 => 0,
             _ => 5,
         };
-        let user = (5000f64.powf(rng.unit()) as u64).clamp(1, 5000);
+        let user = (5000f64.powf(rng.unit_open()) as u64).clamp(1, 5000);
         let app = 1 + rng.next_u64() % 200;
         let queue = 1 + rng.next_u64() % 4;
         writeln!(

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use augur_numeric::median_sorted_f32;
+
 use crate::schema::{PER_KEY_FEATURES, RATIO_FEATURES};
 
 /// Finished durations kept per key.
@@ -119,7 +121,7 @@ impl History {
         if n > 0 {
             let v = sorted(&self.recent);
             let s = &v[..n];
-            out[4] = median_sorted(s);
+            out[4] = median_sorted_f32(s);
             let mean = s.iter().sum::<f32>() / n as f32;
             out[5] = (s.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n as f32).sqrt();
             out[13] = s[(n - 1) / 4];
@@ -163,7 +165,7 @@ impl History {
             out[per + 2] = if q.is_empty() {
                 nan
             } else {
-                median_sorted(&sorted(q)[..q.len()])
+                median_sorted_f32(&sorted(q)[..q.len()])
             };
         }
     }
@@ -181,15 +183,6 @@ fn sorted(q: &VecDeque<f32>) -> [f32; KEEP] {
 }
 
 /// Median of a sorted, non-empty slice.
-fn median_sorted(s: &[f32]) -> f32 {
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,18 +29,15 @@
 //! `linfa-linear` itself has OLS and GLMs but no ridge penalty, sample weights or L1/quantile
 //! loss (see [`linear`]). burn is the maintained pure-Rust deep-learning framework with
 //! autodiff and optimisers; we use only its `ndarray` CPU backend and `autodiff`, with
-//! default features off, and never at inference time. Build cost (measured on the 2-core
-//! machine, dev profile with optimised dependencies): burn and its ~60 crates take about
-//! 4.6 CPU-minutes to compile cold, roughly +2.5 min of wall time on a 2-core cold build;
-//! `ndarray` 0.16 + `linfa-linalg` about 0.5 CPU-minute.
+//! default features off, and never at inference time.
 //!
 //! Why our own GBDT rather than a crate: the maintained pure-Rust GBDT (`perpetual` 2.x)
 //! requires a nightly compiler (`#![feature(array_ptr_get)]`); `forust-ml` is archived and has
 //! only squared and log loss (no L1/quantile, which runtime prediction in log space needs);
 //! LightGBM bindings (`lightgbm3`) need a C++/CMake build that would add minutes and a
 //! system dependency to every cold CI run. A histogram GBDT in the LightGBM style
-//! (leaf-wise growth, histogram subtraction, leaf refit for L1/quantile) is ~500 lines here,
-//! tested, and lets us train on exactly the loss we evaluate.
+//! (leaf-wise growth, histogram subtraction, leaf refit for L1/quantile) is small, tested,
+//! and lets us train on exactly the loss we evaluate.
 
 pub mod gbdt;
 pub mod gru;

@@ -17,8 +17,8 @@
 //! algebra.
 //!
 //! - L2 is one exact ridge solve. (linfa-linear 0.8 offers OLS via Householder QR and GLMs
-//!   via L-BFGS but no ridge penalty and no sample weights; its QR took 4.1 s on a
-//!   64k × 300 design where Gram + Cholesky took 0.29 s.)
+//!   via L-BFGS but no ridge penalty and no sample weights, and its QR is much slower than
+//!   one Gram matrix and a Cholesky factorisation on our designs.)
 //! - L1 and quantile loss have no solver in linfa. They use ADMM in the standard splitting
 //!   for quantile regression (Boyd et al. 2011, §6; Gu et al. 2018): with `r = y − Ẑβ`,
 //!   - β-step: `(ẐᵀẐ + (Sλ/σ)D) β = Ẑᵀ(y − r − u)` — a solve with the one Cholesky factor,
@@ -36,8 +36,7 @@
 //!   `(objective − g) / objective ≤ tol` ([`LinearModel::duality_gap`]); with `l2 = 0`
 //!   the bound is vacuous and Boyd's primal/dual residual rule is used.
 //!   [`LinearModel::converged`] says whether this happened within
-//!   [`LinearParams::max_iter`]. On the bundled Mira / Philly / ITP traces (≈ 15–53k rows,
-//!   ≈ 80–135 preprocessed columns) a 0.1 % gap took 290–780 iterations, 0.9–2.2 s.
+//!   [`LinearParams::max_iter`].
 
 use linfa_linalg::cholesky::CholeskyInplace;
 use linfa_linalg::triangular::{SolveTriangularInplace, UPLO};
@@ -354,13 +353,30 @@ struct Solution {
     gap: Option<f64>,
 }
 
+/// Sums over the rows of one ADMM pass.
 struct Partial {
+    /// `Ẑᵀr` and `Ẑᵀu` (intercept last).
     zr: Vec<f64>,
     zu: Vec<f64>,
+    /// `‖Ẑβ + r − y‖²`, `‖Ẑβ‖²`, `‖r‖²`.
     prim2: f64,
     zb2: f64,
     r2: f64,
+    /// The weighted loss of the residuals `y − Ẑβ`.
     loss: f64,
+}
+
+impl Partial {
+    fn zeros(m1: usize) -> Partial {
+        Partial {
+            zr: vec![0.0; m1],
+            zu: vec![0.0; m1],
+            prim2: 0.0,
+            zb2: 0.0,
+            r2: 0.0,
+            loss: 0.0,
+        }
+    }
 }
 
 impl LinearParams {
@@ -380,7 +396,9 @@ impl LinearParams {
         pinball_slopes(self.objective)
     }
 
-    /// ADMM for `(1/S) Σ w_i ℓ(r_i) + (λ/2)‖β‖²` (see the module docs). Returns
+    /// ADMM for `(1/S) Σ w_i ℓ(r_i) + (λ/2)‖β‖²` (see the module docs), from the ridge warm
+    /// start until the duality gap (or, without a ridge term, Boyd's residual rule) certifies
+    /// the fit or [`LinearParams::max_iter`] runs out.
     fn admm(
         &self,
         d: &Design,
@@ -392,19 +410,8 @@ impl LinearParams {
         let m1 = m + 1;
         let s_total = w.map_or(n as f64, |w| w.iter().sum());
         let g = d.gram(None);
-        // warm start: ridge on the unweighted Gram, intercept at the loss's quantile
-        let ridge_add: Vec<f64> = (0..m1)
-            .map(|k| if k < m { self.l2 * n as f64 } else { 0.0 })
-            .collect();
         let zty = d.xt_weighted(y, None);
-        let mut beta = solve(&factor(&g, &ridge_add)?, &zty)?;
-        {
-            let q = slopes.0 / (slopes.0 + slopes.1);
-            let mut res: Vec<(f64, f64)> = (0..n)
-                .map(|i| (y[i] - d.predict(&beta, i), w.map_or(1.0, |w| w[i])))
-                .collect();
-            beta[m] += weighted_quantile(&mut res, q);
-        }
+        let mut beta = self.warm_start(d, y, w, slopes, &g, &zty)?;
         let mut r: Vec<f64> = (0..n).map(|i| y[i] - d.predict(&beta, i)).collect();
         let mut u = vec![0.0; n];
         let mut zr = d.xt_weighted(&r, None);
@@ -425,75 +432,23 @@ impl LinearParams {
         };
         let mut l = factor(&g, &penalty(sigma))?;
         let mut gap = None;
-        // over-relaxation (Boyd et al. §3.4.3): Ẑβ is replaced by RELAX·Ẑβ + (1 − RELAX)(y − r)
-        const RELAX: f64 = 1.6;
         for it in 0..self.max_iter {
             let rhs: Vec<f64> = (0..m1).map(|k| zty[k] - zr[k] - zu[k]).collect();
             beta = solve(&l, &rhs)?;
-            let beta_ref = &beta;
-            let parts: Vec<Partial> = r
-                .par_chunks_mut(CHUNK)
-                .zip(u.par_chunks_mut(CHUNK))
-                .enumerate()
-                .map(|(c, (rc, uc))| {
-                    let mut p = Partial {
-                        zr: vec![0.0; m1],
-                        zu: vec![0.0; m1],
-                        prim2: 0.0,
-                        zb2: 0.0,
-                        r2: 0.0,
-                        loss: 0.0,
-                    };
-                    for (k, (ri, ui)) in rc.iter_mut().zip(uc.iter_mut()).enumerate() {
-                        let i = c * CHUNK + k;
-                        let zb = d.predict(beta_ref, i);
-                        let wi = w.map_or(1.0, |w| w[i]);
-                        let fit = RELAX * zb + (1.0 - RELAX) * (y[i] - *ri);
-                        let rn = prox(y[i] - fit - *ui, wi / sigma, slopes);
-                        let un = *ui + fit + rn - y[i];
-                        *ri = rn;
-                        *ui = un;
-                        for ((a, b), &z) in p.zr.iter_mut().zip(p.zu.iter_mut()).zip(d.row(i)) {
-                            *a += f64::from(z) * rn;
-                            *b += f64::from(z) * un;
-                        }
-                        p.zr[m] += rn;
-                        p.zu[m] += un;
-                        let pr = zb + rn - y[i];
-                        p.prim2 += pr * pr;
-                        p.zb2 += zb * zb;
-                        p.r2 += rn * rn;
-                        let res = y[i] - zb;
-                        p.loss += wi * (slopes.0 * res).max(-slopes.1 * res);
-                    }
-                    p
-                })
-                .collect();
-            let (mut prim2, mut zb2, mut r2, mut loss) = (0.0, 0.0, 0.0, 0.0);
-            let mut zr_new = vec![0.0; m1];
-            let mut zu_new = vec![0.0; m1];
-            for p in parts {
-                prim2 += p.prim2;
-                zb2 += p.zb2;
-                r2 += p.r2;
-                loss += p.loss;
-                for k in 0..m1 {
-                    zr_new[k] += p.zr[k];
-                    zu_new[k] += p.zu[k];
-                }
-            }
+            let pass = admm_pass(d, y, w, &beta, &mut r, &mut u, sigma, slopes);
             let dual = sigma
-                * zr_new
+                * pass
+                    .zr
                     .iter()
                     .zip(&zr)
                     .map(|(a, b)| (a - b) * (a - b))
                     .sum::<f64>()
                     .sqrt();
-            let prim = prim2.sqrt();
-            zr = zr_new;
-            zu = zu_new;
-            let eps_pri =
-                (n as f64).sqrt() * eps_abs + eps_rel * zb2.sqrt().max(r2.sqrt()).max(y_norm);
+            let prim = pass.prim2.sqrt();
+            zr = pass.zr;
+            zu = pass.zu;
+            let eps_pri = (n as f64).sqrt() * eps_abs
+                + eps_rel * pass.zb2.sqrt().max(pass.r2.sqrt()).max(y_norm);
             if !(prim.is_finite() && dual.is_finite()) {
                 return Err(ModelError::Numerical("ADMM diverged".into()));
             }
@@ -501,8 +456,8 @@ impl LinearParams {
                 + eps_rel * sigma * zu.iter().map(|v| v * v).sum::<f64>().sqrt();
             let boyd = prim <= eps_pri && dual <= eps_dual;
             if it % 10 == 9 || boyd || it + 1 == self.max_iter {
-                let primal =
-                    loss + 0.5 * s_total * self.l2 * beta[..m].iter().map(|b| b * b).sum::<f64>();
+                let primal = pass.loss
+                    + 0.5 * s_total * self.l2 * beta[..m].iter().map(|b| b * b).sum::<f64>();
                 let lower = self.dual_objective(d, y, w, &u, sigma, slopes, s_total);
                 gap = lower
                     .is_finite()
@@ -539,6 +494,92 @@ impl LinearParams {
             gap,
         })
     }
+
+    /// ADMM's starting point: ridge on the unweighted Gram matrix `g` (with `zty = Ẑᵀy`), its
+    /// intercept moved to the loss's quantile of the residuals.
+    fn warm_start(
+        &self,
+        d: &Design,
+        y: &[f64],
+        w: Option<&[f64]>,
+        slopes: (f64, f64),
+        g: &Array2<f64>,
+        zty: &[f64],
+    ) -> Result<Vec<f64>, ModelError> {
+        let (n, m) = (d.n, d.m);
+        let ridge_add: Vec<f64> = (0..=m)
+            .map(|k| if k < m { self.l2 * n as f64 } else { 0.0 })
+            .collect();
+        let mut beta = solve(&factor(g, &ridge_add)?, zty)?;
+        let q = slopes.0 / (slopes.0 + slopes.1);
+        let mut res: Vec<(f64, f64)> = (0..n)
+            .map(|i| (y[i] - d.predict(&beta, i), w.map_or(1.0, |w| w[i])))
+            .collect();
+        beta[m] += weighted_quantile(&mut res, q);
+        Ok(beta)
+    }
+}
+
+/// One ADMM pass over the rows at `beta`, in parallel chunks summed in order: the r- and
+/// u-steps (over-relaxed) update `r` and `u` in place; returns `Ẑᵀr`, `Ẑᵀu`, the residual
+/// norms and the loss at `beta`.
+#[allow(clippy::too_many_arguments)]
+fn admm_pass(
+    d: &Design,
+    y: &[f64],
+    w: Option<&[f64]>,
+    beta: &[f64],
+    r: &mut [f64],
+    u: &mut [f64],
+    sigma: f64,
+    slopes: (f64, f64),
+) -> Partial {
+    // over-relaxation (Boyd et al. §3.4.3): Ẑβ is replaced by RELAX·Ẑβ + (1 − RELAX)(y − r)
+    const RELAX: f64 = 1.6;
+    let (m, m1) = (d.m, d.m + 1);
+    let parts: Vec<Partial> = r
+        .par_chunks_mut(CHUNK)
+        .zip(u.par_chunks_mut(CHUNK))
+        .enumerate()
+        .map(|(c, (rc, uc))| {
+            let mut p = Partial::zeros(m1);
+            for (k, (ri, ui)) in rc.iter_mut().zip(uc.iter_mut()).enumerate() {
+                let i = c * CHUNK + k;
+                let zb = d.predict(beta, i);
+                let wi = w.map_or(1.0, |w| w[i]);
+                let fit = RELAX * zb + (1.0 - RELAX) * (y[i] - *ri);
+                let rn = prox(y[i] - fit - *ui, wi / sigma, slopes);
+                let un = *ui + fit + rn - y[i];
+                *ri = rn;
+                *ui = un;
+                for ((a, b), &z) in p.zr.iter_mut().zip(p.zu.iter_mut()).zip(d.row(i)) {
+                    *a += f64::from(z) * rn;
+                    *b += f64::from(z) * un;
+                }
+                p.zr[m] += rn;
+                p.zu[m] += un;
+                let pr = zb + rn - y[i];
+                p.prim2 += pr * pr;
+                p.zb2 += zb * zb;
+                p.r2 += rn * rn;
+                let res = y[i] - zb;
+                p.loss += wi * (slopes.0 * res).max(-slopes.1 * res);
+            }
+            p
+        })
+        .collect();
+    let mut total = Partial::zeros(m1);
+    for p in parts {
+        total.prim2 += p.prim2;
+        total.zb2 += p.zb2;
+        total.r2 += p.r2;
+        total.loss += p.loss;
+        for k in 0..m1 {
+            total.zr[k] += p.zr[k];
+            total.zu[k] += p.zu[k];
+        }
+    }
+    total
 }
 
 impl LinearParams {

@@ -18,13 +18,13 @@
 //!   stops after [`MlpParams::early_stopping_epochs`] epochs without improvement.
 //! - **Serving**: after training the weights are copied out of the burn tensors into
 //!   [`Dense`] layers (plain `Vec<f32>`), and [`MlpModel`] predicts with a hand-written
-//!   forward pass: no burn, no allocation for small networks, a few µs per row.
+//!   forward pass: no burn, no allocation for small networks.
 //!
 //! Why burn: it is the maintained pure-Rust deep-learning framework with autodiff and
-//! optimisers (no libtorch download, no C++ build). Build cost: burn with only `std`,
-//! `ndarray` and `autodiff` adds about 60 crates; see the crate docs for the measured
-//! cold-build time.
+//! optimisers (no libtorch download, no C++ build); we enable only its `std`, `ndarray` and
+//! `autodiff` features.
 
+use augur_numeric::SplitMix64;
 use burn::backend::ndarray::NdArrayDevice;
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, Param};
@@ -38,9 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gbdt::{Objective, Validation};
 use crate::linear::{check_predict_shape, pinball_slopes};
-use crate::preprocess::{
-    target_center_scale, with_scratch, PreprocessParams, Preprocessor, SplitMix,
-};
+use crate::preprocess::{target_center_scale, with_scratch, PreprocessParams, Preprocessor};
 use crate::{Fit, Matrix, ModelError, Predict, TrainSet};
 
 type TrainBackend = Autodiff<NdArray<f32>>;
@@ -379,56 +377,20 @@ impl MlpParams {
             .iter()
             .map(|v| ((v - y_center) / y_scale) as f32)
             .collect();
-        let valid = match valid {
-            Some(v) => {
-                if v.y.len() != v.x.rows() {
-                    return Err(ModelError::InvalidData(format!(
-                        "{} validation targets for {} rows",
-                        v.y.len(),
-                        v.x.rows()
-                    )));
-                }
-                Some((pre.transform(&v.x)?, v.y))
-            }
-            None => None,
-        };
+        let valid = preprocessed_validation(&pre, valid)?;
         let weights: Option<Vec<f32>> = train.weights.map(|w| {
             let mean = w.iter().sum::<f64>() / n as f64;
             w.iter().map(|v| (v / mean.max(1e-300)) as f32).collect()
         });
 
         let device = NdArrayDevice::default();
-        let mut rng = SplitMix(self.seed ^ 0x6d6c_705f_7365_6564);
+        let mut rng = SplitMix64(self.seed ^ 0x6d6c_705f_7365_6564);
         let mut dims = vec![m];
         dims.extend(&self.hidden);
         dims.push(1);
-        let n_layers = dims.len() - 1;
-        let layers: Vec<Linear<TrainBackend>> = dims
-            .windows(2)
-            .enumerate()
-            .map(|(i, d)| {
-                let (fan_in, fan_out) = (d[0], d[1]);
-                let bound = if i + 1 == n_layers {
-                    (6.0 / (fan_in + fan_out) as f64).sqrt()
-                } else {
-                    (6.0 / fan_in.max(1) as f64).sqrt()
-                };
-                let w: Vec<f32> = (0..fan_in * fan_out)
-                    .map(|_| ((2.0 * rng.unit() - 1.0) * bound) as f32)
-                    .collect();
-                Linear {
-                    weight: Param::from_tensor(Tensor::from_data(
-                        TensorData::new(w, [fan_in, fan_out]),
-                        &device,
-                    )),
-                    bias: Some(Param::from_tensor(Tensor::from_data(
-                        TensorData::new(vec![0.0f32; fan_out], [fan_out]),
-                        &device,
-                    ))),
-                }
-            })
-            .collect();
-        let mut net = Net { layers };
+        let mut net = Net {
+            layers: seeded_layers(&dims, &mut rng, &device),
+        };
         let mut optim = AdamWConfig::new()
             .with_weight_decay(self.weight_decay as f32)
             .with_epsilon(1e-8)
@@ -436,7 +398,17 @@ impl MlpParams {
 
         let bs = self.batch_size.min(n);
         let steps_per_epoch = n.div_ceil(bs);
-        let total_steps = (self.epochs * steps_per_epoch).max(1) as f64;
+        let data = TrainData {
+            z: &z,
+            yt: &yt,
+            weights: weights.as_deref(),
+            m,
+            batch_size: bs,
+            slopes,
+            device: &device,
+            steps_per_epoch,
+            total_steps: (self.epochs * steps_per_epoch).max(1) as f64,
+        };
         let mut order: Vec<usize> = (0..n).collect();
         let snapshot = |layers: Vec<Dense>, epochs: usize, valid_loss: Vec<f64>| MlpModel {
             objective: self.objective,
@@ -452,49 +424,7 @@ impl MlpParams {
         let mut last_layers = Vec::new();
         for epoch in 0..self.epochs {
             rng.shuffle(&mut order);
-            for (bi, idx) in order.chunks(bs).enumerate() {
-                let b = idx.len();
-                let mut xb = Vec::with_capacity(b * m);
-                for &i in idx {
-                    xb.extend_from_slice(&z[i * m..(i + 1) * m]);
-                }
-                let yb: Vec<f32> = idx.iter().map(|&i| yt[i]).collect();
-                let step = (epoch * steps_per_epoch + bi) as f64;
-                let lr = self.learning_rate
-                    * (0.05
-                        + 0.95 * 0.5 * (1.0 + (std::f64::consts::PI * step / total_steps).cos()));
-                let x = Tensor::<TrainBackend, 2>::from_data(TensorData::new(xb, [b, m]), &device);
-                let y = Tensor::<TrainBackend, 2>::from_data(TensorData::new(yb, [b, 1]), &device);
-                let diff = net.forward(x) - y;
-                let per_row = match slopes {
-                    None => diff.clone() * diff,
-                    Some((a, c)) => {
-                        // residual r = y − pred = −diff; pinball = max(a·r, −c·r)
-                        let r = diff.neg();
-                        r.clone().mul_scalar(a).max_pair(r.mul_scalar(-c))
-                    }
-                };
-                let loss = match &weights {
-                    None => per_row.mean(),
-                    Some(w) => {
-                        let wb: Vec<f32> = idx.iter().map(|&i| w[i]).collect();
-                        let wsum: f32 = wb.iter().sum();
-                        let wt = Tensor::<TrainBackend, 2>::from_data(
-                            TensorData::new(wb, [b, 1]),
-                            &device,
-                        );
-                        (per_row * wt).sum().div_scalar(wsum.max(1e-12))
-                    }
-                };
-                let grads = GradientsParams::from_grads(loss.backward(), &net);
-                if !loss.into_scalar().is_finite() {
-                    return Err(ModelError::Numerical(format!(
-                        "MLP training diverged in epoch {}",
-                        epoch + 1
-                    )));
-                }
-                net = optim.step(lr, net, grads);
-            }
+            net = self.train_epoch(net, &mut optim, &order, epoch, &data)?;
             progress(epoch + 1, self.epochs);
             let layers = export(&net)?;
             if let Some((vz, vy)) = &valid {
@@ -518,18 +448,151 @@ impl MlpParams {
             None => snapshot(last_layers, self.epochs, Vec::new()),
         };
         model.valid_loss = valid_loss;
-        if model
-            .layers
-            .iter()
-            .any(|l| l.w.iter().chain(&l.b).any(|v| !v.is_finite()))
-        {
-            return Err(ModelError::Numerical(
-                "MLP training produced non-finite weights".into(),
-            ));
-        }
+        check_finite_weights(&model)?;
         model.check_shapes()?;
         Ok(model)
     }
+
+    /// One optimiser step per mini-batch of rows in `order`; the learning rate decays along a
+    /// cosine from the peak to 5 % of it.
+    fn train_epoch(
+        &self,
+        mut net: Net<TrainBackend>,
+        optim: &mut impl Optimizer<Net<TrainBackend>, TrainBackend>,
+        order: &[usize],
+        epoch: usize,
+        data: &TrainData,
+    ) -> Result<Net<TrainBackend>, ModelError> {
+        let (m, device) = (data.m, data.device);
+        for (bi, idx) in order.chunks(data.batch_size).enumerate() {
+            let b = idx.len();
+            let mut xb = Vec::with_capacity(b * m);
+            for &i in idx {
+                xb.extend_from_slice(&data.z[i * m..(i + 1) * m]);
+            }
+            let yb: Vec<f32> = idx.iter().map(|&i| data.yt[i]).collect();
+            let step = (epoch * data.steps_per_epoch + bi) as f64;
+            let lr = self.learning_rate
+                * (0.05
+                    + 0.95 * 0.5 * (1.0 + (std::f64::consts::PI * step / data.total_steps).cos()));
+            let x = Tensor::<TrainBackend, 2>::from_data(TensorData::new(xb, [b, m]), device);
+            let y = Tensor::<TrainBackend, 2>::from_data(TensorData::new(yb, [b, 1]), device);
+            let diff = net.forward(x) - y;
+            let per_row = match data.slopes {
+                None => diff.clone() * diff,
+                Some((a, c)) => {
+                    // residual r = y − pred = −diff; pinball = max(a·r, −c·r)
+                    let r = diff.neg();
+                    r.clone().mul_scalar(a).max_pair(r.mul_scalar(-c))
+                }
+            };
+            let loss = match data.weights {
+                None => per_row.mean(),
+                Some(w) => {
+                    let wb: Vec<f32> = idx.iter().map(|&i| w[i]).collect();
+                    let wsum: f32 = wb.iter().sum();
+                    let wt =
+                        Tensor::<TrainBackend, 2>::from_data(TensorData::new(wb, [b, 1]), device);
+                    (per_row * wt).sum().div_scalar(wsum.max(1e-12))
+                }
+            };
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            if !loss.into_scalar().is_finite() {
+                return Err(ModelError::Numerical(format!(
+                    "MLP training diverged in epoch {}",
+                    epoch + 1
+                )));
+            }
+            net = optim.step(lr, net, grads);
+        }
+        Ok(net)
+    }
+}
+
+/// Refuses a fit with a weight or bias that is not finite.
+fn check_finite_weights(model: &MlpModel) -> Result<(), ModelError> {
+    if model
+        .layers
+        .iter()
+        .any(|l| l.w.iter().chain(&l.b).any(|v| !v.is_finite()))
+    {
+        return Err(ModelError::Numerical(
+            "MLP training produced non-finite weights".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What every epoch trains on, and the step counts of the learning-rate schedule.
+struct TrainData<'a> {
+    /// Preprocessed training rows, row-major `n × m`.
+    z: &'a [f32],
+    /// Standardised targets.
+    yt: &'a [f32],
+    /// Row weights normalised to mean 1.
+    weights: Option<&'a [f32]>,
+    m: usize,
+    batch_size: usize,
+    /// Pinball slopes of a quantile objective; `None` for squared error.
+    slopes: Option<(f64, f64)>,
+    device: &'a NdArrayDevice,
+    steps_per_epoch: usize,
+    total_steps: f64,
+}
+
+/// Validation rows preprocessed like the training rows (row-major), and their targets.
+type PreprocessedValidation<'a> = (Vec<f32>, &'a [f64]);
+
+/// The validation rows preprocessed like the training rows, with their targets.
+fn preprocessed_validation<'a>(
+    pre: &Preprocessor,
+    valid: Option<Validation<'a>>,
+) -> Result<Option<PreprocessedValidation<'a>>, ModelError> {
+    let Some(v) = valid else {
+        return Ok(None);
+    };
+    if v.y.len() != v.x.rows() {
+        return Err(ModelError::InvalidData(format!(
+            "{} validation targets for {} rows",
+            v.y.len(),
+            v.x.rows()
+        )));
+    }
+    Ok(Some((pre.transform(&v.x)?, v.y)))
+}
+
+/// Seeded layers of widths `dims` (input, hidden..., 1) with zero biases: He-uniform hidden
+/// weights, Glorot-uniform output weights, drawn from `rng` layer by layer.
+fn seeded_layers(
+    dims: &[usize],
+    rng: &mut SplitMix64,
+    device: &NdArrayDevice,
+) -> Vec<Linear<TrainBackend>> {
+    let n_layers = dims.len() - 1;
+    dims.windows(2)
+        .enumerate()
+        .map(|(i, d)| {
+            let (fan_in, fan_out) = (d[0], d[1]);
+            let bound = if i + 1 == n_layers {
+                (6.0 / (fan_in + fan_out) as f64).sqrt()
+            } else {
+                (6.0 / fan_in.max(1) as f64).sqrt()
+            };
+            let w: Vec<f32> = (0..fan_in * fan_out)
+                .map(|_| ((2.0 * rng.unit() - 1.0) * bound) as f32)
+                .collect();
+            Linear {
+                weight: Param::from_tensor(Tensor::from_data(
+                    TensorData::new(w, [fan_in, fan_out]),
+                    device,
+                )),
+                bias: Some(Param::from_tensor(Tensor::from_data(
+                    TensorData::new(vec![0.0f32; fan_out], [fan_out]),
+                    device,
+                ))),
+            }
+        })
+        .collect()
 }
 
 impl MlpModel {

@@ -1,5 +1,5 @@
-//! Feature preprocessing shared by the [`linear`](crate::linear) and [`mlp`](crate::mlp)
-//! families (trees need none of it).
+//! Feature preprocessing shared by the linear, MLP and GRU families (trees need none of
+//! it).
 //!
 //! Runtime features are full of NaN (no history yet) and heavy tails (byte counts, queue
 //! lengths, past runtimes in seconds). A [`Preprocessor`] is fitted on the training rows
@@ -365,35 +365,6 @@ pub(crate) fn target_center_scale(y: &[f64]) -> (f64, f64) {
     (med, if scale > 1e-12 { scale } else { 1.0 })
 }
 
-/// Small deterministic PRNG (splitmix64) for initialisation and shuffling.
-#[derive(Debug, Clone)]
-pub(crate) struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
-    }
-    /// Fisher–Yates shuffle.
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,15 +408,5 @@ mod tests {
         // short rows are all-missing, not a panic
         p.transform_row(&[], &mut out);
         assert_eq!(out, vec![0.0, 0.0, 1.0]);
-    }
-
-    #[test]
-    fn shuffle_is_a_permutation() {
-        let mut v: Vec<usize> = (0..100).collect();
-        SplitMix(3).shuffle(&mut v);
-        let mut s = v.clone();
-        s.sort_unstable();
-        assert_eq!(s, (0..100).collect::<Vec<_>>());
-        assert_ne!(v, s);
     }
 }

@@ -168,4 +168,14 @@ mod tests {
         assert_eq!(sorted, (0..50).collect::<Vec<_>>());
         assert_ne!(v, sorted);
     }
+
+    #[test]
+    fn shuffle_is_a_permutation() {
+        let mut v: Vec<usize> = (0..100).collect();
+        SplitMix64(3).shuffle(&mut v);
+        let mut s = v.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..100).collect::<Vec<_>>());
+        assert_ne!(v, s);
+    }
 }

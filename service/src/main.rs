@@ -31,6 +31,7 @@ fn init_tracing(format: cli::LogFormat) {
 /// `augur … | head` must end quietly when the reader goes away, as Unix tools do, not panic
 /// in `println!`: restore the default SIGPIPE action that the Rust runtime sets to ignore.
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn restore_default_sigpipe() {
     // SAFETY: called first thing in main, before any thread is spawned; SIG_DFL is a valid
     // disposition for SIGPIPE.

@@ -125,7 +125,7 @@ impl<'a> Row<'a> {
 }
 
 /// Where a file's line breaks are, as far as the CSV parser has read it. The parser's own line
-/// numbers are wrong after CRLF line ends and blank lines (rust-csv issues #395 and #208), so
+/// numbers are wrong after CRLF line ends and blank lines (known rust-csv bugs), so
 /// rows are numbered from the bytes: `\n`, `\r\n` and a lone `\r` each end one line.
 #[derive(Default)]
 struct LineBreaks {

@@ -29,9 +29,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::fields::read_csv_rows;
+use super::fields::{read_csv_rows, CsvColumns, Row};
 use super::philly::parse_timestamp;
-use super::{CsvColumns, Row};
 use crate::error::DatasetError;
 use crate::report::{ReadOptions, ReadReport, RowIssue};
 use crate::schema::{JobRecord, JobStatus, TimeOrigin};

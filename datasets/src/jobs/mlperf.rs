@@ -27,8 +27,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::fields::read_csv_rows;
-use super::Row;
+use super::fields::{read_csv_rows, Row};
 use crate::error::DatasetError;
 use crate::report::{ReadOptions, ReadReport, RowIssue};
 use crate::schema::{JobRecord, JobStatus, TimeOrigin};

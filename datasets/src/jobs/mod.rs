@@ -19,7 +19,7 @@ pub mod sacct;
 mod slurm;
 pub mod swf;
 
-pub(crate) use fields::{read_csv_rows, CsvColumns, Row};
+pub(crate) use fields::{read_csv_rows, Row};
 
 /// Reads a job trace row by row, handing each kept job to `sink`. Memory use does not grow
 /// with the file (beyond the first [`ReadOptions::max_detailed_issues`] issue details).

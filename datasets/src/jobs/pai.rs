@@ -44,8 +44,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::fields::read_csv_rows;
-use super::{CsvColumns, Row};
+use super::fields::{read_csv_rows, CsvColumns, Row};
 use crate::error::DatasetError;
 use crate::input;
 use crate::report::{ReadOptions, ReadReport, RowIssue};
@@ -396,32 +395,7 @@ fn parse_job(
     });
     match agg {
         Some(agg) if agg.tainted => {}
-        Some(agg) => {
-            if let Some(s) = agg.first_start {
-                if s < submit {
-                    return Err(row.issue(
-                        "start_time",
-                        "earliest task start_time is before the job's submission",
-                        row.raw(cols.at("start_time")),
-                    ));
-                }
-                if end.is_some_and(|e| e < s) {
-                    return Err(row.issue(
-                        "end_time",
-                        "before the earliest task start_time",
-                        row.raw(cols.at("end_time")),
-                    ));
-                }
-            }
-            r.start_time = agg.first_start;
-            r.num_gpus = agg.gpus.value();
-            r.cpus = agg.cpus.value();
-            r.memory_mib = agg.mem_gb.value().map(|gb| gb * 1024.0);
-            r.gpu_type = agg
-                .top_gpu
-                .as_ref()
-                .and_then(|(_, ty)| ty.as_deref().map(str::to_string));
-        }
+        Some(agg) => apply_tasks(&mut r, agg, row, cols)?,
         None => {}
     }
     r.derive_times();
@@ -450,4 +424,39 @@ fn parse_job(
         }
     };
     Ok(r)
+}
+
+/// Fills a job from its tasks' totals: the earliest task start (refused before the
+/// submission or after the end), GPUs, CPUs, memory and the GPU type of most tasks.
+fn apply_tasks(
+    r: &mut JobRecord,
+    agg: &TaskAgg,
+    row: &Row,
+    cols: &CsvColumns,
+) -> Result<(), RowIssue> {
+    if let Some(s) = agg.first_start {
+        if s < r.submit_time {
+            return Err(row.issue(
+                "start_time",
+                "earliest task start_time is before the job's submission",
+                row.raw(cols.at("start_time")),
+            ));
+        }
+        if r.end_time.is_some_and(|e| e < s) {
+            return Err(row.issue(
+                "end_time",
+                "before the earliest task start_time",
+                row.raw(cols.at("end_time")),
+            ));
+        }
+    }
+    r.start_time = agg.first_start;
+    r.num_gpus = agg.gpus.value();
+    r.cpus = agg.cpus.value();
+    r.memory_mib = agg.mem_gb.value().map(|gb| gb * 1024.0);
+    r.gpu_type = agg
+        .top_gpu
+        .as_ref()
+        .and_then(|(_, ty)| ty.as_deref().map(str::to_string));
+    Ok(())
 }

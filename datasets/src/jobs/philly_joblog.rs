@@ -141,6 +141,23 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Counts a kept job that is still running, has no attempts, or has a status other than
+    /// `Pass`, `Failed` or `Killed` (the last only for finished jobs).
+    fn tally_kept(&mut self, still_running: bool, no_attempts: bool, raw_status: Option<&str>) {
+        if still_running {
+            self.running += 1;
+        }
+        if no_attempts {
+            self.no_attempts += 1;
+        }
+        if !still_running && !matches!(raw_status, Some("Pass" | "Failed" | "Killed")) {
+            *self
+                .unmapped
+                .entry(raw_status.unwrap_or_default().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+
     fn issue(&self, index: u64, field: &str, reason: &str, value: &str) -> RowIssue {
         RowIssue {
             file: self.file.clone(),
@@ -310,17 +327,7 @@ fn parse_job(v: &Value, index: u64, ctx: &mut Ctx) -> Result<JobRecord, RowIssue
         _ => JobStatus::Unknown,
     };
     // Tallies for kept jobs only (every check has passed).
-    if still_running {
-        ctx.running += 1;
-    }
-    if attempts.is_empty() {
-        ctx.no_attempts += 1;
-    }
-    if !still_running && !matches!(raw_status.as_deref(), Some("Pass" | "Failed" | "Killed")) {
-        *ctx.unmapped
-            .entry(raw_status.clone().unwrap_or_default())
-            .or_insert(0) += 1;
-    }
+    ctx.tally_kept(still_running, attempts.is_empty(), raw_status.as_deref());
     Ok(JobRecord {
         job_id,
         submit_time: submit,

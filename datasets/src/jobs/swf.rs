@@ -15,7 +15,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::Row;
+use super::fields::Row;
 use crate::error::DatasetError;
 use crate::input;
 use crate::report::{shown_value, ReadOptions, ReadReport, RowIssue};

@@ -1,0 +1,264 @@
+//! Growing one tree: leaf-wise (best gain first) on gradient histograms, the larger child's
+//! histogram by subtraction from its parent's.
+
+use std::collections::BinaryHeap;
+
+use rayon::prelude::*;
+
+use super::binning::Binner;
+use super::model::{Node, Tree};
+use super::objective::Residuals;
+use super::params::GbdtParams;
+
+#[derive(Clone, Copy, Default)]
+struct Bin {
+    g: f64,
+    h: f64,
+    n: u32,
+}
+
+/// Gradient histograms of one leaf, one per feature (empty bins for unsampled features).
+type Hist = Vec<Vec<Bin>>;
+
+struct Split {
+    gain: f64,
+    feature: usize,
+    bin: usize,
+}
+
+/// A leaf waiting to be split, ordered by the gain of its best split.
+struct LeafTask {
+    rows: Vec<u32>,
+    hist: Hist,
+    depth: usize,
+    node: usize,
+    g: f64,
+    h: f64,
+    split: Option<Split>,
+}
+
+impl PartialEq for LeafTask {
+    fn eq(&self, o: &Self) -> bool {
+        self.gain() == o.gain()
+    }
+}
+impl Eq for LeafTask {}
+impl PartialOrd for LeafTask {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for LeafTask {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.gain().total_cmp(&o.gain())
+    }
+}
+impl LeafTask {
+    fn gain(&self) -> f64 {
+        self.split.as_ref().map_or(f64::NEG_INFINITY, |s| s.gain)
+    }
+}
+
+/// What one tree is grown from: the binned columns, the features sampled for it and the
+/// rows' gradients and hessians.
+pub(super) struct Grower<'a> {
+    pub bins: &'a [Vec<u8>],
+    pub binner: &'a Binner,
+    pub params: &'a GbdtParams,
+    /// The features this tree may split on.
+    pub features: Vec<usize>,
+    pub g: &'a [f64],
+    pub h: &'a [f64],
+}
+
+impl Grower<'_> {
+    /// Grows one tree on `rows` until `num_leaves` leaves or no split gains, adding each
+    /// split's gain to `gain_acc[feature]`. Leaf values are scaled by the learning rate.
+    pub(super) fn grow(&self, rows: Vec<u32>, fit: &Residuals, gain_acc: &mut [f64]) -> Tree {
+        let p = self.params;
+        let mut nodes = vec![Node::EMPTY_LEAF];
+        let mut heap = BinaryHeap::new();
+        let mut leaves: Vec<(usize, Vec<u32>, f64, f64)> = Vec::new();
+        heap.push(self.root(rows));
+        let mut n_leaves = 1;
+        while let Some(task) = heap.pop() {
+            let Some(split) = task.split.as_ref().filter(|_| n_leaves < p.num_leaves) else {
+                leaves.push((task.node, task.rows, task.g, task.h));
+                continue;
+            };
+            let (j, b) = (split.feature, split.bin);
+            gain_acc[j] += split.gain;
+            let [small, large] = self.split_leaf(task, j, b, &mut nodes);
+            heap.push(small);
+            heap.push(large);
+            n_leaves += 1;
+        }
+        for (node, rows, sg, sh) in leaves {
+            let raw = p.objective.leaf_value(&rows, sg, sh, p.lambda_l2, fit);
+            nodes[node].value = raw * p.learning_rate;
+        }
+        Tree { nodes }
+    }
+
+    /// The root leaf: all `rows`, node 0.
+    fn root(&self, rows: Vec<u32>) -> LeafTask {
+        let hist = self.histogram(&rows);
+        let (g, h) = self.sums(&rows);
+        let split = self.best_split(&hist, g, h, rows.len(), 0);
+        LeafTask {
+            rows,
+            hist,
+            depth: 0,
+            node: 0,
+            g,
+            h,
+            split,
+        }
+    }
+
+    /// Splits a leaf on feature `j` at bin `b`: its node becomes the split and two new leaf
+    /// nodes its children. Returns the smaller child (histogram built from its rows), then the
+    /// larger (histogram = parent's minus the smaller's).
+    fn split_leaf(
+        &self,
+        task: LeafTask,
+        j: usize,
+        b: usize,
+        nodes: &mut Vec<Node>,
+    ) -> [LeafTask; 2] {
+        let col = &self.bins[j];
+        let (left, right): (Vec<u32>, Vec<u32>) = task
+            .rows
+            .iter()
+            .partition(|&&r| (col[r as usize] as usize) <= b);
+        let (small, large, small_is_left) = if left.len() <= right.len() {
+            (left, right, true)
+        } else {
+            (right, left, false)
+        };
+        let small_hist = self.histogram(&small);
+        let large_hist = subtract(&task.hist, &small_hist);
+        let (sgs, shs) = self.sums(&small);
+        let (sgl, shl) = (task.g - sgs, task.h - shs);
+        let depth = task.depth + 1;
+        let small_split = self.best_split(&small_hist, sgs, shs, small.len(), depth);
+        let large_split = self.best_split(&large_hist, sgl, shl, large.len(), depth);
+        let li = nodes.len();
+        nodes.push(Node::EMPTY_LEAF);
+        nodes.push(Node::EMPTY_LEAF);
+        nodes[task.node] = Node {
+            feature: j as u32,
+            threshold: self.binner.threshold(j, b),
+            left: li as u32,
+            right: li as u32 + 1,
+            value: 0.0,
+        };
+        let (small_node, large_node) = if small_is_left {
+            (li, li + 1)
+        } else {
+            (li + 1, li)
+        };
+        [
+            LeafTask {
+                rows: small,
+                hist: small_hist,
+                depth,
+                node: small_node,
+                g: sgs,
+                h: shs,
+                split: small_split,
+            },
+            LeafTask {
+                rows: large,
+                hist: large_hist,
+                depth,
+                node: large_node,
+                g: sgl,
+                h: shl,
+                split: large_split,
+            },
+        ]
+    }
+
+    /// Sums of the gradients and hessians of `rows`.
+    fn sums(&self, rows: &[u32]) -> (f64, f64) {
+        rows.iter().fold((0.0, 0.0), |(a, c), &r| {
+            (a + self.g[r as usize], c + self.h[r as usize])
+        })
+    }
+
+    fn histogram(&self, rows: &[u32]) -> Hist {
+        (0..self.bins.len())
+            .into_par_iter()
+            .map(|j| {
+                let mut hist = vec![Bin::default(); self.binner.n_bins(j)];
+                if !self.features.contains(&j) {
+                    return hist;
+                }
+                let col = &self.bins[j];
+                for &r in rows {
+                    let r = r as usize;
+                    let b = &mut hist[col[r] as usize];
+                    b.g += self.g[r];
+                    b.h += self.h[r];
+                    b.n += 1;
+                }
+                hist
+            })
+            .collect()
+    }
+
+    fn best_split(&self, hist: &Hist, g: f64, h: f64, n: usize, depth: usize) -> Option<Split> {
+        let p = self.params;
+        if n < 2 * p.min_data_in_leaf || (p.max_depth > 0 && depth >= p.max_depth) {
+            return None;
+        }
+        let lambda = p.lambda_l2;
+        let parent = g * g / (h + lambda);
+        let mut best: Option<Split> = None;
+        for &j in &self.features {
+            let bins = &hist[j];
+            let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
+            for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
+                gl += bin.g;
+                hl += bin.h;
+                nl += bin.n as usize;
+                let nr = n - nl;
+                if nl < p.min_data_in_leaf {
+                    continue;
+                }
+                if nr < p.min_data_in_leaf {
+                    break;
+                }
+                let (gr, hr) = (g - gl, h - hl);
+                let gain = gl * gl / (hl + lambda) + gr * gr / (hr + lambda) - parent;
+                if gain > 1e-9 && best.as_ref().is_none_or(|s| gain > s.gain) {
+                    best = Some(Split {
+                        gain,
+                        feature: j,
+                        bin: b,
+                    });
+                }
+            }
+        }
+        best
+    }
+}
+
+/// The larger child's histogram: the parent's minus the smaller child's, bin by bin.
+fn subtract(parent: &Hist, small: &Hist) -> Hist {
+    parent
+        .iter()
+        .zip(small)
+        .map(|(p, s)| {
+            p.iter()
+                .zip(s)
+                .map(|(a, b)| Bin {
+                    g: a.g - b.g,
+                    h: a.h - b.h,
+                    n: a.n - b.n,
+                })
+                .collect()
+        })
+        .collect()
+}
