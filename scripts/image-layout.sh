@@ -119,14 +119,20 @@ base=http://127.0.0.1:$port
 echo "image-layout: augur serve (pid $pid) from $root/rootfs on $base"
 
 fail() {
-    echo "---- augur serve log" >&2
-    tail -n 40 "$log" >&2
+    # its own messages and errors first (the request log can drown them), then the end
+    echo "---- augur serve: messages and errors" >&2
+    sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -Ei 'augur serve|error|fail|panic' | grep -v 'uri=/readyz' | head -n 20 >&2 || true
+    echo "---- augur serve: last lines" >&2
+    sed 's/\x1b\[[0-9;]*m//g' "$log" | tail -n 15 >&2
     die "$*"
 }
 
 deadline=$((SECONDS + ${AUGUR_LAYOUT_TIMEOUT:-240}))
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/readyz")" = 200 ]; do
     kill -0 "$pid" 2>/dev/null || fail "augur serve exited before /readyz answered 200"
+    if grep -q "training the models failed" "$log"; then
+        fail "first-start training failed"
+    fi
     [ "$SECONDS" -lt "$deadline" ] || fail "/readyz not 200 within ${AUGUR_LAYOUT_TIMEOUT:-240} s"
     sleep 2
 done
