@@ -1,97 +1,79 @@
-//! The manifests in deploy/: validated offline against the Kubernetes OpenAPI schemas (v1.33,
-//! strict: unknown fields are errors) with the `kubernetes-validate` tool (PyPI, bundles the
-//! schemas; `.ci/run` installs it), and checked against each other and against the code:
-//! least-privilege RBAC, the Deployment's probes, security context and data volume, the
-//! Service/ServiceMonitor wiring, and a Grafana dashboard that queries only metrics `augur
-//! serve` exposes.
+//! The kustomize tree in deploy/ (base, overlays/single, overlays/dry-run), the container
+//! image (Dockerfile) and the alerting rules, checked offline:
+//! - every overlay renders with `kubectl kustomize` and validates against the Kubernetes
+//!   OpenAPI schemas (v1.33, strict: unknown fields are errors) with `kubernetes-validate`
+//!   (PyPI, bundles the schemas);
+//! - the rendered manifests are checked against each other and against the code:
+//!   least-privilege RBAC, the Deployment's probes, security context, data volume, token
+//!   Secret and log filter, the Service/ServiceMonitor wiring, the image's user and paths;
+//! - the PrometheusRule's groups pass `promtool check rules` and the unit tests in
+//!   deploy/tests/alerts.yaml (`promtool test rules`), and the rules and the Grafana
+//!   dashboard query only metrics `augur serve` exposes.
 //!
-//! The ServiceMonitor is a Prometheus Operator CRD, not in the Kubernetes schemas: it is
-//! checked structurally here instead.
+//! The tools are required (`.ci/run` installs them): a missing one fails the test naming it.
+//! The ServiceMonitor and PrometheusRule are Prometheus Operator CRDs, not in the Kubernetes
+//! schemas: they are checked structurally and with promtool instead.
+
+#[path = "kubernetes_deploy/alert_rules.rs"]
+mod alert_rules;
+#[path = "kubernetes_deploy/render.rs"]
+mod render;
+#[path = "kubernetes_deploy/service_metrics.rs"]
+mod service_metrics;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
-fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
-}
-
-fn manifests() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(deploy_dir())
-        .expect("deploy/ exists")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    v.sort();
-    v
-}
-
-/// Every document of every manifest.
-fn documents() -> Vec<(PathBuf, Value)> {
-    let mut out = Vec::new();
-    for p in manifests() {
-        let text = std::fs::read_to_string(&p).expect("read manifest");
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-            .unwrap_or_else(|e| panic!("{}: not YAML: {e}", p.display()));
-        out.extend(docs.into_iter().map(|d| (p.clone(), d)));
-    }
-    out
-}
-
-fn find<'a>(docs: &'a [(PathBuf, Value)], kind: &str, name: &str) -> &'a Value {
-    docs.iter()
-        .map(|(_, d)| d)
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} in deploy/"))
-}
-
-fn validate(files: &[PathBuf]) -> std::process::Output {
-    let run = |cmd: &str, pre: &[&str]| {
-        Command::new(cmd)
-            .args(pre)
-            .args(["--strict", "--kubernetes-version", "1.33.0"])
-            .args(files)
-            .output()
-    };
-    // the console script, else the module (a pip install whose scripts are not on PATH)
-    run("kubernetes-validate", &[])
-        .or_else(|_| run("python3", &["-m", "kubernetes_validate"]))
-        .ok()
-        .filter(|o| !String::from_utf8_lossy(&o.stderr).contains("No module named"))
-        .unwrap_or_else(|| {
-            panic!(
-                "kubernetes-validate is needed to validate deploy/ offline; install it with `pip install kubernetes-validate` (.ci/run does)"
-            )
-        })
-}
+use render::{
+    args, container, deploy_dir, env_var, find, read, render, repo_dir, scratch, text_of, validate,
+    write_core, Doc, KUSTOMIZATIONS,
+};
+use service_metrics::{documented_metrics, metric_names, metrics_source, sources};
 
 #[test]
-fn every_kubernetes_manifest_passes_strict_schema_validation() {
-    let core: Vec<PathBuf> = manifests()
-        .into_iter()
-        .filter(|p| !p.to_string_lossy().contains("servicemonitor"))
-        .collect();
-    assert!(core.len() >= 6, "{core:?}");
-    let out = validate(&core);
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "kubernetes-validate failed:\n{text}");
-    // one "passed" line per document
-    let docs = documents()
-        .iter()
-        .filter(|(p, _)| !p.to_string_lossy().contains("servicemonitor"))
-        .count();
-    assert_eq!(text.matches("passed").count(), docs, "{text}");
+fn every_overlay_renders_and_passes_strict_schema_validation() {
+    let dir = scratch("validate");
+    for k in KUSTOMIZATIONS {
+        let docs = render(k);
+        let file = dir.join(format!("{}.yaml", k.replace('/', "-")));
+        let count = write_core(&docs, &file);
+        assert!(count >= 8, "{k}: {count} documents");
+        let out = validate(std::slice::from_ref(&file));
+        let text = text_of(&out);
+        assert!(
+            out.status.success(),
+            "{k}: kubernetes-validate failed:\n{text}"
+        );
+        // one "passed" line per document
+        assert_eq!(text.matches("passed").count(), count, "{k}: {text}");
+        let kinds: BTreeSet<&str> = docs.iter().map(Doc::kind).collect();
+        for kind in [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Deployment",
+            "Service",
+            "ServiceMonitor",
+            "PrometheusRule",
+        ] {
+            assert!(kinds.contains(kind), "{k}: no {kind} ({kinds:?})");
+        }
+        assert_eq!(
+            kinds.contains("PersistentVolumeClaim"),
+            k != "base",
+            "{k}: the overlays add the PVC, the base has none"
+        );
+    }
 
-    // the validator does reject a typo (so the pass above means something)
-    let dir = std::env::temp_dir().join(format!("augur-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // the validator does reject a typo (so the passes above mean something)
+    let docs = render("overlays/single");
     let bad = dir.join("bad.yaml");
-    let text = std::fs::read_to_string(deploy_dir().join("04-deployment.yaml"))
-        .unwrap()
-        .replace("readOnlyRootFilesystem", "readOnlyRootFilesytem");
+    write_core(&docs, &bad);
+    let text = read(&bad).replace("readOnlyRootFilesystem", "readOnlyRootFilesytem");
     std::fs::write(&bad, text).unwrap();
     let out = validate(&[bad]);
     assert!(
@@ -103,7 +85,7 @@ fn every_kubernetes_manifest_passes_strict_schema_validation() {
 
 #[test]
 fn rbac_reads_what_is_watched_and_writes_only_scale_and_the_lease() {
-    let docs = documents();
+    let docs = render("overlays/single");
     let cr = find(&docs, "ClusterRole", "augur-controller");
     let mut writes = BTreeSet::new();
     let mut reads = BTreeSet::new();
@@ -169,7 +151,7 @@ fn rbac_reads_what_is_watched_and_writes_only_scale_and_the_lease() {
 
 #[test]
 fn the_deployment_is_probed_non_root_read_only_and_starts_in_dry_run() {
-    let docs = documents();
+    let docs = render("overlays/dry-run");
     let dep = find(&docs, "Deployment", "augur");
     let pod = &dep["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
@@ -182,12 +164,8 @@ fn the_deployment_is_probed_non_root_read_only_and_starts_in_dry_run() {
         c["resources"]["requests"]["cpu"].is_string()
             && c["resources"]["limits"]["memory"].is_string()
     );
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = args(&docs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     assert!(
         args.contains(&"--backend=kubernetes") && args.contains(&"--dry-run"),
         "{args:?}"
@@ -239,64 +217,196 @@ fn the_deployment_is_probed_non_root_read_only_and_starts_in_dry_run() {
         svc["spec"]["ports"][0]["name"]
     );
     assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
-    for (p, d) in &docs {
+    for d in &docs {
+        let d = &d.value;
         if d["kind"] != "Namespace"
             && d["kind"] != "ClusterRole"
             && d["kind"] != "ClusterRoleBinding"
         {
             assert_eq!(
-                d["metadata"]["namespace"],
-                "augur-system",
-                "{}",
-                p.display()
+                d["metadata"]["namespace"], "augur-system",
+                "{} {}",
+                d["kind"], d["metadata"]["name"]
             );
         }
     }
 }
 
+/// A document with the `--dry-run` argument taken out of the Deployment.
+fn without_dry_run(d: &Value) -> Value {
+    let mut d = d.clone();
+    if d["kind"] == "Deployment" {
+        let args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array_mut()
+            .unwrap();
+        args.retain(|a| a != "--dry-run");
+    }
+    d
+}
+
+#[test]
+fn the_overlays_set_the_volume_image_replicas_token_log_filter_and_prometheus_label() {
+    let base = render("base");
+    let single = render("overlays/single");
+    let dry = render("overlays/dry-run");
+
+    // dry-run is single plus --dry-run, nothing else; single acts
+    assert!(!args(&single).contains(&"--dry-run".to_string()));
+    let values = |docs: &[Doc]| docs.iter().map(|d| d.value.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        values(&single),
+        dry.iter()
+            .map(|d| without_dry_run(&d.value))
+            .collect::<Vec<_>>()
+    );
+
+    // single: one replica, replaced (not rolled) on update, the data volume on the PVC
+    let dep = find(&single, "Deployment", "augur");
+    assert_eq!(dep["spec"]["replicas"], 1);
+    assert_eq!(dep["spec"]["strategy"]["type"], "Recreate");
+    let volumes = |docs: &[Doc]| {
+        find(docs, "Deployment", "augur")["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "data")
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        volumes(&single),
+        serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": "augur-data"}})
+    );
+    assert_eq!(
+        volumes(&base),
+        serde_json::json!({"name": "data", "emptyDir": {}})
+    );
+
+    // the image comes from the overlay's `images:` (the base names the placeholder `augur`)
+    assert_eq!(container(&base)["image"], "augur");
+    let kustomization: Value = serde_saphyr::from_str(&read(
+        &deploy_dir().join("overlays/single/kustomization.yaml"),
+    ))
+    .unwrap();
+    let image = &kustomization["images"][0];
+    assert_eq!(image["name"], "augur");
+    assert_eq!(
+        container(&single)["image"],
+        format!(
+            "{}:{}",
+            image["newName"].as_str().unwrap(),
+            image["newTag"].as_str().unwrap()
+        )
+    );
+
+    for docs in [&base, &single, &dry] {
+        // the log filter is the variable the binary reads
+        assert!(env_var(docs, "RUST_LOG").is_none());
+        assert!(env_var(docs, "AUGUR_LOG").is_some());
+        // the API token from a Secret, optional (augur generates one into the volume)
+        let token = env_var(docs, "AUGUR_SERVE_TOKEN").expect("AUGUR_SERVE_TOKEN");
+        let secret = &token["valueFrom"]["secretKeyRef"];
+        assert_eq!(secret["name"], "augur-api-token");
+        assert_eq!(secret["key"], "token");
+        assert_eq!(secret["optional"], true);
+    }
+    let service_src = sources(&repo_dir().join("service/src"));
+    assert!(
+        service_src.contains("try_from_env(\"AUGUR_LOG\")")
+            && service_src.contains("\"AUGUR_SERVE_TOKEN\""),
+        "augur no longer reads AUGUR_LOG / AUGUR_SERVE_TOKEN"
+    );
+
+    // the label Prometheus selects ServiceMonitors and PrometheusRules by
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert_eq!(
+            find(&single, kind, "augur")["metadata"]["labels"]["release"],
+            "kube-prometheus-stack",
+            "{kind}"
+        );
+        assert!(find(&base, kind, "augur")["metadata"]["labels"]["release"].is_null());
+    }
+}
+
+/// The value after `prefix` on the Dockerfile line that starts with it.
+fn dockerfile_line<'a>(dockerfile: &'a str, prefix: &str) -> &'a str {
+    dockerfile
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in the Dockerfile"))
+        .trim()
+}
+
+#[test]
+fn the_image_runs_as_the_deployment_user_with_the_data_where_both_expect_it() {
+    let dockerfile = read(&repo_dir().join("Dockerfile"));
+    let docs = render("overlays/single");
+    let pod = &find(&docs, "Deployment", "augur")["spec"]["template"]["spec"];
+    let (uid, gid) = dockerfile_line(&dockerfile, "USER ")
+        .split_once(':')
+        .expect("USER uid:gid");
+    assert_eq!(pod["securityContext"]["runAsUser"].to_string(), uid);
+    assert_eq!(pod["securityContext"]["runAsGroup"].to_string(), gid);
+    assert_ne!(uid, "0");
+
+    // the bundled data lands where the binary looks for it
+    let datasets = dockerfile_line(&dockerfile, "COPY datasets/data/ ");
+    assert_eq!(
+        datasets.trim_end_matches('/'),
+        augur_datasets::bundled::INSTALL_DIR
+    );
+
+    // the image's volume is the Deployment's --data-dir and the CMD's
+    let volume = dockerfile_line(&dockerfile, "VOLUME ");
+    let volume: Vec<String> = serde_json::from_str(volume).expect("VOLUME [\"...\"]");
+    let data_dir = format!("--data-dir={}", volume[0]);
+    assert!(args(&docs).contains(&data_dir), "{:?}", args(&docs));
+    let cmd: Vec<String> = serde_json::from_str(dockerfile_line(&dockerfile, "CMD ")).unwrap();
+    assert_eq!(cmd[0], "serve");
+    assert!(cmd.contains(&data_dir), "{cmd:?}");
+    assert_eq!(args(&docs)[0], "serve");
+    let entrypoint: Vec<String> =
+        serde_json::from_str(dockerfile_line(&dockerfile, "ENTRYPOINT ")).unwrap();
+    assert_eq!(entrypoint, ["augur"]);
+    assert!(dockerfile_line(&dockerfile, "ENV ").starts_with("AUGUR_LOG="));
+    assert!(!dockerfile.contains("RUST_LOG"));
+
+    // scripts/image-layout.sh lays out the same paths and user
+    let script = read(&repo_dir().join("scripts/image-layout.sh"));
+    for (var, value) in [
+        ("DATASETS", datasets.trim_end_matches('/')),
+        ("DATA", volume[0].as_str()),
+        ("UID_GID", uid),
+    ] {
+        assert!(
+            script.lines().any(|l| l == format!("{var}={value}")),
+            "scripts/image-layout.sh: {var}={value}"
+        );
+    }
+    let dockerignore = read(&repo_dir().join(".dockerignore"));
+    assert!(dockerignore.lines().any(|l| l == "target/"));
+    assert!(
+        !dockerignore.lines().any(|l| l.starts_with("datasets")),
+        "the bundled data must stay in the build context"
+    );
+}
+
 #[test]
 fn the_grafana_dashboard_queries_only_metrics_augur_serve_exposes() {
-    let metrics_rs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../service/src/serve/metrics.rs");
-    let src = std::fs::read_to_string(&metrics_rs).expect("service/src/serve/metrics.rs");
-    // metric names in the module's doc table
-    let exposed: BTreeSet<String> = src
-        .lines()
-        .filter(|l| l.starts_with("//! |"))
-        .flat_map(|l| {
-            l.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|n| n.starts_with("augur_"))
-        .collect();
+    let exposed = documented_metrics(&metrics_source());
     assert!(exposed.len() >= 8, "{exposed:?}");
-    let dash: Value = serde_json::from_str(
-        &std::fs::read_to_string(deploy_dir().join("grafana/augur-dashboard.json")).unwrap(),
-    )
-    .expect("dashboard JSON");
+    let dash: Value =
+        serde_json::from_str(&read(&deploy_dir().join("grafana/augur-dashboard.json")))
+            .expect("dashboard JSON");
     let mut used = BTreeSet::new();
     for p in dash["panels"].as_array().unwrap() {
         for t in p["targets"].as_array().unwrap() {
-            let expr = t["expr"].as_str().unwrap();
-            let mut rest = expr;
-            while let Some(i) = rest.find("augur_") {
-                let name: String = rest[i..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                rest = &rest[i + name.len()..];
-                let base = ["_bucket", "_sum", "_count"]
-                    .iter()
-                    .find_map(|s| name.strip_suffix(s))
-                    .unwrap_or(&name)
-                    .to_string();
+            for name in metric_names(t["expr"].as_str().unwrap()) {
                 assert!(
-                    exposed.contains(&base),
+                    exposed.contains(&name),
                     "{name} is not exposed by augur serve ({exposed:?})"
                 );
-                used.insert(base);
+                used.insert(name);
             }
         }
     }

@@ -28,6 +28,12 @@ pub enum DatasetError {
     /// A dataset name that Augur does not bundle.
     #[error("unknown dataset `{name}`; known datasets: {known}")]
     UnknownDataset { name: String, known: String },
+    /// None of the places the bundled data folder is looked for holds it.
+    #[error("bundled data folder not found; tried {tried}; set AUGUR_DATASETS_DIR to the folder holding the bundled traces (datasets/data in the repository)")]
+    BundledDataNotFound {
+        /// Every folder tried, in order, each with where it came from.
+        tried: String,
+    },
     /// Building the polars frame failed.
     #[error("building the job table: {0}")]
     Polars(#[from] polars::prelude::PolarsError),
