@@ -3,7 +3,8 @@
 //! leaves what failed for the next call (the backend is observed afresh, so nothing stale is
 //! retried blindly).
 
-use crate::backend::{ClusterBackend, Decision, DecisionRecord};
+use crate::backend::ClusterBackend;
+use crate::decision::{Decision, DecisionRecord};
 use crate::error::BackendError;
 use crate::policy::Policy;
 

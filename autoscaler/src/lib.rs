@@ -6,7 +6,7 @@
 //! - [`ClusterBackend`]: observe a [`ClusterSnapshot`] (nodes and GPUs by type, running jobs
 //!   with current/min/max workers, queued jobs with their requests, utilisation) and act
 //!   (admit, set a job's workers, suspend), each act able to fail with a retryable or a
-//!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend (issue #8).
+//!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend.
 //! - [`Policy`]: one trait for every scheduler: [`Fifo`], [`SjfPredicted`], [`SrtfOracle`],
 //!   [`Tiresias`], [`Optimus`] and Augur's [`ElasticController`]. A policy reads a snapshot and
 //!   returns [`Decision`]s (an [`Action`] and its [`Reason`]).
@@ -36,7 +36,9 @@
 //! ```
 
 pub mod backend;
+pub mod cluster;
 mod controller;
+pub mod decision;
 pub mod elastic;
 mod error;
 pub mod kubernetes;
@@ -48,11 +50,10 @@ pub mod policy;
 pub mod scaling;
 pub mod sim;
 
-pub use backend::{
-    Action, ClusterBackend, ClusterSnapshot, Decision, DecisionRecord, GpuType, JobId, NodeInfo,
-    QueuedJob, Reason, RunningJob, Slot,
-};
+pub use backend::ClusterBackend;
+pub use cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 pub use controller::{Controller, ReconcileReport};
+pub use decision::{Action, Decision, DecisionRecord, Reason};
 pub use elastic::{ElasticController, ElasticParams};
 pub use error::{BackendError, ErrorKind, SimError};
 pub use metrics::{SimResult, Summary};

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::backend::DecisionRecord;
+use crate::decision::DecisionRecord;
 
 /// One replayed job.
 #[derive(Debug, Clone, PartialEq, Serialize)]

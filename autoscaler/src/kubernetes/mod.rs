@@ -50,7 +50,8 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::backend::{ClusterBackend, ClusterSnapshot, JobId};
+use crate::backend::ClusterBackend;
+use crate::cluster::{ClusterSnapshot, JobId};
 use crate::error::{BackendError, ErrorKind};
 use crate::live::LiveBackend;
 

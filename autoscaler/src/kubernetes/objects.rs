@@ -23,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use crate::backend::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 use crate::placement::PlacementRules;
 
 /// Annotation holding the time of a job's last checkpoint (RFC 3339), written by the training
