@@ -6,7 +6,7 @@
 use crate::backend::ClusterBackend;
 use crate::decision::{Decision, DecisionRecord};
 use crate::error::BackendError;
-use crate::policy::Policy;
+use crate::policies::policy::Policy;
 
 /// What one reconcile did.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -46,7 +46,8 @@ use crate::backend::{
 };
 use crate::controller::Controller;
 use crate::error::{BackendError, SimError};
-use crate::policy::{Fifo, Policy};
+use crate::policies::fifo::Fifo;
+use crate::policies::policy::Policy;
 use crate::sim::{SimConfig, SimJob, Simulator};
 
 /// A cluster the live loop can drive: a [`ClusterBackend`] plus how its clock moves and what
@@ -748,7 +749,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elastic::{ElasticController, ElasticParams};
+    use crate::policies::elastic::{ElasticController, ElasticParams};
     use crate::scaling::ScalingModel;
     use crate::sim::ClusterSpec;
 

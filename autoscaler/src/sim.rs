@@ -35,7 +35,7 @@ use crate::backend::{
 use crate::error::{BackendError, ErrorKind, SimError};
 use crate::metrics::{JobOutcome, SimResult, TimelinePoint};
 use crate::placement::{shrink_plan, subtract, Capacity, NodeMeta, PlacementRules};
-use crate::policy::Policy;
+use crate::policies::policy::Policy;
 use crate::scaling::ScalingModel;
 
 /// One job to replay.
