@@ -1,13 +1,12 @@
 //! End-to-end: the real `augur serve --backend kubernetes` binary against the wire-level fake
-//! Kubernetes API server (autoscaler/tests/kubernetes_fake), through a kubeconfig file. It
+//! Kubernetes API server (the augur-kube-fake crate), through a kubeconfig file. It
 //! takes the lease, watches the cluster, ingests the jobs' lifecycle into its event store (the
 //! same path as the HTTP API), and its elastic controller grows an elastic PyTorchJob onto
 //! idle GPUs through `/scale`, inside the job's bounds. The controller is the same live loop
 //! as the simulator's: `/v1/cluster` and `/v1/autoscaler/decisions` describe the fake cluster
 //! and `POST /v1/autoscaler/pause` stops its patches.
 
-#[path = "../autoscaler/tests/kubernetes_fake/mod.rs"]
-mod kubernetes_fake;
+use augur_kube_fake as kubernetes_fake;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -4,9 +4,9 @@
 //! `AUGUR_BENCH_GPUS` (cluster size, default 200), `AUGUR_BENCH_POLICIES` (comma-separated,
 //! default `fifo,elastic`), `AUGUR_BENCH_REPEAT` (default 3; the best time is reported).
 //!
-//! Predictions here are the true durations times a deterministic log-normal error with the
-//! spread of Augur's Philly predictor (mean |ln error| ≈ 1.2), so the bench does not need the
-//! predictor; `augur simulate` uses the real one.
+//! Predictions here are the true durations times a deterministic log-normal error with about
+//! the spread of Augur's Philly predictor, so the bench does not need the predictor;
+//! `augur simulate` uses the real one.
 
 use std::time::Instant;
 
@@ -14,18 +14,12 @@ use augur_autoscaler::by_name;
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig, Simulator};
 use augur_datasets::bundled::Dataset;
 use augur_datasets::ReadOptions;
+use augur_numeric::SplitMix64;
 
 fn noisy(i: usize) -> f64 {
     // two SplitMix64 draws → Box-Muller normal
-    let mut s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead_beef;
-    let mut next = || {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let (u1, u2) = (next().max(1e-12), next());
+    let mut rng = SplitMix64((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead_beef);
+    let (u1, u2) = (rng.unit().max(1e-12), rng.unit());
     let n = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
     (1.5 * n).exp() // E|1.5 N| ≈ 1.2
 }

@@ -3,9 +3,10 @@
 //! leaves what failed for the next call (the backend is observed afresh, so nothing stale is
 //! retried blindly).
 
-use crate::backend::{ClusterBackend, Decision, DecisionRecord};
+use crate::backend::ClusterBackend;
+use crate::decision::{Decision, DecisionRecord};
 use crate::error::BackendError;
-use crate::policy::Policy;
+use crate::policies::policy::Policy;
 
 /// What one reconcile did.
 #[derive(Debug, Clone, Default, PartialEq)]

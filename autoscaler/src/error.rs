@@ -1,7 +1,7 @@
 //! Errors of the autoscaler: what a backend action can fail with, and what building a
 //! simulation can fail with.
 
-use crate::backend::JobId;
+use crate::cluster::JobId;
 
 /// Whether retrying the same action may succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -6,10 +6,11 @@
 //! - [`ClusterBackend`]: observe a [`ClusterSnapshot`] (nodes and GPUs by type, running jobs
 //!   with current/min/max workers, queued jobs with their requests, utilisation) and act
 //!   (admit, set a job's workers, suspend), each act able to fail with a retryable or a
-//!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend (issue #8).
-//! - [`Policy`]: one trait for every scheduler: [`Fifo`], [`SjfPredicted`], [`SrtfOracle`],
-//!   [`Tiresias`], [`Optimus`] and Augur's [`ElasticController`]. A policy reads a snapshot and
-//!   returns [`Decision`]s (an [`Action`] and its [`Reason`]).
+//!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend.
+//! - [`Policy`] ([`policies`]): one trait for every scheduler: [`Fifo`], [`SjfPredicted`],
+//!   [`SrtfOracle`], [`Tiresias`], [`Optimus`] and Augur's [`ElasticController`]. A policy
+//!   reads a snapshot and returns [`Decision`]s (an [`Action`] and its [`Reason`]); it checks
+//!   what fits with the backend's own gang [`placement`].
 //! - [`Controller`]: the reconcile loop over any backend: observe, decide, act, retry what is
 //!   retryable, log every decision.
 //! - [`kubernetes::KubeBackend`]: the same trait on a real cluster (Kubeflow `PyTorchJob`
@@ -36,26 +37,28 @@
 //! ```
 
 pub mod backend;
+pub mod cluster;
 mod controller;
-pub mod elastic;
+pub mod decision;
 mod error;
 pub mod kubernetes;
 pub mod live;
 pub mod metrics;
-pub mod optimus;
 pub mod placement;
-pub mod policy;
+pub mod policies;
 pub mod scaling;
 pub mod sim;
 
-pub use backend::{
-    Action, ClusterBackend, ClusterSnapshot, Decision, DecisionRecord, GpuType, JobId, NodeInfo,
-    QueuedJob, Reason, RunningJob, Slot,
-};
+pub use backend::ClusterBackend;
+pub use cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 pub use controller::{Controller, ReconcileReport};
-pub use elastic::{ElasticController, ElasticParams};
+pub use decision::{Action, Decision, DecisionRecord, Reason};
 pub use error::{BackendError, ErrorKind, SimError};
 pub use metrics::{SimResult, Summary};
-pub use optimus::Optimus;
-pub use policy::{by_name, Fifo, Policy, SjfPredicted, SrtfOracle, Tiresias, POLICY_NAMES};
+pub use policies::{by_name, POLICY_NAMES};
+// two policies' modules, also at the paths they had before `policies/`
+pub use policies::{elastic, optimus};
+pub use policies::{
+    ElasticController, ElasticParams, Fifo, Optimus, Policy, SjfPredicted, SrtfOracle, Tiresias,
+};
 pub use scaling::ScalingModel;

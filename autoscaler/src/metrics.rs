@@ -1,9 +1,10 @@
 //! What a replay produced: per-job outcomes, a timeline, the decision log, and the summary row
 //! `augur simulate` prints.
 
+use augur_numeric::quantile_sorted;
 use serde::Serialize;
 
-use crate::backend::DecisionRecord;
+use crate::decision::DecisionRecord;
 
 /// One replayed job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -104,21 +105,6 @@ pub struct Summary {
     pub node_failures: u64,
     pub rejected_actions: u64,
     pub wall_s: f64,
-}
-
-/// `q`-quantile (linear interpolation) of sorted values; NaN when empty.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    let (a, b) = (
-        sorted[lo.min(sorted.len() - 1)],
-        sorted[hi.min(sorted.len() - 1)],
-    );
-    a + (b - a) * (pos - lo as f64)
 }
 
 impl SimResult {

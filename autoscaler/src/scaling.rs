@@ -19,7 +19,10 @@
 use std::collections::BTreeMap;
 
 use augur_datasets::curves::{MlperfRun, RunStatus, StepTimeTable};
+use augur_numeric::median;
 use serde::Serialize;
+
+use crate::error::SimError;
 
 /// Amdahl serial fraction σ fitted on the Pollux placements profiles (median over 6 models).
 pub const POLLUX_AMDAHL_SERIAL: f64 = 0.1254;
@@ -77,16 +80,6 @@ pub struct ScalingFit {
     pub source: String,
     pub groups: Vec<GroupFit>,
     pub pooled: f64,
-}
-
-fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => v.get(n / 2).copied(),
-        _ => Some((v.get(n / 2 - 1)? + v.get(n / 2)?) / 2.0),
-    }
 }
 
 fn amdahl_sse(points: &[(f64, f64)], serial: f64) -> f64 {
@@ -232,17 +225,17 @@ pub fn fit_power_law_mlperf(runs: &[MlperfRun]) -> Option<ScalingFit> {
 }
 
 /// Both fits on the bundled data (Pollux placements profiles, MLPerf v1.0 runs).
-pub fn fit_bundled() -> Result<(ScalingFit, ScalingFit), crate::SimError> {
+pub fn fit_bundled() -> Result<(ScalingFit, ScalingFit), SimError> {
     use augur_datasets::bundled::{bundled_file, data_dir};
     use augur_datasets::curves::{read_mlperf_runs, read_pollux_dir};
     use augur_datasets::ReadOptions;
     let opts = ReadOptions::default();
     let (profiles, _) = read_pollux_dir(&data_dir()?.join("pollux-curves"), &opts)?;
     let pollux = fit_amdahl_pollux(&profiles.placements)
-        .ok_or_else(|| crate::SimError::Config("no Pollux placements to fit".into()))?;
+        .ok_or_else(|| SimError::Config("no Pollux placements to fit".into()))?;
     let (runs, _) = read_mlperf_runs(&bundled_file("mlperf-v1.0/runs.csv.gz")?, &opts)?;
     let mlperf = fit_power_law_mlperf(&runs)
-        .ok_or_else(|| crate::SimError::Config("no MLPerf runs to fit".into()))?;
+        .ok_or_else(|| SimError::Config("no MLPerf runs to fit".into()))?;
     Ok((pollux, mlperf))
 }
 

@@ -14,7 +14,7 @@
 //! The elastic bounds are synthetic (labelled): the trace has fixed sizes, so each job of `g`
 //! GPUs is given `[max(1, g/2), 2g]` one-GPU workers, as the simulator's elastic share does.
 
-mod kubernetes_fake;
+mod fixtures;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,7 +27,8 @@ use augur_autoscaler::sim::jobs_from_records;
 use augur_autoscaler::{Controller, ElasticController, ElasticParams};
 use augur_datasets::bundled::Dataset;
 use augur_datasets::ReadOptions;
-use kubernetes_fake::*;
+use augur_kube_fake::*;
+use fixtures::caught_up;
 use serde_json::json;
 
 const NS: &str = "ml";

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::objects::{JobKey, PyTorchJobView};
-use crate::backend::ClusterSnapshot;
+use crate::cluster::ClusterSnapshot;
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

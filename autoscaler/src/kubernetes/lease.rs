@@ -17,9 +17,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::Client;
 
+use super::clock::Clock;
 use super::objects::seconds;
 use super::safety::{classify, Failure};
-use super::Clock;
 use crate::error::{BackendError, ErrorKind};
 
 /// Lease timing and identity.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::backend::JobId;
+use crate::cluster::JobId;
 use crate::error::{BackendError, ErrorKind};
 
 /// Safety knobs.

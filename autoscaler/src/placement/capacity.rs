@@ -1,71 +1,9 @@
-//! Gang placement: which nodes a job's workers go to.
-//!
-//! A job gets all its workers or none. Where they go follows a [`Strategy`] (PACK fills the
-//! fullest node that fits, leaving whole nodes free for big jobs; SPREAD uses the emptiest) and
-//! a [`Locality`] level that relaxes with the time the job has waited, as Philly's scheduler
-//! does: first only a consolidated placement (one node, or the fewest nodes of one rack), then
-//! any nodes of one rack, then anywhere. The simulator places with [`Capacity`]; policies use
-//! the same code on a copy of the snapshot's free GPUs to check what fits before they ask.
+//! Free GPUs per node and the gang placement algorithm over them ([`Capacity`]): place a new
+//! gang, grow a running one (own nodes, then its rack, then anywhere), and which GPUs a
+//! shrinking job gives back ([`shrink_plan`]).
 
-use serde::Serialize;
-
-use crate::backend::{ClusterSnapshot, Slot};
-
-/// Which node a gang prefers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Fullest node that fits (best fit): keeps whole nodes free for multi-GPU jobs.
-    #[default]
-    Pack,
-    /// Emptiest node (worst fit): spreads load and interference.
-    Spread,
-}
-
-/// How strict the placement is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Locality {
-    /// One node, or the fewest possible nodes of one rack.
-    Consolidated,
-    /// Any nodes of one rack.
-    Rack,
-    /// Any nodes.
-    Any,
-}
-
-/// Placement rules of a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct PlacementRules {
-    pub strategy: Strategy,
-    /// A queued job accepts only consolidated placements for this long (seconds)...
-    pub consolidated_for_s: f64,
-    /// ...then any nodes of one rack until it has waited this long, then anywhere.
-    pub rack_for_s: f64,
-}
-
-impl Default for PlacementRules {
-    fn default() -> Self {
-        PlacementRules {
-            strategy: Strategy::Pack,
-            consolidated_for_s: 600.0,
-            rack_for_s: 3600.0,
-        }
-    }
-}
-
-impl PlacementRules {
-    /// The locality a job that has waited `waited_s` accepts.
-    pub fn level_for(&self, waited_s: f64) -> Locality {
-        if waited_s < self.consolidated_for_s {
-            Locality::Consolidated
-        } else if waited_s < self.rack_for_s {
-            Locality::Rack
-        } else {
-            Locality::Any
-        }
-    }
-}
+use super::rules::{Locality, Strategy};
+use crate::cluster::{ClusterSnapshot, Slot};
 
 /// Static facts about a node that placement needs.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,304 @@
+//! The Kubernetes backend's state ([`KubeBackend`]): starting the watches (PyTorchJob
+//! required; Volcano and Kueue when installed), their sync state, and building a snapshot from
+//! the watch caches. Acting is in `scale`; the backend traits in `drive`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use kube::Client;
+use tokio::task::JoinHandle;
+
+use super::api::{dyn_api, installed, podgroup_resource, pytorchjob_resource, workload_resource};
+use super::config::{Hooks, KubeConfig};
+use super::events::{ClusterEvent, Lifecycle};
+use super::objects::{pytorchjob_view, JobFacts, JobKey, JobMemory};
+use super::safety::ActionBudget;
+use super::snapshot::{build_snapshot, Objects};
+use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
+use crate::cluster::{ClusterSnapshot, JobId};
+use crate::error::{BackendError, ErrorKind};
+
+/// A scale the backend would have made in dry-run mode (or made).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleRecord {
+    pub time: f64,
+    pub job: JobKey,
+    pub from: u32,
+    pub to: u32,
+    pub dry_run: bool,
+}
+
+/// The Kubernetes [`ClusterBackend`](crate::ClusterBackend).
+pub struct KubeBackend {
+    pub(super) cfg: KubeConfig,
+    pub(super) hooks: Hooks,
+    pub(super) jobs_ar: ApiResource,
+    pub(super) client: Client,
+    nodes: Watched<Node>,
+    pods: Watched<Pod>,
+    jobs: Watched<DynamicObject>,
+    podgroups: Option<Watched<DynamicObject>>,
+    workloads: Option<Watched<DynamicObject>>,
+    pub(super) memory: JobMemory,
+    pub(super) facts: HashMap<JobId, JobFacts>,
+    pub(super) snapshot_time: Option<f64>,
+    pub(super) budget: ActionBudget,
+    pub(super) scales: Vec<ScaleRecord>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Live loop: the watches' resource versions at the last tick that asked the policy, and
+    /// the wall time since.
+    pub(super) seen_rvs: Vec<u64>,
+    pub(super) since_asked: Duration,
+}
+
+impl Drop for KubeBackend {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for KubeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeBackend")
+            .field("cfg", &self.cfg)
+            .field("volcano", &self.podgroups.is_some())
+            .field("kueue", &self.workloads.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Watches the PyTorchJobs; with an event sink, turns their changes into lifecycle events.
+fn watch_jobs(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    cfg: &KubeConfig,
+    hooks: &Hooks,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Watched<DynamicObject> {
+    let mut lifecycle = Lifecycle::default();
+    let sink = hooks.events.clone();
+    let clock = hooks.clock.clone();
+    let gpu_resource = cfg.observe.gpu_resource.clone();
+    let mut out = Vec::new();
+    let on_event = move |ev: &watcher::Event<DynamicObject>| {
+        let Some(sink) = &sink else { return };
+        match ev {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                if let Some(v) = pytorchjob_view(o, &gpu_resource) {
+                    lifecycle.applied(&v, &mut out);
+                }
+            }
+            watcher::Event::Delete(o) => {
+                if let Some(v) = pytorchjob_view(o, &gpu_resource) {
+                    lifecycle.deleted(&v.key, clock(), &mut out);
+                }
+            }
+            _ => {}
+        }
+        for e in out.drain(..) {
+            sink(e);
+        }
+    };
+    spawn_watch("pytorchjobs", api, ar, cfg.watch_timeout_s, on_event, tasks)
+}
+
+impl KubeBackend {
+    /// Probes which CRDs are installed (PyTorchJob is required; Volcano and Kueue are
+    /// optional) and starts the watches. Must run inside a tokio runtime.
+    pub async fn start(
+        client: Client,
+        cfg: KubeConfig,
+        hooks: Hooks,
+    ) -> Result<KubeBackend, BackendError> {
+        let ns = cfg.namespace.as_deref();
+        let jobs_ar = pytorchjob_resource();
+        let jobs_api = dyn_api(&client, ns, &jobs_ar);
+        if !installed(&jobs_api, "pytorchjobs.kubeflow.org", false).await? {
+            return Err(BackendError::new(
+                ErrorKind::Invalid,
+                None,
+                "the PyTorchJob CRD (kubeflow.org/v1 pytorchjobs) is not installed",
+            ));
+        }
+        let pg_ar = podgroup_resource();
+        let pg_api = dyn_api(&client, ns, &pg_ar);
+        let volcano = installed(&pg_api, "podgroups.scheduling.volcano.sh", true).await?;
+        let wl_ar = workload_resource();
+        let wl_api = dyn_api(&client, ns, &wl_ar);
+        let kueue = installed(&wl_api, "workloads.kueue.x-k8s.io", true).await?;
+        tracing::info!(volcano, kueue, namespace = ?ns, "kubernetes backend watching");
+
+        let mut tasks = Vec::new();
+        let t = cfg.watch_timeout_s;
+        let nodes = spawn_watch(
+            "nodes",
+            Api::<Node>::all(client.clone()),
+            (),
+            t,
+            |_| {},
+            &mut tasks,
+        );
+        // pods of every namespace: GPUs other namespaces hold are not free for our jobs
+        // (terminated pods are filtered server-side; they hold nothing)
+        let pods_cfg = watcher::Config::default()
+            .timeout(t)
+            .fields("status.phase!=Succeeded,status.phase!=Failed");
+        let pods = spawn_watch_with(
+            "pods",
+            Api::<Pod>::all(client.clone()),
+            (),
+            pods_cfg,
+            |_| {},
+            &mut tasks,
+        );
+        let jobs = watch_jobs(jobs_api, jobs_ar.clone(), &cfg, &hooks, &mut tasks);
+        let podgroups =
+            volcano.then(|| spawn_watch("podgroups", pg_api, pg_ar, t, |_| {}, &mut tasks));
+        let workloads =
+            kueue.then(|| spawn_watch("workloads", wl_api, wl_ar, t, |_| {}, &mut tasks));
+        Ok(KubeBackend {
+            cfg,
+            hooks,
+            jobs_ar,
+            client,
+            nodes,
+            pods,
+            jobs,
+            podgroups,
+            workloads,
+            memory: JobMemory::default(),
+            facts: HashMap::new(),
+            snapshot_time: None,
+            budget: ActionBudget::default(),
+            scales: Vec::new(),
+            tasks,
+            seen_rvs: Vec::new(),
+            since_asked: Duration::ZERO,
+        })
+    }
+
+    pub(super) fn watches(&self) -> Vec<(&'static str, &Arc<WatchSync>)> {
+        let mut v = vec![
+            (self.nodes.name, &self.nodes.sync),
+            (self.pods.name, &self.pods.sync),
+            (self.jobs.name, &self.jobs.sync),
+        ];
+        if let Some(w) = &self.podgroups {
+            v.push((w.name, &w.sync));
+        }
+        if let Some(w) = &self.workloads {
+            v.push((w.name, &w.sync));
+        }
+        v
+    }
+
+    /// Sync state of each watch, by resource name (`nodes`, `pods`, `pytorchjobs`,
+    /// `podgroups`, `workloads`).
+    pub fn watch_sync(&self) -> Vec<(&'static str, Arc<WatchSync>)> {
+        self.watches()
+            .into_iter()
+            .map(|(n, s)| (n, s.clone()))
+            .collect()
+    }
+
+    /// True when every watch has listed and is streaming without error.
+    pub fn synced(&self) -> bool {
+        self.watches().iter().all(|(_, s)| s.synced())
+    }
+
+    /// Waits until every watch is in sync, up to `timeout`.
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), BackendError> {
+        let start = tokio::time::Instant::now();
+        while !self.synced() {
+            if start.elapsed() > timeout {
+                let lagging: Vec<&str> = self
+                    .watches()
+                    .iter()
+                    .filter(|(_, s)| !s.synced())
+                    .map(|(n, _)| *n)
+                    .collect();
+                return Err(BackendError::new(
+                    ErrorKind::Unavailable,
+                    None,
+                    format!("watches not in sync after {timeout:?}: {lagging:?}"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// What it watches and how it acts.
+    pub fn config(&self) -> &KubeConfig {
+        &self.cfg
+    }
+
+    /// Whether Volcano `PodGroup`s / Kueue `Workload`s are watched.
+    pub fn queueing_systems(&self) -> (bool, bool) {
+        (self.podgroups.is_some(), self.workloads.is_some())
+    }
+
+    /// Scales made (or, in dry-run, planned), oldest first.
+    pub fn scales(&self) -> &[ScaleRecord] {
+        &self.scales
+    }
+
+    /// The `namespace/name` behind a job id, while the job exists.
+    pub fn job_key(&self, job: JobId) -> Option<&JobKey> {
+        self.memory.key_of(job)
+    }
+
+    /// What the backend knows about a job of the last snapshot.
+    pub fn facts(&self, job: JobId) -> Option<&JobFacts> {
+        self.facts.get(&job)
+    }
+
+    /// The backend's clock now.
+    pub(super) fn now(&self) -> f64 {
+        (self.hooks.clock)()
+    }
+
+    /// A snapshot of the watch caches (refused while a watch is not in sync); keeps the jobs'
+    /// facts for acting on it and sends it to the event sink.
+    pub(super) fn build(&mut self) -> Result<ClusterSnapshot, BackendError> {
+        if let Some((name, _)) = self.watches().into_iter().find(|(_, s)| !s.synced()) {
+            return Err(BackendError::new(
+                ErrorKind::Unavailable,
+                None,
+                format!("the {name} watch is not in sync (listing or recovering from an error); not acting on a partial view"),
+            ));
+        }
+        let nodes = self.nodes.store.state();
+        let pods = self.pods.store.state();
+        let jobs = self.jobs.store.state();
+        let pgs = self.podgroups.as_ref().map(|w| w.store.state());
+        let wls = self.workloads.as_ref().map(|w| w.store.state());
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs,
+            podgroups: pgs.as_deref(),
+            workloads: wls.as_deref(),
+        };
+        let now = self.now();
+        let (snap, facts) = build_snapshot(
+            &objs,
+            now,
+            &self.cfg.observe,
+            &mut self.memory,
+            self.hooks.runtime_hint.as_ref(),
+        );
+        self.facts = facts;
+        self.snapshot_time = Some(now);
+        if let Some(sink) = &self.hooks.events {
+            sink(ClusterEvent::Snapshot(Arc::new(snap.clone())));
+        }
+        Ok(snap)
+    }
+}

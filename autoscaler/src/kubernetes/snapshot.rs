@@ -1,0 +1,416 @@
+//! Building a [`ClusterSnapshot`] from what the watches hold (nodes, pods, Kubeflow
+//! `PyTorchJob`s, Volcano `PodGroup`s, Kueue `Workload`s), with the facts the backend needs to
+//! act on each job.
+//!
+//! - **Nodes**: GPU nodes only (allocatable `nvidia.com/gpu` > 0), sorted by name. A node is
+//!   healthy when its `Ready` condition is `True` and it is not cordoned. Its GPU type is the
+//!   `nvidia.com/gpu.product` label (speed from [`ObserveConfig::gpu_speeds`], else 1.0); its
+//!   rack is the value of [`ObserveConfig::rack_label`]. Free GPUs are allocatable minus the
+//!   GPU requests of the non-terminated pods bound to it.
+//! - **Jobs**: one entry per unfinished `PyTorchJob`, in GPUs (a worker pod with `g` GPUs counts
+//!   `g`). A job is *queued* when its Kueue `Workload` is not `Admitted`, its Volcano `PodGroup`
+//!   is `Pending`/`Inqueue`, or none of its worker pods is bound to a node; otherwise it is
+//!   *running* with as many workers as it has bound worker pods. Its `[min, max]` comes from
+//!   `spec.elasticPolicy`; a job without both bounds is observed with `min = max` (never
+//!   scaled).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::objects::{
+    bound_node, label, node_gpus, owner_job, pod_gpus, pytorchjob_view, terminated,
+    workload_admitted, JobFacts, JobKey, JobMemory, JobState, ObserveConfig, PyTorchJobView,
+    RuntimeHint, JOB_NAME_LABEL, REPLICA_TYPE_LABEL,
+};
+use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+
+/// What the watches hold, borrowed for one snapshot.
+#[derive(Debug, Default)]
+pub struct Objects<'a> {
+    pub nodes: &'a [Arc<Node>],
+    pub pods: &'a [Arc<Pod>],
+    pub jobs: &'a [Arc<DynamicObject>],
+    /// `None` when Volcano is not installed.
+    pub podgroups: Option<&'a [Arc<DynamicObject>]>,
+    /// `None` when Kueue is not installed.
+    pub workloads: Option<&'a [Arc<DynamicObject>]>,
+}
+
+/// Bound worker pods of each job: (node index, GPUs) per pod.
+type BoundWorkers = HashMap<JobKey, Vec<(u32, u32)>>;
+
+/// Builds the snapshot at `now`, with the facts the backend needs to act on each job (indexed
+/// by the job's id).
+pub fn build_snapshot(
+    objs: &Objects<'_>,
+    now: f64,
+    cfg: &ObserveConfig,
+    memory: &mut JobMemory,
+    hint: Option<&RuntimeHint>,
+) -> (ClusterSnapshot, HashMap<JobId, JobFacts>) {
+    let mut snap = ClusterSnapshot {
+        time: now,
+        rules: cfg.rules,
+        ..Default::default()
+    };
+    let node_index = add_nodes(&mut snap, objs.nodes, cfg);
+    let bound = count_pods(&mut snap, objs.pods, cfg, &node_index);
+    let held = held_by_queues(objs);
+    let mut views: Vec<PyTorchJobView> = objs
+        .jobs
+        .iter()
+        .filter_map(|j| pytorchjob_view(j, &cfg.gpu_resource))
+        .filter(|v| v.finished.is_none())
+        .collect();
+    views.sort_by(|a, b| a.created.total_cmp(&b.created).then(a.key.cmp(&b.key)));
+    memory.retain(&views.iter().map(|v| &v.key).collect());
+    let mut facts = HashMap::new();
+    for v in &views {
+        let queued = held.get(&v.key).copied().unwrap_or(false)
+            || bound.get(&v.key).is_none_or(Vec::is_empty);
+        let (id, f) = add_job(&mut snap, v, queued, bound.get(&v.key), memory, hint);
+        facts.insert(id, f);
+    }
+    (snap, facts)
+}
+
+/// Adds the GPU nodes, sorted by name, all their GPUs free; returns each node's index by name.
+fn add_nodes<'a>(
+    snap: &mut ClusterSnapshot,
+    nodes: &'a [Arc<Node>],
+    cfg: &ObserveConfig,
+) -> HashMap<&'a str, u32> {
+    let mut nodes: Vec<&Node> = nodes
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|n| node_gpus(n, &cfg.gpu_resource) > 0)
+        .collect();
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut node_index: HashMap<&str, u32> = HashMap::new();
+    let mut racks: Vec<String> = Vec::new();
+    for n in &nodes {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let product = label(&n.metadata, &cfg.gpu_product_label).unwrap_or("unknown");
+        let gpu_type = match snap.gpu_types.iter().position(|t| t.name == product) {
+            Some(i) => i,
+            None => {
+                snap.gpu_types.push(GpuType {
+                    name: product.to_string(),
+                    speed: cfg.gpu_speeds.get(product).copied().unwrap_or(1.0),
+                });
+                snap.gpu_types.len() - 1
+            }
+        };
+        let rack_name = label(&n.metadata, &cfg.rack_label).unwrap_or("");
+        let rack = match racks.iter().position(|r| r == rack_name) {
+            Some(i) => i,
+            None => {
+                racks.push(rack_name.to_string());
+                racks.len() - 1
+            }
+        };
+        let gpus = node_gpus(n, &cfg.gpu_resource);
+        node_index.insert(name, snap.nodes.len() as u32);
+        snap.nodes.push(NodeInfo {
+            name: name.to_string(),
+            gpu_type: u16::try_from(gpu_type).unwrap_or(u16::MAX),
+            rack: rack as u32,
+            gpus,
+            free: gpus,
+            healthy: node_ready(n) && !cordoned(n),
+        });
+    }
+    node_index
+}
+
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// Takes the GPUs of the bound, non-terminated pods off their nodes' free GPUs (an unhealthy
+/// node has none free); returns the bound worker pods of each job.
+fn count_pods(
+    snap: &mut ClusterSnapshot,
+    pods: &[Arc<Pod>],
+    cfg: &ObserveConfig,
+    node_index: &HashMap<&str, u32>,
+) -> BoundWorkers {
+    let mut bound_workers: BoundWorkers = HashMap::new();
+    for pod in pods.iter().map(Arc::as_ref) {
+        if terminated(pod) {
+            continue;
+        }
+        let Some(node) = bound_node(pod).and_then(|n| node_index.get(n)).copied() else {
+            continue;
+        };
+        let g = pod_gpus(pod, &cfg.gpu_resource);
+        if let Some(n) = snap.nodes.get_mut(node as usize) {
+            n.free = n.free.saturating_sub(g);
+        }
+        let is_worker = label(&pod.metadata, REPLICA_TYPE_LABEL)
+            .is_some_and(|t| t.eq_ignore_ascii_case("worker"));
+        if let (true, Some(job), Some(ns)) = (
+            is_worker,
+            label(&pod.metadata, JOB_NAME_LABEL),
+            pod.metadata.namespace.as_deref(),
+        ) {
+            bound_workers
+                .entry(JobKey {
+                    namespace: ns.to_string(),
+                    name: job.to_string(),
+                })
+                .or_default()
+                .push((node, g));
+        }
+    }
+    for n in &mut snap.nodes {
+        if !n.healthy {
+            n.free = 0;
+        }
+    }
+    bound_workers
+}
+
+/// Jobs the queueing systems hold back: a Kueue `Workload` not admitted, a Volcano `PodGroup`
+/// `Pending` or `Inqueue`.
+fn held_by_queues(objs: &Objects<'_>) -> HashMap<JobKey, bool> {
+    let mut held: HashMap<JobKey, bool> = HashMap::new();
+    for wl in objs.workloads.unwrap_or(&[]) {
+        if let Some(k) = owner_job(wl) {
+            *held.entry(k).or_default() |= !workload_admitted(wl);
+        }
+    }
+    for pg in objs.podgroups.unwrap_or(&[]) {
+        let phase = pg.data.pointer("/status/phase").and_then(Value::as_str);
+        if let Some(k) = owner_job(pg) {
+            *held.entry(k).or_default() |= matches!(phase, Some("Pending" | "Inqueue"));
+        }
+    }
+    held
+}
+
+/// Adds job `v` to the snapshot, queued or running on its `bound` worker pods; returns its id
+/// and the facts the backend acts on.
+fn add_job(
+    snap: &mut ClusterSnapshot,
+    v: &PyTorchJobView,
+    queued: bool,
+    bound: Option<&Vec<(u32, u32)>>,
+    memory: &mut JobMemory,
+    hint: Option<&RuntimeHint>,
+) -> (JobId, JobFacts) {
+    let id = memory.id(&v.key);
+    let g = v.gpus_per_worker;
+    let first = *memory
+        .first_replicas
+        .entry(v.key.clone())
+        .or_insert(v.worker_replicas);
+    let requested = v.requested_replicas.unwrap_or(first);
+    let (lo, hi) = v.elastic.unwrap_or((requested, requested));
+    // an explicit annotation wins over the service's prediction
+    let predicted = v.predicted_runtime.or_else(|| hint.and_then(|h| h(v)));
+    let last_rescale = memory.last_rescale.get(&v.key).copied();
+    let first_started = v.start_time.unwrap_or(v.created);
+    let started = last_rescale.map_or(first_started, |t| t.max(first_started));
+    let facts = JobFacts {
+        key: v.key.clone(),
+        state: if queued {
+            JobState::Queued
+        } else {
+            JobState::Running
+        },
+        spec_replicas: v.worker_replicas,
+        gpus_per_worker: g,
+        bounds: v.elastic,
+        started,
+        last_checkpoint: v.last_checkpoint,
+    };
+    if queued {
+        snap.queued.push(QueuedJob {
+            id,
+            submitted: v.created,
+            queued_since: v.created,
+            requested: requested * g,
+            min_workers: lo * g,
+            max_workers: hi * g,
+            attained_gpu_s: 0.0,
+            run_s: 0.0,
+            progress_s: None,
+            predicted_runtime: predicted,
+            oracle_remaining_s: None,
+        });
+        return (id, facts);
+    }
+    let placed = bound.map_or(&[][..], Vec::as_slice);
+    let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
+    for &(node, gpus) in placed {
+        *per_node.entry(node).or_default() += gpus;
+    }
+    let a = snap.slots.len() as u32;
+    snap.slots
+        .extend(per_node.iter().map(|(&node, &gpus)| Slot { node, gpus }));
+    let b = snap.slots.len() as u32;
+    let workers = placed.len() as u32 * g;
+    snap.running.push(RunningJob {
+        id,
+        submitted: v.created,
+        first_started,
+        started,
+        workers,
+        requested: requested * g,
+        min_workers: lo * g,
+        max_workers: hi * g,
+        restarting: false,
+        // approximate: the current size since the first start
+        attained_gpu_s: (snap.time - first_started).max(0.0) * f64::from(workers),
+        progress_s: None,
+        predicted_runtime: predicted,
+        oracle_remaining_s: None,
+        last_rescale,
+        slots: (a, b),
+    });
+    (id, facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(v).expect("object"))
+    }
+
+    fn node(name: &str, gpus: u32, ready: &str, cordoned: bool) -> Arc<Node> {
+        obj(json!({
+            "metadata": { "name": name, "labels": { "nvidia.com/gpu.product": "H100" } },
+            "spec": { "unschedulable": cordoned },
+            "status": {
+                "allocatable": { "nvidia.com/gpu": gpus.to_string() },
+                "conditions": [{ "type": "Ready", "status": ready }],
+            },
+        }))
+    }
+
+    fn worker(job: &str, i: u32, gpus: u32, node: Option<&str>, phase: &str) -> Arc<Pod> {
+        obj(json!({
+            "metadata": { "name": format!("{job}-worker-{i}"), "namespace": "ml", "labels": {
+                JOB_NAME_LABEL: job, REPLICA_TYPE_LABEL: "Worker" } },
+            "spec": { "nodeName": node, "containers": [{ "name": "c",
+                "resources": { "limits": { "nvidia.com/gpu": gpus.to_string() } } }] },
+            "status": { "phase": phase },
+        }))
+    }
+
+    fn job(
+        name: &str,
+        replicas: u32,
+        gpus: u32,
+        elastic: Value,
+        created: &str,
+    ) -> Arc<DynamicObject> {
+        obj(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": { "name": name, "namespace": "ml", "creationTimestamp": created },
+            "spec": { "elasticPolicy": elastic, "pytorchReplicaSpecs": { "Worker": {
+                "replicas": replicas,
+                "template": { "spec": { "containers": [{ "name": "c",
+                    "resources": { "limits": { "nvidia.com/gpu": gpus } } }] } } } } },
+        }))
+    }
+
+    #[test]
+    fn multi_gpu_workers_count_in_gpus_and_half_specified_bounds_are_not_elastic() {
+        let nodes = [
+            node("a", 8, "True", false),
+            node("b", 8, "True", false),
+            node("c", 8, "True", true),
+            node("d", 8, "Unknown", false),
+        ];
+        let pods = [
+            worker("big", 0, 8, Some("a"), "Running"),
+            worker("big", 1, 8, Some("b"), "Running"),
+            worker("big", 2, 8, None, "Pending"),
+            // finished pods hold nothing
+            worker("old", 0, 8, Some("b"), "Succeeded"),
+            worker("half", 0, 1, None, "Pending"),
+        ];
+        let jobs = [
+            job(
+                "big",
+                3,
+                8,
+                json!({ "minReplicas": 1, "maxReplicas": 4 }),
+                "2026-01-01T00:00:00Z",
+            ),
+            job(
+                "half",
+                1,
+                1,
+                json!({ "maxReplicas": 4 }),
+                "2026-01-01T00:01:00Z",
+            ),
+        ];
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs,
+            ..Default::default()
+        };
+        let mut mem = JobMemory::default();
+        let (s, facts) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let free: Vec<(u32, bool)> = s.nodes.iter().map(|n| (n.free, n.healthy)).collect();
+        assert_eq!(free, vec![(0, true), (0, true), (0, false), (0, false)]);
+        let r = &s.running[0];
+        // 2 of 3 workers bound (the third is stuck pending): it holds 16 GPUs
+        assert_eq!(
+            (r.workers, r.requested, r.min_workers, r.max_workers),
+            (16, 24, 8, 32)
+        );
+        assert_eq!(s.placement_of(r).len(), 2);
+        let f = &facts[&r.id];
+        assert_eq!(
+            (f.spec_replicas, f.gpus_per_worker, f.bounds),
+            (3, 8, Some((1, 4)))
+        );
+        let q = &s.queued[0];
+        assert!(!q.elastic(), "only maxReplicas: observed, never scaled");
+        assert_eq!(facts[&q.id].bounds, None);
+        // ids are stable across snapshots and not reused after a job is gone
+        let (s2, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert_eq!(s2.running[0].id, r.id);
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs[1..],
+            ..Default::default()
+        };
+        let (s3, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert_eq!(s3.queued[0].id, q.id);
+        let objs = Objects {
+            nodes: &nodes,
+            pods: &pods,
+            jobs: &jobs,
+            ..Default::default()
+        };
+        let (s4, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        assert!(
+            s4.running[0].id.0 > q.id.0,
+            "a job seen again gets a new id"
+        );
+    }
+}

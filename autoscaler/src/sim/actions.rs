@@ -1,0 +1,176 @@
+//! Carrying out a policy's actions in the simulator ([`Simulator::apply_action`]): admit a
+//! queued gang where the placement rules allow, rescale a running job (checkpoint, new
+//! placement, restart pause), or suspend it back to the queue. Each checks the job's state
+//! and bounds first and fails with a typed [`BackendError`].
+
+use super::engine::Simulator;
+use super::job::{job_id, State};
+use crate::decision::Action;
+use crate::error::{BackendError, ErrorKind};
+use crate::placement::{shrink_plan, subtract};
+
+fn err(kind: ErrorKind, i: u32, msg: &str) -> BackendError {
+    BackendError::new(kind, Some(job_id(i)), msg)
+}
+
+impl Simulator {
+    /// Carries out one action now.
+    pub fn apply_action(&mut self, action: Action) -> Result<(), BackendError> {
+        let i = u32::try_from(action.job().0).unwrap_or(u32::MAX);
+        let Some(j) = self.jobs.get(i as usize) else {
+            return Err(err(ErrorKind::NotFound, i, "no such job"));
+        };
+        let (state, min, max) = (j.state, j.min, j.max);
+        match action {
+            Action::Admit { workers: w, .. } => {
+                if state != State::Queued {
+                    return Err(err(ErrorKind::Invalid, i, "admit: job is not queued"));
+                }
+                if w < min || w > max {
+                    return Err(err(
+                        ErrorKind::Invalid,
+                        i,
+                        "admit: workers outside [min, max]",
+                    ));
+                }
+                self.admit(i, w)
+            }
+            Action::SetWorkers { workers: w, .. } => {
+                if state != State::Running {
+                    return Err(err(ErrorKind::Invalid, i, "rescale: job is not running"));
+                }
+                if w < min || w > max {
+                    return Err(err(
+                        ErrorKind::Invalid,
+                        i,
+                        "rescale: workers outside [min, max]",
+                    ));
+                }
+                self.rescale(i, w)
+            }
+            Action::Suspend { .. } => {
+                if state != State::Running {
+                    return Err(err(ErrorKind::Invalid, i, "suspend: job is not running"));
+                }
+                self.suspend_job(i);
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts queued job `i` on `w` workers placed under the locality its wait allows; a
+    /// resumed job pauses to restore its checkpoint first.
+    fn admit(&mut self, i: u32, w: u32) -> Result<(), BackendError> {
+        let waited = self
+            .jobs
+            .get(i as usize)
+            .map_or(0.0, |j| self.now - j.queued_since);
+        let level = self.cfg.rules.level_for(waited);
+        let mut slots = std::mem::take(&mut self.tmp);
+        slots.clear();
+        if !self
+            .cap
+            .place(w, level, self.cfg.rules.strategy, &mut slots)
+        {
+            self.tmp = slots;
+            return Err(err(ErrorKind::NoCapacity, i, "admit: gang does not fit"));
+        }
+        self.sync(i);
+        let now = self.now;
+        let resumed = if let Some(j) = self.jobs.get_mut(i as usize) {
+            j.slots.clear();
+            j.slots.extend_from_slice(&slots);
+            j.workers = w;
+            j.state = State::Running;
+            j.started = now;
+            let resumed = j.first_start.is_some();
+            if !resumed {
+                j.first_start = Some(now);
+            }
+            j.run_pos = self.running.len();
+            resumed
+        } else {
+            false
+        };
+        self.tmp = slots;
+        self.running.push(i);
+        if resumed {
+            self.pause(i);
+        } else {
+            self.start_progress(i);
+        }
+        Ok(())
+    }
+
+    /// Rescales running job `i` to `w` workers: grows on its own nodes first (then its rack,
+    /// then anywhere) or gives back its smallest slots, then pauses to restart.
+    fn rescale(&mut self, i: u32, w: u32) -> Result<(), BackendError> {
+        let workers = self.jobs.get(i as usize).map_or(w, |j| j.workers);
+        if w == workers {
+            return Ok(());
+        }
+        let cur = self
+            .jobs
+            .get(i as usize)
+            .map(|j| j.slots.clone())
+            .unwrap_or_default();
+        let mut delta = std::mem::take(&mut self.tmp);
+        delta.clear();
+        if w > workers {
+            if !self
+                .cap
+                .grow(&cur, w - workers, self.cfg.rules.strategy, &mut delta)
+            {
+                self.tmp = delta;
+                return Err(err(ErrorKind::NoCapacity, i, "rescale: no room to grow"));
+            }
+        } else {
+            shrink_plan(&cur, workers - w, &mut delta);
+            self.cap.release(&delta);
+        }
+        self.sync(i);
+        let now = self.now;
+        if let Some(j) = self.jobs.get_mut(i as usize) {
+            if w > workers {
+                for d in &delta {
+                    if let Some(s) = j.slots.iter_mut().find(|s| s.node == d.node) {
+                        s.gpus += d.gpus;
+                    } else {
+                        j.slots.push(*d);
+                    }
+                }
+            } else {
+                subtract(&mut j.slots, &delta);
+            }
+            j.workers = w;
+            j.rescales += 1;
+            j.last_rescale = Some(now);
+        }
+        self.tmp = delta;
+        self.rescales += 1;
+        self.pause(i);
+        Ok(())
+    }
+
+    /// Suspends running job `i`: it checkpoints (unless still restoring its last checkpoint),
+    /// frees its GPUs and goes back to the queue.
+    fn suspend_job(&mut self, i: u32) {
+        self.sync(i);
+        let slots = if let Some(j) = self.jobs.get_mut(i as usize) {
+            // a suspend checkpoints, unless the job is still restoring its last one
+            if !j.restarting {
+                j.ckpt = j.done;
+            } else {
+                j.done = j.ckpt;
+            }
+            j.preemptions += 1;
+            std::mem::take(&mut j.slots)
+        } else {
+            Vec::new()
+        };
+        self.cap.release(&slots);
+        self.remove_running(i);
+        self.enqueue(i);
+        self.suspensions += 1;
+    }
+}

@@ -1,0 +1,37 @@
+//! The simulator as a [`ClusterBackend`]: futures that are ready at once.
+
+use std::future::Future;
+
+use super::engine::Simulator;
+use crate::backend::ClusterBackend;
+use crate::cluster::{ClusterSnapshot, JobId};
+use crate::decision::Action;
+use crate::error::BackendError;
+
+/// The simulator as a backend: actions apply at the current simulation time; move time with
+/// [`Simulator::advance`].
+impl ClusterBackend for Simulator {
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+        std::future::ready(Ok(self.snapshot().clone()))
+    }
+
+    fn admit(
+        &mut self,
+        job: JobId,
+        workers: u32,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(self.apply_action(Action::Admit { job, workers }))
+    }
+
+    fn set_workers(
+        &mut self,
+        job: JobId,
+        workers: u32,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(self.apply_action(Action::SetWorkers { job, workers }))
+    }
+
+    fn suspend(&mut self, job: JobId) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(self.apply_action(Action::Suspend { job }))
+    }
+}
