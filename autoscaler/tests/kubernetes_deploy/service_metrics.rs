@@ -74,11 +74,16 @@ pub fn string_literal(s: &str) -> (String, &str) {
     panic!("unterminated string literal")
 }
 
-/// Metric names as scraped, from the registry's `register("name", "help", var.clone())`
-/// calls: `augur_<name>`, counters with `_total` (the OpenMetrics suffix).
+/// Metric names as scraped, from the metrics module's registrations: either
+/// `registry.register("name", "help", var.clone())` with `let var = …` declaring its type, or
+/// `registered(&mut registry, "name", "help", <metric constructor>)`: `augur_<name>`,
+/// counters with `_total` (the OpenMetrics suffix).
 pub fn registered_metrics(src: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for call in src.split("registry.register(").skip(1) {
+        if !call.trim_start().starts_with('"') {
+            continue; // the helper below forwarding its arguments
+        }
         let (name, rest) = string_literal(call);
         let (_help, rest) = string_literal(rest.trim_start().strip_prefix(',').unwrap());
         let var: String = rest
@@ -100,6 +105,25 @@ pub fn registered_metrics(src: &str) -> BTreeSet<String> {
         };
         out.insert(format!("augur_{name}{suffix}"));
     }
+    for call in src.split("registered(").skip(1) {
+        // `&mut registry, "name", "help", constructor)`
+        let Some((_, args)) = call.split_once(',') else {
+            continue;
+        };
+        if !args.trim_start().starts_with('"') {
+            continue;
+        }
+        let (name, rest) = string_literal(args);
+        let (_help, rest) = string_literal(rest.trim_start().strip_prefix(',').unwrap());
+        let constructor = rest.split("),").next().unwrap_or(rest);
+        let suffix = if constructor.contains("Counter") {
+            "_total"
+        } else {
+            ""
+        };
+        out.insert(format!("augur_{name}{suffix}"));
+    }
+    assert!(!out.is_empty(), "no metric registration found");
     out
 }
 
