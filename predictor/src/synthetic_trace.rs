@@ -41,8 +41,7 @@ pub(crate) fn trace(n: usize, seed: u64) -> Vec<JobRecord> {
         .collect()
 }
 
-/// A job's events as a service would store them, `(time, rank, job index, kind)` sorted
-/// by time, then rank (finishes, then submits, then starts at equal times), then job.
+/// What happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Finished,
@@ -50,7 +49,8 @@ pub(crate) enum Kind {
     Started,
 }
 
-/// The events of `jobs` in the order of [`Kind`]'s ranks at equal times.
+/// The events of `jobs` as a service would store them, `(time, job index, kind)`: by time,
+/// then finishes before submits before starts, then by job (the trace replays' order).
 pub(crate) fn events(jobs: &[JobRecord]) -> Vec<(f64, usize, Kind)> {
     let mut ev = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
