@@ -6,6 +6,8 @@
 use augur_datasets::{JobRecord, JobStatus};
 use augur_numeric::SplitMix64;
 
+use crate::contract::JobEvent;
+
 /// `n` synthetic jobs in submit order (ids `j0`, `j1`, ...), every time field filled in.
 pub(crate) fn trace(n: usize, seed: u64) -> Vec<JobRecord> {
     let mut rng = SplitMix64(seed);
@@ -73,4 +75,23 @@ pub(crate) fn events(jobs: &[JobRecord]) -> Vec<(f64, usize, Kind)> {
             .then(a.1.cmp(&b.1))
     });
     ev
+}
+
+/// The [`JobEvent`] of `kind` for job `i` of `jobs` at `at` (finishes with the job's status
+/// and duration).
+pub(crate) fn job_event(jobs: &[JobRecord], i: usize, kind: Kind, at: f64) -> JobEvent<'_> {
+    let j = &jobs[i];
+    match kind {
+        Kind::Submitted => JobEvent::Submitted { job: j },
+        Kind::Started => JobEvent::Started {
+            job_id: &j.job_id,
+            at,
+        },
+        Kind::Finished => JobEvent::Finished {
+            job_id: &j.job_id,
+            at,
+            status: j.status,
+            duration: j.duration,
+        },
+    }
 }

@@ -289,7 +289,7 @@ mod tests {
     use super::*;
     use crate::calibration::{high_level, RiskScore, RiskSplitBound};
     use crate::queue_wait::{known_wait, QueueWaitData, QueueWaitTrainer};
-    use crate::synthetic_trace::{events, trace, Kind};
+    use crate::synthetic_trace::{events, job_event as event, trace, Kind};
 
     /// A small predictor trained on the first 500 jobs of a synthetic trace of 700, the
     /// trace and the training data (with every job's feature row).
@@ -324,23 +324,6 @@ mod tests {
             seed_scores: Vec::new(),
         });
         p
-    }
-
-    fn event(jobs: &[JobRecord], i: usize, kind: Kind, at: f64) -> JobEvent<'_> {
-        let j = &jobs[i];
-        match kind {
-            Kind::Submitted => JobEvent::Submitted { job: j },
-            Kind::Started => JobEvent::Started {
-                job_id: &j.job_id,
-                at,
-            },
-            Kind::Finished => JobEvent::Finished {
-                job_id: &j.job_id,
-                at,
-                status: j.status,
-                duration: j.duration,
-            },
-        }
     }
 
     #[test]

@@ -162,15 +162,7 @@ impl QueueWaitTrainer {
             Some(slack) if !val_rows.is_empty() => {
                 let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
                 let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-                self.fit_short(
-                    &train_x(&fx, fit_rows.len(), d)?,
-                    &fit_w,
-                    &vx,
-                    &val_w,
-                    d,
-                    &point,
-                    slack,
-                )?
+                self.fit_short(&fm, &fit_w, &vx, &val_w, d, &point, slack)?
             }
             _ => None,
         };
@@ -301,7 +293,3 @@ impl QueueWaitTrainer {
 
 /// Half-width of the "within 600 s" window the short-wait override aims at.
 const SHORT: f64 = 600.0;
-
-fn train_x(x: &[f32], rows: usize, d: usize) -> Result<Matrix<'_>, PredictorError> {
-    Ok(Matrix::new(x, rows, d)?)
-}

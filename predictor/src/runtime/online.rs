@@ -192,7 +192,7 @@ mod tests {
     use augur_features::{batch_features, FeatureSchema};
 
     use super::*;
-    use crate::synthetic_trace::{events, trace, Kind};
+    use crate::synthetic_trace::{events, job_event as event, trace, Kind};
     use crate::RuntimeTrainer;
 
     /// A small predictor trained on the first 300 jobs of a synthetic trace of 400, the
@@ -210,23 +210,6 @@ mod tests {
         let rows: Vec<usize> = (0..300).collect();
         let p = trainer.train(&schema, &x, &y, &rows).unwrap();
         (Arc::new(p), jobs, x)
-    }
-
-    fn event(jobs: &[JobRecord], i: usize, kind: Kind, at: f64) -> JobEvent<'_> {
-        let j = &jobs[i];
-        match kind {
-            Kind::Submitted => JobEvent::Submitted { job: j },
-            Kind::Started => JobEvent::Started {
-                job_id: &j.job_id,
-                at,
-            },
-            Kind::Finished => JobEvent::Finished {
-                job_id: &j.job_id,
-                at,
-                status: j.status,
-                duration: j.duration,
-            },
-        }
     }
 
     #[test]
