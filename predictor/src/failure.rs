@@ -433,11 +433,14 @@ fn fit_svm(
     let mut pos: Vec<usize> = (0..rows.len()).filter(|&k| labels[k]).collect();
     let mut neg: Vec<usize> = (0..rows.len()).filter(|&k| !labels[k]).collect();
     if pos.is_empty() || neg.is_empty() {
-        return Err(PredictorError::NotEnoughData(format!(
-            "the SVM needs both outcomes in training: {} failed, {} not failed",
-            pos.len(),
-            neg.len()
-        )));
+        return Err(PredictorError::not_enough(
+            "jobs with a known outcome",
+            format!(
+                "the SVM needs both outcomes in training: {} failed, {} not failed",
+                pos.len(),
+                neg.len()
+            ),
+        ));
     }
     let budget = settings.max_rows.max(20);
     let mut rng = SplitMix(settings.seed);
@@ -683,7 +686,7 @@ impl FailureTrainer {
             .collect();
         let n_cal = ((labelled.len() as f64) * self.calibration_fraction.clamp(0.05, 0.5)) as usize;
         if labelled.len() < 50 || n_cal < 10 {
-            return Err(PredictorError::NotEnoughData(format!(
+            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
                 "{} training jobs with a known outcome (failed / not failed); the failure predictor needs at least 50",
                 labelled.len()
             )));
@@ -694,14 +697,17 @@ impl FailureTrainer {
         let cal_y: Vec<bool> = cal.iter().map(|&i| label(i)).collect();
         let n_failed_fit = fit_y.iter().filter(|&&l| l).count();
         if n_failed_fit == 0 || n_failed_fit == fit_y.len() {
-            return Err(PredictorError::NotEnoughData(format!(
-                "the training jobs before the calibration slice are all {}: nothing to learn",
-                if n_failed_fit == 0 {
-                    "not failed"
-                } else {
-                    "failed"
-                }
-            )));
+            return Err(PredictorError::not_enough(
+                "jobs with a known outcome",
+                format!(
+                    "the training jobs before the calibration slice are all {}: nothing to learn",
+                    if n_failed_fit == 0 {
+                        "not failed"
+                    } else {
+                        "failed"
+                    }
+                ),
+            ));
         }
 
         // GBDT, early-stopped on the calibration slice
@@ -1132,7 +1138,7 @@ pub fn evaluate_failure(
     let test_rows = labelled(split.test());
     let n_censored = jobs.len() - train_rows.len() - test_rows.len();
     if test_rows.is_empty() || train_rows.is_empty() {
-        return Err(PredictorError::NotEnoughData(format!(
+        return Err(PredictorError::not_enough("jobs with a known outcome", format!(
             "{} training and {} test jobs with a known outcome (status failed / completed / killed); {} jobs have none (censored or no status column)",
             train_rows.len(),
             test_rows.len(),
