@@ -23,6 +23,7 @@
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
 
+pub mod calibration;
 pub mod convergence;
 pub mod dag;
 pub mod failure;

@@ -2,6 +2,8 @@
 
 use augur_datasets::split::clamp_duration;
 
+pub mod classification;
+
 /// Mean |ln(pred) − ln(actual)|, durations clamped to ≥ 1 s.
 pub fn mae_log(pred: &[f64], actual: &[f64]) -> f64 {
     let n = pred.len().min(actual.len());
