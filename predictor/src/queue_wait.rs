@@ -43,9 +43,16 @@ use augur_datasets::{JobRecord, TimeSplit};
 use augur_features::{batch_features, FeatureSchema, FeatureState};
 use augur_models::gbdt::{GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
+use augur_numeric::sigmoid;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{quantile, quantile_sorted};
+use crate::calibration::risk_split::RISK_MIN_GROUP;
+pub use crate::calibration::{
+    conformal_offset, high_level, AdaptiveBound, RiskGroup, RiskScore, RiskSplitBound,
+    RiskSplitState, RiskSplitSummary,
+};
+use crate::metrics::quantile;
+use crate::metrics::regression::bound_metrics;
 use crate::{PredictorError, RuntimePredictor, RuntimeTrainer};
 
 /// Errors of the queue state's event API.
@@ -908,10 +915,6 @@ impl ShortWait {
     }
 }
 
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
 impl QueueWaitPredictor {
     /// Number of features in a row.
     pub fn n_features(&self) -> usize {
@@ -1156,8 +1159,6 @@ pub const RISK_SHARES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
 pub const RISK_LOW_LEVELS: [f64; 5] = [0.90, 0.91, 0.92, 0.93, 0.94];
 /// The risk classifier's label is "wait ≥ this quantile of the fit period's waits".
 pub const RISK_CLASSIFIER_QUANTILE: f64 = 0.8;
-/// Fewest calibration jobs a risk group needs.
-const RISK_MIN_GROUP: usize = 20;
 
 impl Default for QueueWaitTrainer {
     fn default() -> Self {
@@ -1296,9 +1297,10 @@ impl QueueWaitTrainer {
     ) -> Result<QueueWaitPredictor, PredictorError> {
         let n = rows.len();
         if n < 200 {
-            return Err(PredictorError::NotEnoughData(format!(
-                "{n} training jobs with a known wait; at least 200 are needed"
-            )));
+            return Err(PredictorError::not_enough(
+                "jobs with a known queue wait",
+                format!("{n} training jobs with a known wait; at least 200 are needed"),
+            ));
         }
         let d = data.n_features;
         let n_cal = ((n as f64) * self.calib_fraction) as usize;
@@ -1600,416 +1602,6 @@ fn train_x(x: &[f32], rows: usize, d: usize) -> Result<Matrix<'_>, PredictorErro
     Ok(Matrix::new(x, rows, d)?)
 }
 
-/// The split-conformal offset for a one-sided bound: the ⌈(m + 1)·coverage⌉/m quantile of
-/// the scores (actual − bound).
-pub fn conformal_offset(scores: &[f64], coverage: f64) -> Option<f64> {
-    if scores.is_empty() {
-        return None;
-    }
-    let m = scores.len() as f64;
-    let q = ((coverage * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
-    Some(quantile(scores, q))
-}
-
-/// Online adaptive correction of the bound (adaptive conformal inference, Gibbs & Candès
-/// 2021, in offset form), as the service runs it: each time a job's outcome becomes known,
-/// the offset (ln(1 + s) space) moves up by `step · coverage` after a miss and down by
-/// `step · (1 − coverage)` after a hit, so the long-run share of misses tracks
-/// `1 − coverage` whatever the drift. An outcome is known at `submit + min(wait, bound)`:
-/// a job that starts reveals a hit (or a miss), a job still queued past its bound is a miss
-/// before it ever starts.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AdaptiveBound {
-    pub offset: f64,
-    pub step: f64,
-    pub coverage: f64,
-}
-
-impl AdaptiveBound {
-    /// Starts at `offset` (the static conformal offset).
-    pub fn new(offset: f64, step: f64, coverage: f64) -> Self {
-        AdaptiveBound {
-            offset,
-            step,
-            coverage,
-        }
-    }
-
-    /// A job's outcome became known: its wait exceeded its bound (`miss`) or not.
-    pub fn observe(&mut self, miss: bool) {
-        self.offset += if miss {
-            self.step * self.coverage
-        } else {
-            -self.step * (1.0 - self.coverage)
-        };
-    }
-
-    /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s))`: every job
-    /// is given the bound of the offset in force at its submit, after the outcomes known by
-    /// then were observed. Returns each job's bound in ln(1 + s).
-    pub fn replay(&mut self, jobs: &[(f64, f64, f64)]) -> Vec<f64> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        // (time the outcome is known, miss)
-        let mut pending: BinaryHeap<Reverse<(i64, bool)>> = BinaryHeap::new();
-        let key = |t: f64| (t * 1000.0).round() as i64;
-        let mut out = Vec::with_capacity(jobs.len());
-        for &(submit, wait, raw) in jobs {
-            while let Some(Reverse((t, miss))) = pending.peek().copied() {
-                if t > key(submit) {
-                    break;
-                }
-                pending.pop();
-                self.observe(miss);
-            }
-            let b = raw + self.offset;
-            out.push(b);
-            let bound_s = b.exp_m1().max(0.0);
-            let miss = wait > bound_s;
-            pending.push(Reverse((key(submit + wait.min(bound_s)), miss)));
-        }
-        out
-    }
-}
-
-/// Which of the two risk groups of a [`RiskSplitBound`] a job falls in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RiskGroup {
-    /// Risk score at or below the group threshold: the predictable jobs, a tight bound at a
-    /// level below the overall one.
-    Low,
-    /// Above it: an honest wide bound at a level above the overall one.
-    High,
-}
-
-impl RiskGroup {
-    /// The group of risk score `score` under group threshold `threshold`.
-    pub fn of(score: f64, threshold: f64) -> RiskGroup {
-        if score <= threshold {
-            RiskGroup::Low
-        } else {
-            RiskGroup::High
-        }
-    }
-
-    /// Lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            RiskGroup::Low => "low",
-            RiskGroup::High => "high",
-        }
-    }
-}
-
-/// The score that ranks jobs by risk of a long wait in a [`RiskSplitBound`] (known at
-/// submit; higher = riskier).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RiskScore {
-    /// The bound model's own output (the 0.95 quantile of ln(1 + wait)).
-    UpperModel,
-    /// Log-odds of a classifier of "the wait is at least `threshold_s`" (`threshold_s`: a
-    /// quantile of the fit period's waits).
-    Classifier { model: AnyModel, threshold_s: f64 },
-}
-
-impl RiskScore {
-    /// Lowercase name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            RiskScore::UpperModel => "upper_model",
-            RiskScore::Classifier { .. } => "classifier",
-        }
-    }
-}
-
-/// A risk-split (two-group Mondrian) conformal 95% bound: jobs are split at submit by a risk
-/// score into a low-risk group (the `share_low` of jobs with the lowest scores) and a
-/// high-risk group; each group's bound is the bound model's output plus its own conformal
-/// offset at its own level, the levels chosen so that
-/// `share_low · level_low + (1 − share_low) · level_high` is the overall coverage. Online
-/// ([`RiskSplitState`]), the group threshold is the `share_low` quantile of the last
-/// `window` submitted jobs' scores and each group's offset follows its own outcomes
-/// ([`AdaptiveBound`]); offline ([`QueueWaitPredictor::predict_row`]) the threshold and
-/// offsets are those of the calibration slice.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RiskSplitBound {
-    pub score: RiskScore,
-    /// Share of jobs in the low-risk group.
-    pub share_low: f64,
-    pub level_low: f64,
-    pub level_high: f64,
-    /// Conformal offsets (ln(1 + s)) of each group on the calibration slice.
-    pub offset_low: f64,
-    pub offset_high: f64,
-    /// Step of each group's [`AdaptiveBound`].
-    pub step: f64,
-    /// Recent submits whose scores set the online threshold.
-    pub window: usize,
-    /// The `share_low` quantile of the calibration slice's scores (the offline split).
-    pub threshold: f64,
-    /// The calibration slice's last `window` scores, in submit order: the online threshold's
-    /// starting window.
-    pub seed_scores: Vec<f64>,
-}
-
-/// The level of the high-risk group that makes the overall level `overall` when a share
-/// `share_low` of jobs is bounded at `level_low`.
-pub fn high_level(overall: f64, share_low: f64, level_low: f64) -> f64 {
-    (overall - share_low * level_low) / (1.0 - share_low)
-}
-
-impl RiskSplitBound {
-    /// Split-conformal calibration on labelled jobs (`raw`: the bound model's output,
-    /// `scores`: risk scores, `y_log`: ln(1 + actual wait), in submit order): the threshold
-    /// is the `share_low` quantile of the scores, each group's offset the conformal quantile
-    /// of its residuals (y_log − raw) at its level, the high group's level keeping `overall`.
-    /// The last `window` scores seed the online threshold. None when the levels are not
-    /// valid or a group has fewer than 20 jobs.
-    #[allow(clippy::too_many_arguments)]
-    pub fn calibrated(
-        score: RiskScore,
-        share_low: f64,
-        level_low: f64,
-        overall: f64,
-        step: f64,
-        window: usize,
-        raw: &[f64],
-        scores: &[f64],
-        y_log: &[f64],
-    ) -> Option<RiskSplitBound> {
-        let level_high = high_level(overall, share_low, level_low);
-        if !(share_low > 0.0 && share_low < 1.0 && level_high < 1.0 && level_high >= overall) {
-            return None;
-        }
-        let threshold = quantile(scores, share_low);
-        let (mut lo, mut hi) = (Vec::new(), Vec::new());
-        for ((&u, &s), &y) in raw.iter().zip(scores).zip(y_log) {
-            if s <= threshold {
-                lo.push(y - u);
-            } else {
-                hi.push(y - u);
-            }
-        }
-        if lo.len() < RISK_MIN_GROUP || hi.len() < RISK_MIN_GROUP {
-            return None;
-        }
-        Some(RiskSplitBound {
-            score,
-            share_low,
-            level_low,
-            level_high,
-            offset_low: conformal_offset(&lo, level_low)?,
-            offset_high: conformal_offset(&hi, level_high)?,
-            step,
-            window,
-            threshold,
-            seed_scores: scores[scores.len().saturating_sub(window)..].to_vec(),
-        })
-    }
-
-    /// The overall nominal coverage of the two groups together.
-    pub fn overall_level(&self) -> f64 {
-        self.share_low * self.level_low + (1.0 - self.share_low) * self.level_high
-    }
-
-    /// The group of a job with risk score `score` under the fixed (offline) threshold.
-    pub fn group(&self, score: f64) -> RiskGroup {
-        RiskGroup::of(score, self.threshold)
-    }
-
-    /// (offset, level) of `group` on the calibration slice.
-    pub fn of(&self, group: RiskGroup) -> (f64, f64) {
-        match group {
-            RiskGroup::Low => (self.offset_low, self.level_low),
-            RiskGroup::High => (self.offset_high, self.level_high),
-        }
-    }
-
-    /// The online state at deployment: the calibration offsets and the seed window.
-    pub fn new_state(&self) -> RiskSplitState {
-        let mut s = RiskSplitState {
-            share_low: self.share_low,
-            window: self.window.max(1),
-            recent: VecDeque::with_capacity(self.window.max(1)),
-            sorted: Vec::with_capacity(self.window.max(1)),
-            fallback_threshold: self.threshold,
-            low: AdaptiveBound::new(self.offset_low, self.step, self.level_low),
-            high: AdaptiveBound::new(self.offset_high, self.step, self.level_high),
-        };
-        for &v in &self.seed_scores {
-            s.record_submit(v);
-        }
-        s
-    }
-}
-
-/// The online state of a [`RiskSplitBound`]: the window of recent submits' risk scores
-/// (the threshold) and one [`AdaptiveBound`] per group, each moved only by its own group's
-/// outcomes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RiskSplitState {
-    share_low: f64,
-    window: usize,
-    /// Scores in submit order.
-    recent: VecDeque<f64>,
-    /// The same scores, sorted.
-    sorted: Vec<f64>,
-    /// Threshold while the window is empty.
-    fallback_threshold: f64,
-    pub low: AdaptiveBound,
-    pub high: AdaptiveBound,
-}
-
-impl RiskSplitState {
-    /// The current group threshold: the `share_low` quantile of the window's scores.
-    pub fn threshold(&self) -> f64 {
-        if self.sorted.is_empty() {
-            return self.fallback_threshold;
-        }
-        quantile_sorted(&self.sorted, self.share_low)
-    }
-
-    /// The group of a job with risk score `score` now.
-    pub fn group(&self, score: f64) -> RiskGroup {
-        RiskGroup::of(score, self.threshold())
-    }
-
-    /// The adaptive bound of `group`.
-    pub fn bound(&self, group: RiskGroup) -> &AdaptiveBound {
-        match group {
-            RiskGroup::Low => &self.low,
-            RiskGroup::High => &self.high,
-        }
-    }
-
-    /// A job with risk score `score` was submitted (it joins the threshold's window).
-    /// Non-finite scores are ignored.
-    pub fn record_submit(&mut self, score: f64) {
-        if !score.is_finite() {
-            return;
-        }
-        if self.recent.len() == self.window {
-            if let Some(old) = self.recent.pop_front() {
-                let i = self.sorted.partition_point(|v| *v < old);
-                if i < self.sorted.len() {
-                    self.sorted.remove(i);
-                }
-            }
-        }
-        self.recent.push_back(score);
-        let i = self.sorted.partition_point(|v| *v < score);
-        self.sorted.insert(i, score);
-    }
-
-    /// A job of `group` revealed its outcome: its wait exceeded its bound (`miss`) or not.
-    /// Only that group's offset moves.
-    pub fn observe(&mut self, group: RiskGroup, miss: bool) {
-        match group {
-            RiskGroup::Low => self.low.observe(miss),
-            RiskGroup::High => self.high.observe(miss),
-        }
-    }
-
-    /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s), risk score)`,
-    /// as the service runs: each job is grouped by the threshold in force at its submit and
-    /// bounded with its group's offset after the outcomes known by then (a job that starts
-    /// reveals a hit or a miss; one still queued past its bound is a miss at that instant)
-    /// were observed. Returns each job's bound (ln(1 + s)) and group.
-    pub fn replay(&mut self, jobs: &[(f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        // (time the outcome is known, group is high, miss)
-        let mut pending: BinaryHeap<Reverse<(i64, bool, bool)>> = BinaryHeap::new();
-        let key = |t: f64| (t * 1000.0).round() as i64;
-        let mut out = Vec::with_capacity(jobs.len());
-        for &(submit, wait, raw, score) in jobs {
-            while let Some(Reverse((t, high, miss))) = pending.peek().copied() {
-                if t > key(submit) {
-                    break;
-                }
-                pending.pop();
-                let g = if high {
-                    RiskGroup::High
-                } else {
-                    RiskGroup::Low
-                };
-                self.observe(g, miss);
-            }
-            let g = self.group(score);
-            let b = raw + self.bound(g).offset;
-            out.push((b, g));
-            self.record_submit(score);
-            let bound_s = b.exp_m1().max(0.0);
-            let miss = wait > bound_s;
-            pending.push(Reverse((
-                key(submit + wait.min(bound_s)),
-                g == RiskGroup::High,
-                miss,
-            )));
-        }
-        out
-    }
-}
-
-/// Coverage and median bound of a risk-split bound, overall and per group.
-#[derive(Debug, Clone, Serialize)]
-pub struct RiskSplitSummary {
-    /// Which score split the groups (`upper_model` or `classifier`).
-    pub score: String,
-    /// Nominal share of the low-risk group and the levels.
-    pub share_low_nominal: f64,
-    pub level_low: f64,
-    pub level_high: f64,
-    /// Share of the evaluated jobs that fell in the low-risk group.
-    pub share_low: f64,
-    pub coverage: f64,
-    pub median_bound_s: f64,
-    pub coverage_low: f64,
-    pub median_bound_low_s: f64,
-    pub coverage_high: f64,
-    pub median_bound_high_s: f64,
-}
-
-impl RiskSplitSummary {
-    /// Summarises bounds (seconds) and groups against actual waits.
-    pub fn measure(
-        split: &RiskSplitBound,
-        upper: &[f64],
-        groups: &[RiskGroup],
-        actual: &[f64],
-    ) -> RiskSplitSummary {
-        let pick = |g: RiskGroup| -> (Vec<f64>, Vec<f64>) {
-            upper
-                .iter()
-                .zip(actual)
-                .zip(groups)
-                .filter(|(_, gg)| **gg == g)
-                .map(|((u, a), _)| (*u, *a))
-                .unzip()
-        };
-        let (ul, al) = pick(RiskGroup::Low);
-        let (uh, ah) = pick(RiskGroup::High);
-        let (coverage, median_bound_s) = bound_metrics(upper, actual);
-        let (coverage_low, median_bound_low_s) = bound_metrics(&ul, &al);
-        let (coverage_high, median_bound_high_s) = bound_metrics(&uh, &ah);
-        RiskSplitSummary {
-            score: split.score.name().to_string(),
-            share_low_nominal: split.share_low,
-            level_low: split.level_low,
-            level_high: split.level_high,
-            share_low: ul.len() as f64 / actual.len().max(1) as f64,
-            coverage,
-            median_bound_s,
-            coverage_low,
-            median_bound_low_s,
-            coverage_high,
-            median_bound_high_s,
-        }
-    }
-}
-
 /// One row of the queue-wait evaluation table.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaitEvalRow {
@@ -2062,12 +1654,6 @@ fn point_metrics(pred: &[f64], actual: &[f64]) -> (f64, f64, f64) {
     (mae / n, w60 as f64 / n, w600 as f64 / n)
 }
 
-fn bound_metrics(upper: &[f64], actual: &[f64]) -> (f64, f64) {
-    let n = actual.len().max(1) as f64;
-    let cov = upper.iter().zip(actual).filter(|(u, a)| a <= u).count() as f64 / n;
-    (cov, quantile(upper, 0.5))
-}
-
 fn row(method: &str, pred: &[f64], actual: &[f64]) -> WaitEvalRow {
     let (mae_s, within60, within600) = point_metrics(pred, actual);
     WaitEvalRow {
@@ -2100,11 +1686,14 @@ pub fn evaluate_queue_wait(
     let train_rows = labelled(split.train());
     let test_rows = labelled(split.test());
     if train_rows.len() < 200 || test_rows.is_empty() {
-        return Err(PredictorError::NotEnoughData(format!(
-            "{} training and {} test jobs with a known queue wait",
-            train_rows.len(),
-            test_rows.len()
-        )));
+        return Err(PredictorError::not_enough(
+            "jobs with a known queue wait",
+            format!(
+                "{} training and {} test jobs with a known queue wait",
+                train_rows.len(),
+                test_rows.len()
+            ),
+        ));
     }
     let wait = |i: usize| known_wait(&jobs[i]).unwrap_or(0.0);
     let actual: Vec<f64> = test_rows.iter().map(|&i| wait(i)).collect();

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use augur_predictor::convergence::*;
 use augur_predictor::registry::Selector;
-use augur_predictor::{ModelRegistry, NewArtifact};
+use augur_predictor::{ModelRegistry, NewArtifact, PredictorError};
 
 /// One shared evaluation on the real data (trains one predictor).
 fn evaluation() -> &'static ConvergenceEvaluation {
@@ -163,7 +163,7 @@ fn bad_input_gets_clear_errors() {
     };
     let pred = predictor();
     let err = pred.predict(&ctx, &[]).unwrap_err();
-    assert!(matches!(err, ConvergenceError::Empty), "{err}");
+    assert!(matches!(err, PredictorError::NoMetricPoints), "{err}");
     let err = pred
         .predict(&ctx, &[p(10.0, 0.3), p(20.0, f64::NAN)])
         .unwrap_err();
@@ -179,7 +179,7 @@ fn bad_input_gets_clear_errors() {
         .predict(&ctx, &[p(10.0, 0.3), p(30.0, 0.4), p(20.0, 0.5)])
         .unwrap_err();
     assert!(
-        matches!(err, ConvergenceError::NonMonotoneTime { index: 2, .. }),
+        matches!(err, PredictorError::PointsOutOfOrder { index: 2, .. }),
         "{err}"
     );
     assert!(
@@ -191,7 +191,7 @@ fn bad_input_gets_clear_errors() {
     assert!(
         matches!(
             err,
-            ConvergenceError::TooFewPoints {
+            PredictorError::TooFewCurvePoints {
                 need: 3,
                 got: 1,
                 ..

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConvergenceError, Direction};
+use super::Direction;
+use crate::PredictorError;
 
 /// A parametric learning-curve family. In normalised progress `x = k / X` (X = last observed
 /// progress) every family is `y = c + sign·s·φ(x; θ)` with `s ≥ 0` and `φ` decreasing to 0.
@@ -208,17 +209,17 @@ fn check_fit_input(
     family: CurveFamily,
     progress: &[f64],
     values: &[f64],
-) -> Result<(), ConvergenceError> {
+) -> Result<(), PredictorError> {
     for (i, (&k, &v)) in progress.iter().zip(values).enumerate() {
         if !k.is_finite() {
-            return Err(ConvergenceError::NonFinite {
+            return Err(PredictorError::NonFinitePoint {
                 index: i,
                 field: "progress",
                 value: k,
             });
         }
         if !v.is_finite() {
-            return Err(ConvergenceError::NonFinite {
+            return Err(PredictorError::NonFinitePoint {
                 index: i,
                 field: "value",
                 value: v,
@@ -234,8 +235,8 @@ fn check_fit_input(
         }
     }
     if distinct < family.n_params() {
-        return Err(ConvergenceError::TooFewPoints {
-            family,
+        return Err(PredictorError::TooFewCurvePoints {
+            family: family.name(),
             need: family.n_params(),
             got: distinct,
         });
@@ -250,7 +251,7 @@ pub fn fit_family(
     progress: &[f64],
     values: &[f64],
     direction: Direction,
-) -> Result<CurveFit, ConvergenceError> {
+) -> Result<CurveFit, PredictorError> {
     let n = progress.len().min(values.len());
     check_fit_input(family, &progress[..n], &values[..n])?;
     let x_scale = progress[..n]

@@ -3,10 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::PredictorError;
 use augur_datasets::curves::{Curve, MlperfRun, RunStatus};
 use serde::{Deserialize, Serialize};
-
-use super::ConvergenceError;
 
 /// One reported evaluation of a running job.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -135,15 +134,15 @@ pub fn load_bundled_mlperf() -> Result<Vec<ConvergenceRun>, augur_datasets::Data
 }
 
 /// Checks points: at least one, all finite, wall time non-decreasing.
-pub fn validate_points(points: &[MetricPoint]) -> Result<(), ConvergenceError> {
+pub fn validate_points(points: &[MetricPoint]) -> Result<(), PredictorError> {
     if points.is_empty() {
-        return Err(ConvergenceError::Empty);
+        return Err(PredictorError::NoMetricPoints);
     }
     let mut prev = f64::NEG_INFINITY;
     for (index, p) in points.iter().enumerate() {
         for (field, value) in [("wall_time_s", p.wall_time_s), ("value", p.value)] {
             if !value.is_finite() {
-                return Err(ConvergenceError::NonFinite {
+                return Err(PredictorError::NonFinitePoint {
                     index,
                     field,
                     value,
@@ -152,7 +151,7 @@ pub fn validate_points(points: &[MetricPoint]) -> Result<(), ConvergenceError> {
         }
         for (field, value) in [("epoch", p.epoch), ("samples", p.samples)] {
             if let Some(value) = value.filter(|v| !v.is_finite()) {
-                return Err(ConvergenceError::NonFinite {
+                return Err(PredictorError::NonFinitePoint {
                     index,
                     field,
                     value,
@@ -160,7 +159,7 @@ pub fn validate_points(points: &[MetricPoint]) -> Result<(), ConvergenceError> {
             }
         }
         if p.wall_time_s < prev {
-            return Err(ConvergenceError::NonMonotoneTime {
+            return Err(PredictorError::PointsOutOfOrder {
                 index,
                 prev,
                 now: p.wall_time_s,

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::curve::{fit_family, CurveFamily, CurveFit};
-use super::{ConvergenceError, Direction, MetricPoint};
+use super::{Direction, MetricPoint};
+use crate::PredictorError;
 
 /// Where a fitted curve reaches a target, from the last observed progress on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -127,7 +128,7 @@ impl CurveEnsemble {
         progress: &[f64],
         values: &[f64],
         direction: Direction,
-    ) -> Result<CurveEnsemble, ConvergenceError> {
+    ) -> Result<CurveEnsemble, PredictorError> {
         Self::fit_families(&CurveFamily::ALL, progress, values, direction)
     }
 
@@ -137,7 +138,7 @@ impl CurveEnsemble {
         progress: &[f64],
         values: &[f64],
         direction: Direction,
-    ) -> Result<CurveEnsemble, ConvergenceError> {
+    ) -> Result<CurveEnsemble, PredictorError> {
         let (progress, values) = thin(progress, values);
         let n = progress.len();
         let hold = (n / 5).max(1);
@@ -174,7 +175,7 @@ impl CurveEnsemble {
             }
         }
         if members.is_empty() {
-            return Err(first_err.unwrap_or(ConvergenceError::Empty));
+            return Err(first_err.unwrap_or(PredictorError::NoMetricPoints));
         }
         let (lo, hi) = values
             .iter()

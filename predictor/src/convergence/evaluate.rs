@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::ensemble::{optimus_remaining_s, Crossing};
 use super::{
-    ConvergenceError, ConvergencePrediction, ConvergencePredictor, ConvergenceRun,
-    ConvergenceTrainer, Direction,
+    ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, Direction,
 };
+use crate::PredictorError;
 
 /// The prefixes evaluated: shares of a test run's points.
 pub const PREFIXES: [f64; 3] = [0.25, 0.5, 0.75];
@@ -130,7 +130,7 @@ fn rel_error(pred: Option<f64>, actual: f64) -> Outcome {
 pub fn evaluate_convergence(
     runs: &[ConvergenceRun],
     trainer: &ConvergenceTrainer,
-) -> Result<ConvergenceEvaluation, ConvergenceError> {
+) -> Result<ConvergenceEvaluation, PredictorError> {
     let (train, test) = split_runs(runs)?;
     let t0 = std::time::Instant::now();
     let predictor = trainer.train(&train)?;
@@ -144,14 +144,15 @@ pub fn evaluate_convergence(
 /// error when no run is left to test.
 pub fn split_runs(
     runs: &[ConvergenceRun],
-) -> Result<(Vec<ConvergenceRun>, Vec<ConvergenceRun>), ConvergenceError> {
+) -> Result<(Vec<ConvergenceRun>, Vec<ConvergenceRun>), PredictorError> {
     let starts: Vec<f64> = runs.iter().map(|r| r.start_ms as f64).collect();
     let split = TimeSplit::default_for(&starts);
     let train: Vec<ConvergenceRun> = split.train().iter().map(|&i| runs[i].clone()).collect();
     let test: Vec<ConvergenceRun> = split.test().iter().map(|&i| runs[i].clone()).collect();
     if test.is_empty() {
-        return Err(ConvergenceError::NotEnoughData(
-            "no test runs after the split".into(),
+        return Err(PredictorError::not_enough(
+            "training curves",
+            "no test runs after the split",
         ));
     }
     Ok((train, test))
@@ -253,7 +254,7 @@ fn method_outcomes(
     peer_median: &HashMap<(String, u64), f64>,
     r: &ConvergenceRun,
     k: usize,
-    pred: &Result<ConvergencePrediction, ConvergenceError>,
+    pred: &Result<ConvergencePrediction, PredictorError>,
 ) -> [Outcome; 5] {
     let pts = &r.points[..k];
     let elapsed = pts[k - 1].wall_time_s;

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::curve::{fit_family, CurveFamily};
 use super::ensemble::CurveEnsemble;
 use super::evaluate::{prefix_len, PREFIXES};
-use super::{validate_points, ConvergenceError, Direction, MetricPoint};
+use super::{validate_points, Direction, MetricPoint};
+use crate::PredictorError;
 
 /// A full training curve without wall time: (name, progress, metric).
 pub type ProgressCurve = (String, Vec<f64>, Vec<f64>);
@@ -102,7 +103,7 @@ pub fn evaluate_final_metric(curves: &[ProgressCurve]) -> Vec<FinalMetricScores>
 }
 
 /// Checks a progress curve: finite values, non-decreasing progress.
-fn validate_progress(k: &[f64], y: &[f64]) -> Result<(), ConvergenceError> {
+fn validate_progress(k: &[f64], y: &[f64]) -> Result<(), PredictorError> {
     let points: Vec<MetricPoint> = k
         .iter()
         .zip(y)

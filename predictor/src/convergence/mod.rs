@@ -46,8 +46,6 @@ mod prior;
 mod profile;
 mod trainer;
 
-use augur_models::ModelError;
-
 pub use curve::{fit_family, CurveFamily, CurveFit, FamilyParams};
 pub use data::{
     load_bundled_mlperf, mlperf_convergence_runs, validate_points, ConvergenceRun, Direction,
@@ -72,41 +70,3 @@ pub use predictor::{
 pub use prior::{accelerator_class, TimePrior};
 pub use profile::{BenchmarkProfile, ProgressAxis};
 pub use trainer::ConvergenceTrainer;
-
-/// Errors of curve fitting, convergence prediction and its evaluation.
-#[derive(Debug, thiserror::Error)]
-pub enum ConvergenceError {
-    /// No points at all.
-    #[error("no metric points: a convergence estimate needs at least one")]
-    Empty,
-    /// A point's field is NaN or infinite.
-    #[error("metric point {index}: {field} is not finite ({value})")]
-    NonFinite {
-        index: usize,
-        field: &'static str,
-        value: f64,
-    },
-    /// Wall time goes backwards.
-    #[error(
-        "metric point {index}: wall time {now} s is before the previous point's {prev} s (points must be in time order)"
-    )]
-    NonMonotoneTime { index: usize, prev: f64, now: f64 },
-    /// Too few points (with distinct progress) for a curve family.
-    #[error("a {family} fit needs at least {need} points with distinct progress, got {got}")]
-    TooFewPoints {
-        family: CurveFamily,
-        need: usize,
-        got: usize,
-    },
-    /// A target that is NaN or infinite.
-    #[error("target metric is not finite ({0})")]
-    BadTarget(f64),
-    /// Nothing to predict from: an unknown benchmark and too few points for a curve fit.
-    #[error("cannot estimate convergence: {0}")]
-    NoEvidence(String),
-    /// Not enough training curves.
-    #[error("not enough training curves: {0}")]
-    NotEnoughData(String),
-    #[error(transparent)]
-    Model(#[from] ModelError),
-}

@@ -9,10 +9,10 @@ use super::features::{CurvePriors, PrefixAnalysis, FEATURE_NAMES};
 use super::prior::TimePrior;
 use super::profile::BenchmarkProfile;
 use super::{
-    validate_points, ConvergenceError, ConvergenceRun, ConvergenceTrainer, Direction, JobContext,
-    MetricPoint,
+    validate_points, ConvergenceRun, ConvergenceTrainer, Direction, JobContext, MetricPoint,
 };
 use crate::calibration::binned_conformal::BinnedConformal;
+use crate::PredictorError;
 
 /// How a prediction was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ impl ConvergencePredictor {
     pub fn train(
         runs: &[ConvergenceRun],
         trainer: &ConvergenceTrainer,
-    ) -> Result<ConvergencePredictor, ConvergenceError> {
+    ) -> Result<ConvergencePredictor, PredictorError> {
         trainer.train(runs)
     }
 
@@ -103,7 +103,7 @@ impl ConvergencePredictor {
         &self,
         ctx: &JobContext,
         points: &[MetricPoint],
-    ) -> Result<ConvergencePrediction, ConvergenceError> {
+    ) -> Result<ConvergencePrediction, PredictorError> {
         validate_points(points)?;
         let a = self.priors.analyse(ctx, points);
         let last = points[points.len() - 1];
@@ -114,7 +114,7 @@ impl ConvergencePredictor {
             None => {
                 // unknown benchmark: where the curve stops improving
                 let ens = a.ensemble.ok_or_else(|| {
-                    ConvergenceError::NoEvidence(format!(
+                    PredictorError::NoConvergenceEvidence(format!(
                         "benchmark `{}` is not among the {} the predictor was trained on, and {} point(s) are too few for a curve fit (need 3)",
                         ctx.benchmark,
                         self.priors.profiles.len(),

@@ -11,10 +11,11 @@ use super::features::{CurvePriors, FEATURE_NAMES};
 use super::predictor::base_margin;
 use super::profile::{profile_benchmarks, BenchmarkProfile};
 use super::{
-    validate_points, ConvergenceError, ConvergencePredictor, ConvergenceRun, CONVERGENCE_COVERAGE,
+    validate_points, ConvergencePredictor, ConvergenceRun, CONVERGENCE_COVERAGE,
     CONVERGENCE_FEATURE_VERSION,
 };
 use crate::calibration::binned_conformal::BinnedConformal;
+use crate::PredictorError;
 
 /// Training settings of [`ConvergencePredictor`].
 #[derive(Debug, Clone)]
@@ -71,7 +72,7 @@ const OBJECTIVES: [Objective; 3] = [
 impl ConvergenceTrainer {
     /// Trains on finished runs (any order; the latest [`ConvergenceTrainer::calibration_share`]
     /// by start time early-stop the trees and calibrate the interval).
-    pub fn train(&self, runs: &[ConvergenceRun]) -> Result<ConvergencePredictor, ConvergenceError> {
+    pub fn train(&self, runs: &[ConvergenceRun]) -> Result<ConvergencePredictor, PredictorError> {
         let timed: Vec<&ConvergenceRun> = runs
             .iter()
             .filter(|r| r.time_to_train_s.is_finite() && r.time_to_train_s > 0.0)
@@ -82,10 +83,13 @@ impl ConvergenceTrainer {
             .filter(|r| r.points.len() >= 2 && validate_points(&r.points).is_ok())
             .collect();
         if usable.len() < 20 {
-            return Err(ConvergenceError::NotEnoughData(format!(
-                "{} usable runs (need 20 with ≥ 2 valid points and a time-to-train)",
-                usable.len()
-            )));
+            return Err(PredictorError::not_enough(
+                "training curves",
+                format!(
+                    "{} usable runs (need 20 with ≥ 2 valid points and a time-to-train)",
+                    usable.len()
+                ),
+            ));
         }
         usable.sort_by_key(|r| r.start_ms);
         let profiles = profile_benchmarks(&usable);
@@ -103,7 +107,7 @@ impl ConvergenceTrainer {
         let d = FEATURE_NAMES.len();
         let all_x = Matrix::new(&rows.x, rows.y.len(), d)?;
         let all_set = TrainSet::new(all_x, &rows.y, Some(&rows.w))?;
-        let refit = |k: usize| -> Result<GbdtModel, ConvergenceError> {
+        let refit = |k: usize| -> Result<GbdtModel, PredictorError> {
             Ok(GbdtParams {
                 n_trees: sizes[k],
                 ..self.params(OBJECTIVES[k])
@@ -189,7 +193,7 @@ impl ConvergenceTrainer {
         &self,
         rows: &Rows,
         cut: usize,
-    ) -> Result<([usize; 3], BinnedConformal), ConvergenceError> {
+    ) -> Result<([usize; 3], BinnedConformal), PredictorError> {
         let d = FEATURE_NAMES.len();
         let fit_x = Matrix::new(&rows.x[..cut * d], cut, d)?;
         let cal_x = Matrix::new(&rows.x[cut * d..], rows.y.len() - cut, d)?;

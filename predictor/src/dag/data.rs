@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
+use crate::PredictorError;
 use augur_datasets::dag::{read_tpch_dags, read_wfcommons, DagJob};
 use augur_datasets::{DatasetError, ReadOptions};
-
-use super::DagError;
 
 /// A bundled or given DAG dataset: jobs and the group each is held out with.
 #[derive(Debug, Clone)]
@@ -19,7 +18,7 @@ pub struct DagDataset {
 
 /// TPC-H DAGs at every executor count each was measured with (one job per (scale, query,
 /// executors)); group = query.
-pub fn load_tpch(path: &Path) -> Result<DagDataset, DagError> {
+pub fn load_tpch(path: &Path) -> Result<DagDataset, PredictorError> {
     let (dags, _) = read_tpch_dags(path, &ReadOptions::default())?;
     let mut jobs = Vec::new();
     for dag in &dags {
@@ -45,7 +44,7 @@ pub fn load_tpch(path: &Path) -> Result<DagDataset, DagError> {
 
 /// Every WfCommons instance (`.json` / `.json.gz`) in `dir`, sorted by file name; group =
 /// the instance.
-pub fn load_wfcommons(dir: &Path) -> Result<DagDataset, DagError> {
+pub fn load_wfcommons(dir: &Path) -> Result<DagDataset, PredictorError> {
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map_err(|source| DatasetError::Io {
             path: dir.to_path_buf(),

@@ -8,7 +8,8 @@ use augur_models::gru::Sequence;
 use augur_numeric::median;
 use serde::{Deserialize, Serialize};
 
-use super::{ln_s, DagError};
+use super::ln_s;
+use crate::PredictorError;
 
 /// Names of the stage feature columns, in order.
 pub const STAGE_FEATURES: [&str; 17] = [
@@ -139,7 +140,7 @@ impl DagEncoder {
 
     /// Encodes `job` (stages in topological order); a job whose graph is not a DAG is an
     /// error naming it.
-    pub fn encode(&self, job: &DagJob) -> Result<EncodedDag, DagError> {
+    pub fn encode(&self, job: &DagJob) -> Result<EncodedDag, PredictorError> {
         let Topology {
             order,
             parents,
@@ -245,12 +246,13 @@ struct Topology {
 
 impl Topology {
     /// A job whose graph is not a DAG is an error naming it.
-    fn of(job: &DagJob) -> Result<Topology, DagError> {
+    fn of(job: &DagJob) -> Result<Topology, PredictorError> {
         let parents_orig = job.parents();
-        let order = topological_order(&parents_orig).map_err(|source| DagError::Shape {
-            job: job.id.clone(),
-            source,
-        })?;
+        let order =
+            topological_order(&parents_orig).map_err(|source| PredictorError::DagShape {
+                job: job.id.clone(),
+                source,
+            })?;
         let n = order.len();
         let mut pos = vec![0usize; n];
         for (t, &i) in order.iter().enumerate() {

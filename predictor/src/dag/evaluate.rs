@@ -12,8 +12,9 @@ use super::encoder::DagEncoder;
 use super::folds::group_folds;
 use super::makespan::{actual_makespan_s, correction_row, stage_targets, MakespanCorrection};
 use super::trainer::{fit_correction, prepare};
-use super::{DagError, DagPredictor, DagTrainer};
+use super::{DagPredictor, DagTrainer};
 use crate::metrics::{mae_log, within2x};
+use crate::PredictorError;
 
 /// One method's row of the evaluation table.
 #[derive(Debug, Clone, Serialize)]
@@ -78,21 +79,23 @@ pub fn evaluate_dag(
     groups: &[String],
     trainer: &DagTrainer,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<DagEvaluation, DagError> {
+) -> Result<DagEvaluation, PredictorError> {
     if jobs.len() != groups.len() {
-        return Err(DagError::NotEnoughData(format!(
-            "{} jobs but {} group labels",
-            jobs.len(),
-            groups.len()
-        )));
+        return Err(PredictorError::not_enough(
+            "DAG jobs",
+            format!("{} jobs but {} group labels", jobs.len(), groups.len()),
+        ));
     }
     let fold_of = group_folds(groups, trainer.folds, trainer.split_seed);
     let folds = trainer.folds.min(fold_of.len());
     if folds < 2 {
-        return Err(DagError::NotEnoughData(format!(
-            "{dataset}: {} group(s); grouped cross-validation needs at least 2",
-            fold_of.len()
-        )));
+        return Err(PredictorError::not_enough(
+            "DAG jobs",
+            format!(
+                "{dataset}: {} group(s); grouped cross-validation needs at least 2",
+                fold_of.len()
+            ),
+        ));
     }
     let mut acc = Tally::new(jobs.len());
     for fold in 0..folds {
@@ -223,7 +226,7 @@ impl FoldModels {
         train: &[DagJob],
         train_groups: &[String],
         acc: &mut Tally,
-    ) -> Result<FoldModels, DagError> {
+    ) -> Result<FoldModels, PredictorError> {
         // shared encoding of the training jobs
         let t0 = Instant::now();
         let encoder = DagEncoder::fit(train, trainer.gru.n_buckets);
@@ -259,11 +262,12 @@ impl FoldModels {
 
     /// Every method's makespan of a test job (its group and fold left for the caller);
     /// adds its stage predictions and actuals and the prediction times to `acc`.
-    fn predict(&self, job: &DagJob, acc: &mut Tally) -> Result<DagJobResult, DagError> {
-        let actual = actual_makespan_s(job).ok_or_else(|| DagError::MissingDuration {
-            job: job.id.clone(),
-            stage: "(makespan)".into(),
-        })?;
+    fn predict(&self, job: &DagJob, acc: &mut Tally) -> Result<DagJobResult, PredictorError> {
+        let actual =
+            actual_makespan_s(job).ok_or_else(|| PredictorError::MissingStageDuration {
+                job: job.id.clone(),
+                stage: "(makespan)".into(),
+            })?;
         let mut made = vec![0.0f64; METHODS.len()];
         // medians
         let t = Instant::now();

@@ -10,7 +10,8 @@ use augur_models::{Fit, Matrix, ModelError, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
 use super::encoder::EncodedDag;
-use super::{ln_s, DagError};
+use super::ln_s;
+use crate::PredictorError;
 
 /// Names of the makespan-correction features, in order (all from predicted stage times and
 /// the graph).
@@ -24,14 +25,14 @@ pub const CORRECTION_FEATURES: [&str; 6] = [
 ];
 
 /// Measured stage seconds of `job` in the order of `enc`; an error when one is missing.
-pub(super) fn stage_targets(job: &DagJob, enc: &EncodedDag) -> Result<Vec<f64>, DagError> {
+pub(super) fn stage_targets(job: &DagJob, enc: &EncodedDag) -> Result<Vec<f64>, PredictorError> {
     enc.order
         .iter()
         .map(|&i| {
             let s = &job.stages[i];
             s.duration_s
                 .filter(|d| d.is_finite() && *d >= 0.0)
-                .ok_or_else(|| DagError::MissingDuration {
+                .ok_or_else(|| PredictorError::MissingStageDuration {
                     job: job.id.clone(),
                     stage: s.id.clone(),
                 })

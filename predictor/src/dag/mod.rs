@@ -1,7 +1,7 @@
 //! Stage run times and makespans of DAG-structured jobs, predicted before the job runs.
 //!
 //! - **Encoding** ([`DagEncoder`]): the stages in topological order (ties by file index;
-//!   a cycle or an unknown parent is a [`DagError::Shape`] naming the job), each stage as a
+//!   a cycle or an unknown parent is a [`PredictorError::Shape`] naming the job), each stage as a
 //!   row of its own features ([`STAGE_FEATURES`]: task count, executors and task waves,
 //!   scale factor, depth/height, fan-in/fan-out, input bytes and cores where the data has
 //!   them, job size and depth, the training median of its kind) and a bag of hashed tokens
@@ -30,10 +30,7 @@ mod makespan;
 mod predictor;
 mod trainer;
 
-use augur_datasets::dag::DagShapeError;
 use augur_datasets::split::clamp_duration;
-use augur_datasets::DatasetError;
-use augur_models::ModelError;
 
 pub use baseline::StageMedians;
 pub use data::{load_tpch, load_wfcommons, DagDataset};
@@ -53,26 +50,4 @@ pub const DAG_FEATURE_SCHEMA_VERSION: u32 = 1;
 /// Floor of stage and makespan seconds in targets and metrics (as everywhere in Augur).
 pub(super) fn ln_s(seconds: f64) -> f64 {
     clamp_duration(seconds).ln()
-}
-
-/// Why a DAG job cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum DagError {
-    /// The job's graph is not a DAG.
-    #[error("job `{job}`: {source}")]
-    Shape {
-        job: String,
-        #[source]
-        source: DagShapeError,
-    },
-    /// A stage has no usable measured duration (training and evaluation need one).
-    #[error("job `{job}`, stage `{stage}`: no usable duration")]
-    MissingDuration { job: String, stage: String },
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
-    Dataset(#[from] DatasetError),
-    /// Not enough jobs or groups.
-    #[error("not enough DAG jobs: {0}")]
-    NotEnoughData(String),
 }

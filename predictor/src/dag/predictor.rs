@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::encoder::{with_base, DagEncoder};
 use super::makespan::{correction_row, MakespanCorrection};
-use super::DagError;
+use crate::PredictorError;
 
 /// A prediction for one job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,7 +42,7 @@ pub struct DagPredictor {
 impl DagPredictor {
     /// Predicts the stage times and makespan of `job` before it runs (only its graph, task
     /// counts, kinds and declared inputs are read, never its measured durations).
-    pub fn predict(&self, job: &DagJob) -> Result<DagPrediction, DagError> {
+    pub fn predict(&self, job: &DagJob) -> Result<DagPrediction, PredictorError> {
         let enc = self.encoder.encode(job)?;
         let base: Vec<f64> = (0..enc.len())
             .map(|t| self.base.predict_row(enc.row(t)))

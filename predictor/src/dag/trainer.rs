@@ -13,7 +13,8 @@ use augur_models::{Fit, Matrix, Predict, TrainSet};
 use super::encoder::{with_base, DagEncoder, EncodedDag, STAGE_FEATURES};
 use super::folds::group_folds;
 use super::makespan::{actual_makespan_s, correction_row, stage_targets, MakespanCorrection};
-use super::{ln_s, DagError, DagPredictor, DAG_FEATURE_SCHEMA_VERSION};
+use super::{ln_s, DagPredictor, DAG_FEATURE_SCHEMA_VERSION};
+use crate::PredictorError;
 
 /// Training recipe of the DAG predictor and its baselines.
 #[derive(Debug, Clone)]
@@ -67,7 +68,7 @@ pub(super) struct Prepared {
     pub(super) makespan_ln: Vec<f64>,
 }
 
-pub(super) fn prepare(encoder: &DagEncoder, jobs: &[DagJob]) -> Result<Prepared, DagError> {
+pub(super) fn prepare(encoder: &DagEncoder, jobs: &[DagJob]) -> Result<Prepared, PredictorError> {
     let mut p = Prepared {
         enc: Vec::with_capacity(jobs.len()),
         y: Vec::with_capacity(jobs.len()),
@@ -76,7 +77,7 @@ pub(super) fn prepare(encoder: &DagEncoder, jobs: &[DagJob]) -> Result<Prepared,
     for job in jobs {
         let enc = encoder.encode(job)?;
         let secs = stage_targets(job, &enc)?;
-        let m = actual_makespan_s(job).ok_or_else(|| DagError::MissingDuration {
+        let m = actual_makespan_s(job).ok_or_else(|| PredictorError::MissingStageDuration {
             job: job.id.clone(),
             stage: "(makespan)".into(),
         })?;
@@ -91,7 +92,7 @@ pub(super) fn fit_correction(
     jobs: &[DagJob],
     prep: &Prepared,
     pred_ln: &[Vec<f64>],
-) -> Result<MakespanCorrection, DagError> {
+) -> Result<MakespanCorrection, PredictorError> {
     let mut rows = Vec::with_capacity(jobs.len());
     let mut ratio = Vec::with_capacity(jobs.len());
     for ((job, enc), (p, m)) in jobs
@@ -123,13 +124,16 @@ impl DagTrainer {
         dataset: &str,
         jobs: &[DagJob],
         groups: &[String],
-    ) -> Result<DagPredictor, DagError> {
+    ) -> Result<DagPredictor, PredictorError> {
         if jobs.is_empty() || jobs.len() != groups.len() {
-            return Err(DagError::NotEnoughData(format!(
-                "{} training jobs, {} group labels",
-                jobs.len(),
-                groups.len()
-            )));
+            return Err(PredictorError::not_enough(
+                "DAG jobs",
+                format!(
+                    "{} training jobs, {} group labels",
+                    jobs.len(),
+                    groups.len()
+                ),
+            ));
         }
         let encoder = DagEncoder::fit(jobs, self.gru.n_buckets);
         let prep = prepare(&encoder, jobs)?;
@@ -160,7 +164,7 @@ impl DagTrainer {
         groups: &[String],
         encoder: DagEncoder,
         prep: &Prepared,
-    ) -> Result<(DagPredictor, FitExtras), DagError> {
+    ) -> Result<(DagPredictor, FitExtras), PredictorError> {
         let t = Instant::now();
         let inner_folds = group_folds(groups, self.inner_folds, self.split_seed ^ 0x5eed);
         let inner = InnerFolds {
@@ -210,8 +214,8 @@ impl DagTrainer {
         groups: &[String],
         prep: &Prepared,
         inner: &InnerFolds,
-    ) -> Result<(GbdtModel, Vec<Vec<f64>>), DagError> {
-        let fit_gbdt = |idx: &[usize]| -> Result<GbdtModel, DagError> {
+    ) -> Result<(GbdtModel, Vec<Vec<f64>>), PredictorError> {
+        let fit_gbdt = |idx: &[usize]| -> Result<GbdtModel, PredictorError> {
             let xs: Vec<f32> = idx
                 .iter()
                 .flat_map(|&j| prep.enc[j].sequence.x.iter().copied())
@@ -262,7 +266,7 @@ impl DagTrainer {
         prep: &Prepared,
         inner: &InnerFolds,
         oof_base: &[Vec<f64>],
-    ) -> Result<(GruModel, Vec<Sequence>), DagError> {
+    ) -> Result<(GruModel, Vec<Sequence>), PredictorError> {
         let seqs: Vec<Sequence> = prep
             .enc
             .iter()

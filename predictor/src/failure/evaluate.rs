@@ -117,7 +117,7 @@ impl<'a> FailureData<'a> {
         let test_rows = labelled(split.test());
         let n_censored = jobs.len() - train_rows.len() - test_rows.len();
         if test_rows.is_empty() || train_rows.is_empty() {
-            return Err(PredictorError::NotEnoughData(format!(
+            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
                 "{} training and {} test jobs with a known outcome (status failed / completed / killed); {} jobs have none (censored or no status column)",
                 train_rows.len(),
                 test_rows.len(),

@@ -116,11 +116,14 @@ pub(super) fn fit_svm(
     let mut pos: Vec<usize> = (0..rows.len()).filter(|&k| labels[k]).collect();
     let mut neg: Vec<usize> = (0..rows.len()).filter(|&k| !labels[k]).collect();
     if pos.is_empty() || neg.is_empty() {
-        return Err(PredictorError::NotEnoughData(format!(
-            "the SVM needs both outcomes in training: {} failed, {} not failed",
-            pos.len(),
-            neg.len()
-        )));
+        return Err(PredictorError::not_enough(
+            "jobs with a known outcome",
+            format!(
+                "the SVM needs both outcomes in training: {} failed, {} not failed",
+                pos.len(),
+                neg.len()
+            ),
+        ));
     }
     let budget = settings.max_rows.max(20);
     let mut rng = SplitMix64(settings.seed);

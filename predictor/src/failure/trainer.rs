@@ -79,7 +79,7 @@ impl FailureTrainer {
             .collect();
         let n_cal = ((labelled.len() as f64) * self.calibration_fraction.clamp(0.05, 0.5)) as usize;
         if labelled.len() < 50 || n_cal < 10 {
-            return Err(PredictorError::NotEnoughData(format!(
+            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
                 "{} training jobs with a known outcome (failed / not failed); the failure predictor needs at least 50",
                 labelled.len()
             )));
@@ -90,14 +90,17 @@ impl FailureTrainer {
         let cal_y: Vec<bool> = cal.iter().map(|&i| label(i)).collect();
         let n_failed_fit = fit_y.iter().filter(|&&l| l).count();
         if n_failed_fit == 0 || n_failed_fit == fit_y.len() {
-            return Err(PredictorError::NotEnoughData(format!(
-                "the training jobs before the calibration slice are all {}: nothing to learn",
-                if n_failed_fit == 0 {
-                    "not failed"
-                } else {
-                    "failed"
-                }
-            )));
+            return Err(PredictorError::not_enough(
+                "jobs with a known outcome",
+                format!(
+                    "the training jobs before the calibration slice are all {}: nothing to learn",
+                    if n_failed_fit == 0 {
+                        "not failed"
+                    } else {
+                        "failed"
+                    }
+                ),
+            ));
         }
 
         // GBDT, early-stopped on the calibration slice

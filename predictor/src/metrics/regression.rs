@@ -1,8 +1,8 @@
-//! Evaluation metrics in the shared protocol.
+//! Regression metrics of the shared protocol: errors in log space, the share within a
+//! factor of two, interval coverage (durations clamped to ≥ 1 s).
 
 use augur_datasets::split::clamp_duration;
-
-pub mod classification;
+use augur_numeric::quantile;
 
 /// Mean |ln(pred) − ln(actual)|, durations clamped to ≥ 1 s.
 pub fn mae_log(pred: &[f64], actual: &[f64]) -> f64 {
@@ -50,24 +50,12 @@ pub fn coverage(lo: &[f64], hi: &[f64], actual: &[f64]) -> f64 {
         / n as f64
 }
 
-/// The `q`-quantile of `v` (linear interpolation), NaN for empty input.
-pub fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    quantile_sorted(&s, q)
-}
-
-/// [`quantile`] of values already sorted ascending (NaN when empty).
-pub fn quantile_sorted(s: &[f64], q: f64) -> f64 {
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+/// One-sided bound metrics: the share of `actual` at or below its bound `upper` (over the
+/// number of `actual` values) and the median bound.
+pub fn bound_metrics(upper: &[f64], actual: &[f64]) -> (f64, f64) {
+    let n = actual.len().max(1) as f64;
+    let cov = upper.iter().zip(actual).filter(|(u, a)| a <= u).count() as f64 / n;
+    (cov, quantile(upper, 0.5))
 }
 
 #[cfg(test)]
