@@ -26,6 +26,60 @@ pub enum PredictorError {
         jobs: usize,
         features: usize,
     },
+    /// A convergence estimate was asked of no metric points.
+    #[error("no metric points: a convergence estimate needs at least one")]
+    NoMetricPoints,
+    /// A metric point's field (or a curve point's progress or value) is NaN or infinite.
+    #[error("metric point {index}: {field} is not finite ({value})")]
+    NonFinitePoint {
+        index: usize,
+        field: &'static str,
+        value: f64,
+    },
+    /// Metric points whose wall time goes backwards.
+    #[error(
+        "metric point {index}: wall time {now} s is before the previous point's {prev} s (points must be in time order)"
+    )]
+    PointsOutOfOrder { index: usize, prev: f64, now: f64 },
+    /// Too few points with distinct progress for a curve family's parameters.
+    #[error("a {family} fit needs at least {need} points with distinct progress, got {got}")]
+    TooFewCurvePoints {
+        family: &'static str,
+        need: usize,
+        got: usize,
+    },
+    /// Nothing to estimate a job's convergence from (an unknown benchmark and too few points
+    /// for a curve fit).
+    #[error("cannot estimate convergence: {0}")]
+    NoConvergenceEvidence(String),
+    /// An online state was asked about a job none of its events named.
+    #[error("no job `{job_id}` has been ingested")]
+    UnknownJob { job_id: String },
+    /// A job with neither a start nor a submit: no clock to read its curve against.
+    #[error("job `{job_id}` has no start or submit event")]
+    NoStartTime { job_id: String },
+    /// A job without a metric point that has both a time and the metric its curve is read
+    /// from.
+    #[error("job `{job_id}` has no metric points with a time (`at`) and a {metric}")]
+    NoTimedPoints {
+        job_id: String,
+        metric: &'static str,
+    },
+    /// A DAG job whose graph is not a DAG (a cycle, an unknown parent).
+    #[error("job `{job}`: {source}")]
+    DagShape {
+        job: String,
+        #[source]
+        source: augur_datasets::dag::DagShapeError,
+    },
+    /// A DAG stage (or the whole job) without a usable measured duration, which training
+    /// and evaluation need.
+    #[error("job `{job}`, stage `{stage}`: no usable duration")]
+    MissingStageDuration { job: String, stage: String },
+    /// A DAG makespan was asked of a job query, which holds the job's profile but not its
+    /// stages.
+    #[error("job `{job_id}`: a DAG makespan needs the job's stages, and the query holds only its profile")]
+    NoDagStages { job_id: String },
 }
 
 impl PredictorError {

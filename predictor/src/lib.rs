@@ -61,8 +61,8 @@ pub use calibration::{
 };
 pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{
-    evaluate_convergence, ConvergenceError, ConvergenceEvaluation, ConvergencePrediction,
-    ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+    evaluate_convergence, ConvergenceEvaluation, ConvergencePrediction, ConvergencePredictor,
+    ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
 };
 pub use error::PredictorError;
 pub use evaluation::{Evaluation, MethodRow};
