@@ -95,9 +95,8 @@ impl History {
         self.last_finish = Some(self.last_finish.map_or(end, |l| l.max(end)));
     }
 
-    /// Writes the per-key features at instant `now` into `out` (one slot per
-    /// [`crate::schema::PER_KEY_FEATURES`]).
-    pub fn write(&mut self, now: f64, out: &mut [f32]) {
+    /// Drops the submits more than an hour before `now` from the front of the hour window.
+    pub fn prune(&mut self, now: f64) {
         while let Some(&t) = self.submits_1h.front() {
             if now - t > 3600.0 {
                 self.submits_1h.pop_front();
@@ -105,6 +104,18 @@ impl History {
                 break;
             }
         }
+    }
+
+    /// Writes the per-key features at instant `now` into `out` (one slot per
+    /// [`crate::schema::PER_KEY_FEATURES`]). The history is not changed: the submits that
+    /// [`History::prune`] at `now` would drop are skipped (the same numbers as pruning first).
+    pub fn write_at(&self, now: f64, out: &mut [f32]) {
+        let stale = self
+            .submits_1h
+            .iter()
+            .take_while(|&&t| now - t > 3600.0)
+            .count();
+        let submits_1h = self.submits_1h.len() - stale;
         let nan = f32::NAN;
         let n = self.recent.len();
         let back = |q: &VecDeque<f32>, k: usize| -> f32 {
@@ -146,7 +157,7 @@ impl History {
         let since =
             |t: Option<f64>| t.map_or(nan, |t| ((now - t).clamp(0.0, AGE_CAP_S) as f32).ln_1p());
         out[7] = since(self.last_submit);
-        out[8] = (self.submits_1h.len() as f32).ln_1p();
+        out[8] = (submits_1h as f32).ln_1p();
         let recent10 = self
             .submits_1h
             .iter()
@@ -204,7 +215,8 @@ mod tests {
         h.on_finish(0.0, 100.0, 100f32.ln(), None, Some(false));
         h.on_finish(10.0, 1010.0, 1000f32.ln(), None, Some(true));
         let mut out = [0f32; PER_KEY_FEATURES.len()];
-        h.write(1200.0, &mut out);
+        h.prune(1200.0);
+        h.write_at(1200.0, &mut out);
         assert_eq!(out[0], 2f32.ln_1p());
         assert!((out[1] - 1000f32.ln()).abs() < 1e-6);
         assert!((out[2] - (100f32.ln() + 1000f32.ln()) / 2.0).abs() < 1e-5);

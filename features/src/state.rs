@@ -55,9 +55,30 @@ impl FeatureState {
     }
 
     /// Writes the features of `job`, about to be submitted at `now`, into `out`
-    /// ([`FeatureSchema::len`] slots). Only what is known at `now` is used.
+    /// ([`FeatureSchema::len`] slots). Only what is known at `now` is used. Drops what has
+    /// aged out of the job's keys' hour windows (bounded memory); see
+    /// [`FeatureState::features_at`] for the read-only path.
     pub fn features_for(
         &mut self,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
+        for (ki, kind) in self.schema.keys.iter().enumerate() {
+            if let Some(h) = kind
+                .key_of(job)
+                .and_then(|key| self.histories[ki].get_mut(&key))
+            {
+                h.prune(now);
+            }
+        }
+        self.features_at(job, now, out)
+    }
+
+    /// [`FeatureState::features_for`] without changing the state (for predictions answered
+    /// concurrently): the same numbers as long as `now` does not go back in time.
+    pub fn features_at(
+        &self,
         job: &JobRecord,
         now: f64,
         out: &mut [f32],
@@ -87,9 +108,9 @@ impl FeatureState {
             let start = STATIC_FEATURES.len() + ki * per;
             let slot = &mut out[start..start + per];
             match kind.key_of(job) {
-                Some(key) => match self.histories[ki].get_mut(&key) {
-                    Some(h) => h.write(now, slot),
-                    None => History::default().write(now, slot),
+                Some(key) => match self.histories[ki].get(&key) {
+                    Some(h) => h.write_at(now, slot),
+                    None => History::default().write_at(now, slot),
                 },
                 None => slot.fill(f32::NAN),
             }

@@ -1,6 +1,6 @@
-//! DAG model speed (issue #5): end-to-end training of the served model (encoder, GBDT base
-//! with inner folds, GRU, makespan correction) on every job of each bundled DAG dataset,
-//! which must stay under 2 minutes on 2 cores, and the latency of one job's prediction
+//! DAG model speed: end-to-end training of the served model (encoder, GBDT base with inner
+//! folds, GRU, makespan correction) on every job of each bundled DAG dataset, and the
+//! latency of one job's prediction
 //! (encoding + GBDT base + GRU forward pass in plain Rust + critical path + correction).
 //!
 //! `cargo bench -p augur-predictor --bench dag` (plain timing, no harness; prints a table).

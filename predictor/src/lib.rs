@@ -22,48 +22,64 @@
 //!   correction); [`dag::evaluate_dag`] by grouped cross-validation.
 //! - [`ModelRegistry`]: versioned, hash-checked model artifacts on disk (`v1, v2, ...` per
 //!   kind) with a promoted pointer and rollback.
+//!
+//! ## The contract every predictor follows
+//!
+//! ```text
+//! XTrainer::train(&XData...) -> Result<XPredictor, PredictorError>  fits, never evaluates
+//! XPredictor::online(self: Arc<Self>, model_version) -> XOnline      the online state
+//! XOnline: OnlinePredictor       observe(&JobEvent) -> answer at submit; predict(&JobQuery)
+//! evaluate_x(...) -> XEvaluation { rows: Vec<MethodRow<XMetrics>>, .. }  never owns the model
+//! score_x(.., &XPredictor, ..) -> XEvaluation     the same scoring of a trained predictor
+//! impl Artifact for XPredictor                                       in the task's folder
+//! ```
+//!
+//! The online state ([`OnlinePredictor`]) is fed the job events in the store's order; its
+//! answers are final (point, interval or bound with coverage, the calibration that made it,
+//! the model version), and the answer issued at a job's submit is returned by `observe` for
+//! the service to store. Calibration lives in [`calibration`], metrics in [`metrics`], the
+//! one error type in [`error`].
 
+pub mod calibration;
+pub mod contract;
 pub mod convergence;
 pub mod dag;
+pub mod error;
+pub mod evaluation;
 pub mod failure;
+mod feature_rows;
 pub mod metrics;
 pub mod queue_wait;
 pub mod registry;
-mod runtime;
+pub mod runtime;
+#[cfg(test)]
+mod synthetic_trace;
 
-pub use convergence::{
-    evaluate_convergence, ConvergenceError, ConvergenceEvaluation, ConvergencePrediction,
-    ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+pub use calibration::{
+    AdaptiveBound, ConformalWindow, RiskGroup, RiskSplitBound, RiskSplitState, RiskSplitSummary,
+    ACI_GAMMA, ONLINE_WINDOW,
 };
+pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
+pub use convergence::{
+    evaluate_convergence, ConvergenceEvaluation, ConvergencePrediction, ConvergencePredictor,
+    ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+};
+pub use error::PredictorError;
+pub use evaluation::{Evaluation, MethodRow};
 pub use failure::{
     evaluate_failure, Calibrator, FailureEvaluation, FailureModel, FailurePrediction,
     FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{
-    evaluate_queue_wait, QueueError, QueueEvent, QueueJob, QueueState, QueueWaitEvaluation,
-    QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, RiskGroup, RiskSplitBound,
-    RiskSplitState, RiskSplitSummary, WaitEvalRow,
+    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueError, QueueEvent,
+    QueueJob, QueueState, QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline,
+    QueueWaitPrediction, QueueWaitPredictor, QueueWaitSplit, QueueWaitTrainer, WaitEvalRow,
+    WaitMetrics,
 };
-pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
+pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
-    evaluate_runtime, evaluate_runtime_with_progress, BaseMargin, ConformalWindow, EvalRow,
-    MethodPredictions, RuntimeEvaluation, RuntimeMember, RuntimePrediction, RuntimePredictor,
-    RuntimeTrainer, ACI_GAMMA, ONLINE_WINDOW,
+    evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
+    BaseMargin, EvalRow, MethodPredictions, RuntimeAnswer, RuntimeEvaluation, RuntimeMember,
+    RuntimeMetrics, RuntimeOnline, RuntimePrediction, RuntimePredictor, RuntimeSplit,
+    RuntimeTrainer,
 };
-
-/// Errors of training, prediction and evaluation.
-#[derive(Debug, thiserror::Error)]
-pub enum PredictorError {
-    #[error(transparent)]
-    Model(#[from] augur_models::ModelError),
-    #[error(transparent)]
-    Features(#[from] augur_features::FeatureError),
-    #[error(transparent)]
-    Dataset(#[from] augur_datasets::DatasetError),
-    /// An inconsistent queue event (queue-wait predictor).
-    #[error(transparent)]
-    Queue(#[from] queue_wait::QueueError),
-    /// Not enough labelled jobs to train or evaluate.
-    #[error("not enough jobs with a known duration: {0}")]
-    NotEnoughData(String),
-}

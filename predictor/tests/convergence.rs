@@ -1,13 +1,13 @@
 //! Convergence predictor: each curve family recovers known parameters from a labelled
 //! synthetic curve; rising and falling metrics; bad input; the registry round trip; and the
-//! issue #5 evaluation on the real bundled MLPerf v1.0 curves, where Augur must beat both
+//! evaluation on the real bundled MLPerf v1.0 curves, where Augur must beat both
 //! peers (asserted on the numbers this evaluation computes).
 
 use std::sync::OnceLock;
 
 use augur_predictor::convergence::*;
 use augur_predictor::registry::Selector;
-use augur_predictor::{ModelRegistry, NewArtifact};
+use augur_predictor::{ModelRegistry, NewArtifact, PredictorError};
 
 /// One shared evaluation on the real data (trains one predictor).
 fn evaluation() -> &'static ConvergenceEvaluation {
@@ -163,7 +163,7 @@ fn bad_input_gets_clear_errors() {
     };
     let pred = predictor();
     let err = pred.predict(&ctx, &[]).unwrap_err();
-    assert!(matches!(err, ConvergenceError::Empty), "{err}");
+    assert!(matches!(err, PredictorError::NoMetricPoints), "{err}");
     let err = pred
         .predict(&ctx, &[p(10.0, 0.3), p(20.0, f64::NAN)])
         .unwrap_err();
@@ -179,7 +179,7 @@ fn bad_input_gets_clear_errors() {
         .predict(&ctx, &[p(10.0, 0.3), p(30.0, 0.4), p(20.0, 0.5)])
         .unwrap_err();
     assert!(
-        matches!(err, ConvergenceError::NonMonotoneTime { index: 2, .. }),
+        matches!(err, PredictorError::PointsOutOfOrder { index: 2, .. }),
         "{err}"
     );
     assert!(
@@ -191,7 +191,7 @@ fn bad_input_gets_clear_errors() {
     assert!(
         matches!(
             err,
-            ConvergenceError::TooFewPoints {
+            PredictorError::TooFewCurvePoints {
                 need: 3,
                 got: 1,
                 ..
@@ -265,23 +265,23 @@ fn real_mlperf_evaluation_beats_both_peers() {
             .unwrap();
         assert!(cov > 0.5, "80% interval covers only {cov} at {prefix}");
     }
-    // the issue's bar at the 50% prefix
+    // the required relative error at the 50% prefix
     let augur50 = eval
         .score("all", 0.5, METHOD_AUGUR)
         .unwrap()
         .median_rel_error;
     assert!(augur50 < 0.30, "{augur50}");
-    // the prior peer reproduces the team's measurement (0.378 / 0.569 / 1.000) to ±0.005,
-    // which checks the split: successful runs by run start, 971 train / 243 test
+    // the prior peer reproduces its reference values to ±0.005, which checks the split:
+    // successful runs by run start, 971 train / 243 test
     assert_eq!((eval.n_train_runs, eval.n_test_runs), (971, 243));
-    for (prefix, team) in PREFIXES.iter().zip([0.378, 0.569, 1.000]) {
+    for (prefix, reference) in PREFIXES.iter().zip([0.378, 0.569, 1.000]) {
         let got = eval
             .score("all", *prefix, METHOD_PRIOR)
             .unwrap()
             .median_rel_error;
         assert!(
-            (got - team).abs() <= 0.005,
-            "prior peer {got} vs team {team}"
+            (got - reference).abs() <= 0.005,
+            "prior peer {got} vs reference {reference}"
         );
     }
     // learned targets are MLPerf v1.0's quality targets (within the logs' rounding)

@@ -9,10 +9,11 @@ use augur_models::gbdt::{GbdtParams, Objective};
 use augur_models::gru::{GruParams, Sequence};
 use augur_models::{Fit, Matrix, Predict, TrainSet};
 use augur_predictor::dag::{
-    critical_path_ordered, evaluate_dag, group_folds, DagEncoder, DagError, DagPredictor,
-    DagTrainer, STAGE_FEATURES,
+    critical_path_ordered, evaluate_dag, group_folds, DagEncoder, DagPredictor, DagTrainer,
+    STAGE_FEATURES,
 };
 use augur_predictor::registry::{ModelRegistry, NewArtifact};
+use augur_predictor::PredictorError;
 
 /// A hand-built job: stage `i` has `parents[i]`, kind `kinds[i]`, `durations[i]` seconds.
 fn job(id: &str, parents: &[&[usize]], kinds: &[&str], durations: &[f64]) -> DagJob {
@@ -118,7 +119,7 @@ fn a_cycle_is_a_clear_error_not_a_panic() {
     );
     let err = DagEncoder::fit(&[], 16).encode(&j).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, DagError::Shape { .. }), "{err:?}");
+    assert!(matches!(err, PredictorError::DagShape { .. }), "{err:?}");
     assert!(msg.contains("loopy") && msg.contains("cycle"), "{msg}");
     // an unknown parent too
     let j = job("dangling", &[&[], &[7]], &["a", "b"], &[1.0, 1.0]);

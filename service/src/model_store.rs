@@ -90,9 +90,9 @@ pub fn queue_wait_metrics(eval: &QueueWaitEvaluation) -> BTreeMap<String, f64> {
         .or_else(|| {
             eval.rows
                 .iter()
-                .find(|r| r.method.starts_with("augur") && r.coverage95.is_some())
+                .find(|r| r.method.starts_with("augur") && r.metrics.coverage95.is_some())
         });
-    if let Some(r) = served {
+    if let Some(r) = served.map(|r| &r.metrics) {
         metrics.insert("mae_s".to_string(), r.mae_s);
         metrics.insert("within60".to_string(), r.within60);
         metrics.insert("within600".to_string(), r.within600);

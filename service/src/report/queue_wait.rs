@@ -38,11 +38,12 @@ pub fn table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) -> S
         Some(v) if v.is_finite() => format!("{v:.digits$}"),
         _ => "-".into(),
     };
-    for r in eval.rows.iter().chain(peers) {
+    for row in eval.rows.iter().chain(peers) {
+        let r = &row.metrics;
         let _ = writeln!(
             s,
             "  {:<56} {:>9} {:>8} {:>9} {:>8} {:>11} {:>8} {:>11}",
-            r.method,
+            row.method,
             num(Some(r.mae_s), 0),
             pct(r.within60),
             pct(r.within600),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use augur_datasets::split::clamp_duration;
 use augur_predictor::metrics::coverage;
-use augur_predictor::{EvalRow, RuntimeEvaluation};
+use augur_predictor::{EvalRow, RuntimeEvaluation, RuntimePredictor};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -113,7 +113,13 @@ fn fmt_opt(v: Option<f64>, prec: usize, scale: f64) -> String {
 }
 
 /// The printed table: one line per method and peer, and the ensemble's members.
-pub fn table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) -> String {
+/// `predictor` is the one the evaluation trained (its ensemble is listed under the table).
+pub fn table(
+    name: &str,
+    eval: &RuntimeEvaluation,
+    predictor: Option<&RuntimePredictor>,
+    peers: &[PeerRow],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -130,11 +136,11 @@ pub fn table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) -> String 
             s,
             "  {:<38} {:>8.3} {:>8.1}% {:>10} {:>9} {:>11}",
             r.method,
-            r.mae_log,
-            r.within2x * 100.0,
-            fmt_opt(r.coverage80, 1, 100.0),
-            fmt_opt(r.train_s, 2, 1.0),
-            fmt_opt(r.predict_us, 2, 1.0)
+            r.metrics.mae_log,
+            r.metrics.within2x * 100.0,
+            fmt_opt(r.metrics.coverage80, 1, 100.0),
+            fmt_opt(r.metrics.train_s, 2, 1.0),
+            fmt_opt(r.metrics.predict_us, 2, 1.0)
         );
     }
     for p in peers {
@@ -149,7 +155,7 @@ pub fn table(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow]) -> String 
             "-"
         );
     }
-    if let Some(pred) = &eval.predictor {
+    if let Some(pred) = predictor {
         let members: Vec<String> = pred
             .members
             .iter()
@@ -182,11 +188,11 @@ fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[
             s,
             "| {} | {:.3} | {:.1}% | {} | {} | {} |",
             r.method,
-            r.mae_log,
-            r.within2x * 100.0,
-            fmt_opt(r.coverage80, 1, 100.0),
-            fmt_opt(r.train_s, 2, 1.0),
-            fmt_opt(r.predict_us, 2, 1.0)
+            r.metrics.mae_log,
+            r.metrics.within2x * 100.0,
+            fmt_opt(r.metrics.coverage80, 1, 100.0),
+            fmt_opt(r.metrics.train_s, 2, 1.0),
+            fmt_opt(r.metrics.predict_us, 2, 1.0)
         );
     };
     for r in &eval.rows {

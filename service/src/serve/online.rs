@@ -11,20 +11,22 @@
 //! applied is skipped. A model swap rebuilds the state for the new models by replaying the
 //! store ([`super::AppState::swap_models`]).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use augur_datasets::split::clamp_duration;
 use augur_datasets::{JobRecord, JobStatus};
-use augur_features::{FailureFeatureState, FeatureState, JobHandle};
+use augur_features::{FailureFeatureState, JobHandle};
+use augur_predictor::contract::MetricPoint as EventPoint;
 use augur_predictor::convergence::{
     ConvergencePrediction, JobContext, MetricPoint as ConvergencePoint,
 };
 use augur_predictor::failure::SvmScratch;
+use augur_predictor::queue_wait::QueueWaitAnswer;
+use augur_predictor::runtime::{IntervalSource, RuntimeAnswer as RuntimeOnlineAnswer};
 use augur_predictor::{
-    ArtifactMeta, ConformalWindow, ConvergencePredictor, FailurePredictor, QueueState,
-    QueueWaitPredictor, RiskGroup, RiskSplitState, RuntimePredictor, ONLINE_WINDOW,
+    ArtifactMeta, ConvergencePredictor, FailurePredictor, JobEvent, JobQuery, OnlinePredictor,
+    PredictorError, QueueWaitOnline, QueueWaitPredictor, RiskGroup, RuntimeOnline,
+    RuntimePredictor,
 };
 use serde::Serialize;
 
@@ -47,7 +49,8 @@ pub struct ServedModels {
     pub convergence: Option<Served<ConvergencePredictor>>,
 }
 
-/// A runtime prediction as served: point, interval and the model that made it.
+/// A runtime prediction as served: the runtime predictor's answer in the HTTP shape (its
+/// interval flattened, the calibration named).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RuntimeAnswer {
     pub model_version: u32,
@@ -58,12 +61,25 @@ pub struct RuntimeAnswer {
     pub coverage: f64,
     /// `online_conformal` (recalibrated on finished jobs) or `static_conformal`.
     pub interval: &'static str,
-    /// Interval offsets in ln space (kept to score the interval when the job finishes).
-    #[serde(skip)]
-    pub offsets_log: (f64, f64),
 }
 
-/// A queue-wait prediction as served.
+impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
+    fn from(a: RuntimeOnlineAnswer) -> RuntimeAnswer {
+        RuntimeAnswer {
+            model_version: a.model_version,
+            seconds: a.seconds,
+            lower: a.interval.lower,
+            upper: a.interval.upper,
+            coverage: a.interval.coverage,
+            interval: match a.calibration {
+                IntervalSource::OnlineConformal => "online_conformal",
+                IntervalSource::StaticConformal => "static_conformal",
+            },
+        }
+    }
+}
+
+/// A queue-wait prediction as served: the queue-wait predictor's answer in the HTTP shape.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct WaitAnswer {
     pub model_version: u32,
@@ -77,6 +93,19 @@ pub struct WaitAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub risk_group: Option<RiskGroup>,
+}
+
+impl From<QueueWaitAnswer> for WaitAnswer {
+    fn from(a: QueueWaitAnswer) -> WaitAnswer {
+        WaitAnswer {
+            model_version: a.model_version,
+            seconds: a.seconds,
+            lower: a.interval.lower,
+            upper: a.interval.upper,
+            coverage: a.interval.coverage,
+            risk_group: a.risk_group,
+        }
+    }
 }
 
 /// A failure prediction as served (a calibrated probability; no interval).
@@ -114,9 +143,6 @@ pub enum ConvergenceFailure {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobInfo {
     pub job_id: String,
-    /// Small integer id for the queue state.
-    #[serde(skip)]
-    pub num: u64,
     pub profile: Option<JobProfile>,
     pub dag: Option<Dag>,
     pub submitted_at: Option<f64>,
@@ -137,14 +163,7 @@ pub struct JobInfo {
     /// Events that did not fit the job's story (a second submit, a start after the finish).
     pub anomalies: Vec<String>,
     #[serde(skip)]
-    rt_handle: Option<JobHandle>,
-    #[serde(skip)]
-    qw_handle: Option<JobHandle>,
-    #[serde(skip)]
     fl_handle: Option<JobHandle>,
-    /// Its queue-wait bound's outcome went to the risk-split state already.
-    #[serde(skip)]
-    qw_observed: bool,
 }
 
 /// Metric points kept per job.
@@ -183,18 +202,19 @@ pub enum PredictError {
     Internal(String),
 }
 
+impl From<PredictorError> for PredictError {
+    fn from(e: PredictorError) -> PredictError {
+        PredictError::Internal(e.to_string())
+    }
+}
+
 /// See the module docs.
 pub struct Online {
     pub models: ServedModels,
-    rt_features: Option<FeatureState>,
-    rt_window: Option<ConformalWindow>,
-    qw_features: Option<FeatureState>,
-    queue: Option<QueueState>,
-    /// The risk-split bound's online state (threshold window, per-group offsets).
-    qw_risk: Option<RiskSplitState>,
-    /// (millisecond time a queued job's bound runs out, job id): a job still queued then
-    /// is a miss of its group, known before it starts.
-    qw_deadlines: BinaryHeap<Reverse<(i64, String)>>,
+    /// The served runtime predictor's online state.
+    runtime: Option<RuntimeOnline>,
+    /// The served queue-wait predictor's online state.
+    queue_wait: Option<QueueWaitOnline>,
     fl_features: Option<FailureFeatureState>,
     scratch: SvmScratch,
     pub jobs: HashMap<String, JobInfo>,
@@ -209,34 +229,21 @@ pub struct Online {
 impl Online {
     /// An empty state serving `models`.
     pub fn new(models: ServedModels) -> Online {
-        let rt_features = models
+        let runtime = models
             .runtime
             .as_ref()
-            .map(|s| FeatureState::new(s.model.schema.clone()));
-        let rt_window = models
-            .runtime
-            .as_ref()
-            .map(|s| ConformalWindow::seeded(&s.model, ONLINE_WINDOW));
-        let qw_features = models
+            .map(|s| Arc::clone(&s.model).online(s.meta.version));
+        let queue_wait = models
             .queue_wait
             .as_ref()
-            .map(|s| FeatureState::new(s.model.runtime.schema.clone()));
-        let queue = models.queue_wait.as_ref().map(|s| s.model.new_state());
-        let qw_risk = models
-            .queue_wait
-            .as_ref()
-            .and_then(|s| s.model.new_risk_state());
+            .map(|s| Arc::clone(&s.model).online(s.meta.version));
         let fl_features = models.failure.as_ref().map(|s| s.model.new_state());
         Online {
             fl_features,
             scratch: SvmScratch::default(),
             models,
-            rt_features,
-            rt_window,
-            qw_features,
-            queue,
-            qw_risk,
-            qw_deadlines: BinaryHeap::new(),
+            runtime,
+            queue_wait,
             jobs: HashMap::new(),
             clock: None,
             last_seq: 0,
@@ -275,12 +282,10 @@ impl Online {
     }
 
     fn job_entry(&mut self, job_id: &str) -> &mut JobInfo {
-        let n = self.jobs.len() as u64;
         self.jobs
             .entry(job_id.to_string())
             .or_insert_with(|| JobInfo {
                 job_id: job_id.to_string(),
-                num: n,
                 profile: None,
                 dag: None,
                 submitted_at: None,
@@ -294,10 +299,7 @@ impl Online {
                 metric_points: Vec::new(),
                 metric_points_total: 0,
                 anomalies: Vec::new(),
-                rt_handle: None,
-                qw_handle: None,
                 fl_handle: None,
-                qw_observed: false,
             })
     }
 
@@ -310,8 +312,8 @@ impl Online {
         self.last_seq = stored.seq;
         if let Some(t) = stored.event.at() {
             self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
-            self.expire_wait_bounds(t);
         }
+        let issued = self.route(&stored.event);
         match &stored.event {
             Event::JobSubmitted {
                 job_id,
@@ -320,7 +322,7 @@ impl Online {
                 dag,
             } => {
                 self.counts.job_submitted += 1;
-                self.on_submit(job_id, *at, profile, dag.as_ref());
+                self.on_submit(job_id, *at, profile, dag.as_ref(), issued);
                 None
             }
             Event::JobStarted { job_id, at } => {
@@ -328,23 +330,8 @@ impl Online {
                 let job = self.job_entry(job_id);
                 if job.started_at.is_some() {
                     note(job, format!("second start at {at} ignored"));
-                    return None;
-                }
-                job.started_at = Some(*at);
-                let num = job.num;
-                // the wait is known: a hit or a miss of the job's risk group
-                let outcome = match (job.queue_wait_at_submit, job.submitted_at) {
-                    (Some(w), Some(sub)) if !job.qw_observed => {
-                        job.qw_observed = true;
-                        w.risk_group.map(|g| (g, *at - sub > w.upper))
-                    }
-                    _ => None,
-                };
-                if let (Some((g, miss)), Some(r)) = (outcome, &mut self.qw_risk) {
-                    r.observe(g, miss);
-                }
-                if let Some(q) = &mut self.queue {
-                    let _ = q.start(num, *at);
+                } else {
+                    job.started_at = Some(*at);
                 }
                 None
             }
@@ -376,7 +363,66 @@ impl Online {
         }
     }
 
-    fn on_submit(&mut self, job_id: &str, at: f64, profile: &JobProfile, dag: Option<&Dag>) {
+    /// Hands `event` to every served predictor's online state (a cluster snapshot as the
+    /// clock reaching its time); returns the answers they issued when it is a submit.
+    fn route(&mut self, event: &Event) -> IssuedAtSubmit {
+        let record;
+        let points: Vec<EventPoint>;
+        let job_event = match event {
+            Event::JobSubmitted {
+                job_id,
+                at,
+                profile,
+                ..
+            } => {
+                record = profile.to_record(job_id, *at);
+                JobEvent::Submitted { job: &record }
+            }
+            Event::JobStarted { job_id, at } => JobEvent::Started { job_id, at: *at },
+            Event::JobFinished {
+                job_id,
+                at,
+                status,
+                duration,
+            } => JobEvent::Finished {
+                job_id,
+                at: *at,
+                status: (*status).into(),
+                duration: *duration,
+            },
+            Event::MetricPoints { job_id, points: p } => {
+                points = p.iter().map(event_point).collect();
+                JobEvent::MetricPoints {
+                    job_id,
+                    points: &points,
+                }
+            }
+            Event::ClusterSnapshot(s) => JobEvent::Clock { at: s.at },
+        };
+        IssuedAtSubmit {
+            runtime: self
+                .runtime
+                .as_mut()
+                .and_then(|o| o.observe(&job_event))
+                .and_then(Result::ok)
+                .map(RuntimeAnswer::from),
+            queue_wait: self
+                .queue_wait
+                .as_mut()
+                .and_then(|o| o.observe(&job_event))
+                .and_then(Result::ok)
+                .map(WaitAnswer::from),
+        }
+    }
+
+    fn on_submit(
+        &mut self,
+        job_id: &str,
+        at: f64,
+        profile: &JobProfile,
+        dag: Option<&Dag>,
+        issued: IssuedAtSubmit,
+    ) {
         if self
             .jobs
             .get(job_id)
@@ -387,41 +433,6 @@ impl Online {
             return;
         }
         let record = profile.to_record(job_id, at);
-        let runtime = self.predict_runtime_record(&record, at).ok();
-        let rt_handle = self.rt_features.as_mut().map(|s| s.observe_submit(&record));
-        let mut wait = None;
-        let mut qw_handle = None;
-        let num = self.job_entry(job_id).num;
-        if let (Some(served), Some(hist), Some(queue)) = (
-            &self.models.queue_wait,
-            &mut self.qw_features,
-            &mut self.queue,
-        ) {
-            let m = &served.model;
-            self.buf.resize(m.n_features(), 0.0);
-            if let Ok(qj) = m.features_for(hist, queue, &record, at, &mut self.buf) {
-                let p = match &mut self.qw_risk {
-                    Some(r) => {
-                        let (p, score) = m.predict_row_online(&self.buf, r);
-                        r.record_submit(score);
-                        self.qw_deadlines
-                            .push(Reverse((millis(at + p.upper), job_id.to_string())));
-                        p
-                    }
-                    None => m.predict_row(&self.buf),
-                };
-                wait = Some(WaitAnswer {
-                    model_version: served.meta.version,
-                    seconds: p.seconds,
-                    lower: 0.0,
-                    upper: p.upper,
-                    coverage: p.coverage,
-                    risk_group: p.risk_group,
-                });
-                let _ = queue.submit(num, qj);
-            }
-            qw_handle = Some(hist.observe_submit(&record));
-        }
         let failure = self.predict_failure_record(&record, at).ok();
         let fl_handle = self.fl_features.as_mut().map(|s| s.observe_submit(&record));
         let job = self.job_entry(job_id);
@@ -430,10 +441,8 @@ impl Online {
         job.profile = Some(profile.clone());
         job.dag = dag.cloned();
         job.submitted_at = Some(at);
-        job.runtime_at_submit = runtime;
-        job.queue_wait_at_submit = wait;
-        job.rt_handle = rt_handle;
-        job.qw_handle = qw_handle;
+        job.runtime_at_submit = issued.runtime;
+        job.queue_wait_at_submit = issued.queue_wait;
     }
 
     fn on_finish(
@@ -452,47 +461,24 @@ impl Online {
         job.status = Some(status);
         let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
         job.duration = dur;
-        let (num, rt_handle, qw_handle, fl_handle) = (
-            job.num,
-            job.rt_handle.take(),
-            job.qw_handle.take(),
-            job.fl_handle.take(),
-        );
-        let failure_issued = job.failure_at_submit;
-        let issued = job.runtime_at_submit;
-        let wait_issued = job.queue_wait_at_submit;
+        let fl_handle = job.fl_handle.take();
         let actual_wait = job
             .started_at
             .zip(job.submitted_at)
             .map(|(s, b)| (s - b).max(0.0));
-        if let Some(d) = dur {
-            let st: JobStatus = status.into();
-            if let (Some(h), Some(fs)) = (rt_handle, &mut self.rt_features) {
-                let _ = fs.observe_finish(h, at, d, st);
-            }
-            if let (Some(h), Some(fs)) = (qw_handle, &mut self.qw_features) {
-                let _ = fs.observe_finish(h, at, d, st);
-            }
-            if let (Some(p), Some(w)) = (issued, &mut self.rt_window) {
-                let resid = clamp_duration(d).ln() - p.seconds.ln();
-                w.observe_outcome(resid, Some(p.offsets_log));
-            }
-        }
-        if let (Some(h), Some(fs)) = (fl_handle, &mut self.fl_features) {
-            let _ = fs.observe_finish(h, at, dur, status.into());
-        }
-        if let Some(q) = &mut self.queue {
-            let _ = q.end(num, at);
-        }
-        Some(Outcome {
-            failure: failure_issued,
+        let outcome = Outcome {
+            failure: job.failure_at_submit,
             job_id: job_id.to_string(),
             status,
             actual_runtime: dur,
-            runtime: issued,
+            runtime: job.runtime_at_submit,
             actual_wait,
-            queue_wait: wait_issued,
-        })
+            queue_wait: job.queue_wait_at_submit,
+        };
+        if let (Some(h), Some(fs)) = (fl_handle, &mut self.fl_features) {
+            let _ = fs.observe_finish(h, at, dur, status.into());
+        }
+        Some(outcome)
     }
 
     /// "Now" on the events' clock: the latest event time, else the wall clock.
@@ -506,41 +492,18 @@ impl Online {
 
     /// Runtime prediction for a job with `profile`, submitted at `at`.
     pub fn predict_runtime(
-        &mut self,
+        &self,
         job_id: &str,
         profile: &JobProfile,
         at: f64,
     ) -> Result<RuntimeAnswer, PredictError> {
+        let online = self
+            .runtime
+            .as_ref()
+            .ok_or(PredictError::NotAvailable("runtime"))?;
         let record = profile.to_record(job_id, at);
-        self.predict_runtime_record(&record, at)
-    }
-
-    fn predict_runtime_record(
-        &mut self,
-        record: &JobRecord,
-        at: f64,
-    ) -> Result<RuntimeAnswer, PredictError> {
-        let (Some(served), Some(fs)) = (&self.models.runtime, &mut self.rt_features) else {
-            return Err(PredictError::NotAvailable("runtime"));
-        };
-        let m = &served.model;
-        self.buf.resize(m.schema.len(), 0.0);
-        fs.features_for(record, at, &mut self.buf)
-            .map_err(|e| PredictError::Internal(e.to_string()))?;
-        let log = m.predict_log(&self.buf);
-        let (offsets, interval) = match self.rt_window.as_mut().and_then(|w| w.offsets()) {
-            Some(o) => (o, "online_conformal"),
-            None => (m.interval_log, "static_conformal"),
-        };
-        Ok(RuntimeAnswer {
-            model_version: served.meta.version,
-            seconds: log.exp(),
-            lower: (log + offsets.0).exp(),
-            upper: (log + offsets.1).exp(),
-            coverage: m.coverage,
-            interval,
-            offsets_log: offsets,
-        })
+        let answer = online.predict(&JobQuery { job: &record, at })?;
+        Ok(answer.into())
     }
 
     /// Failure probability for a job with `profile`, submitted at `at`.
@@ -637,69 +600,44 @@ impl Online {
     /// Queue-wait prediction for a job with `profile`, submitted at `at`, behind the
     /// current queue.
     pub fn predict_wait(
-        &mut self,
+        &self,
         job_id: &str,
         profile: &JobProfile,
         at: f64,
     ) -> Result<WaitAnswer, PredictError> {
-        let (Some(served), Some(hist), Some(queue)) =
-            (&self.models.queue_wait, &mut self.qw_features, &self.queue)
-        else {
-            return Err(PredictError::NotAvailable("queue_wait"));
-        };
-        let m = &served.model;
+        let online = self
+            .queue_wait
+            .as_ref()
+            .ok_or(PredictError::NotAvailable("queue_wait"))?;
         let record = profile.to_record(job_id, at);
-        self.buf.resize(m.n_features(), 0.0);
-        m.features_for(hist, queue, &record, at, &mut self.buf)
-            .map_err(|e| PredictError::Internal(e.to_string()))?;
-        let p = match &self.qw_risk {
-            Some(r) => m.predict_row_online(&self.buf, r).0,
-            None => m.predict_row(&self.buf),
-        };
-        Ok(WaitAnswer {
-            model_version: served.meta.version,
-            seconds: p.seconds,
-            lower: 0.0,
-            upper: p.upper,
-            coverage: p.coverage,
-            risk_group: p.risk_group,
-        })
+        let answer = online.predict(&JobQuery { job: &record, at })?;
+        Ok(answer.into())
     }
 
-    /// Queued jobs whose risk-split bound ran out by `now` are misses of their group.
-    fn expire_wait_bounds(&mut self, now: f64) {
-        let Some(r) = &mut self.qw_risk else {
-            return;
-        };
-        while let Some(Reverse((t, _))) = self.qw_deadlines.peek() {
-            // strictly before now: a job starting exactly at its bound is a hit
-            if *t >= millis(now) {
-                break;
-            }
-            let Some(Reverse((_, id))) = self.qw_deadlines.pop() else {
-                break;
-            };
-            if let Some(job) = self.jobs.get_mut(&id) {
-                if !job.qw_observed && job.started_at.is_none() && job.finished_at.is_none() {
-                    job.qw_observed = true;
-                    if let Some(g) = job.queue_wait_at_submit.and_then(|w| w.risk_group) {
-                        r.observe(g, true);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The risk-split bound's online state (None when the served model has none).
+    /// The queue-wait risk-split bound's online state (None when the served model has none).
     #[cfg(test)]
-    pub fn wait_risk_state(&self) -> Option<&RiskSplitState> {
-        self.qw_risk.as_ref()
+    pub fn wait_risk_state(&self) -> Option<&augur_predictor::RiskSplitState> {
+        self.queue_wait
+            .as_ref()
+            .and_then(QueueWaitOnline::risk_state)
     }
 }
 
-/// Milliseconds, for ordering times in a heap.
-fn millis(t: f64) -> i64 {
-    (t * 1000.0).round() as i64
+/// The answers the served predictors issued for a job at its submit.
+#[derive(Debug, Default)]
+struct IssuedAtSubmit {
+    runtime: Option<RuntimeAnswer>,
+    queue_wait: Option<WaitAnswer>,
+}
+
+/// A service metric point as the predictors' contract carries it.
+fn event_point(p: &MetricPoint) -> EventPoint {
+    EventPoint {
+        step: p.step,
+        loss: p.loss,
+        accuracy: p.accuracy,
+        at: p.at,
+    }
 }
 
 fn note(job: &mut JobInfo, msg: String) {

@@ -18,9 +18,9 @@ use augur_predictor::metrics::mae_log;
 use augur_predictor::queue_wait::{known_wait, replay_queue_features, QueueJob};
 use augur_predictor::registry::Selector;
 use augur_predictor::{
-    evaluate_convergence, evaluate_failure, evaluate_queue_wait, evaluate_runtime, ArtifactMeta,
-    ConvergencePredictor, FailurePredictor, ModelRegistry, QueueWaitPredictor, RegistryError,
-    RuntimePredictor,
+    evaluate_convergence, evaluate_failure, train_and_evaluate_queue_wait,
+    train_and_evaluate_runtime, ArtifactMeta, ConvergencePredictor, FailurePredictor,
+    ModelRegistry, QueueWaitPredictor, RegistryError, RuntimePredictor,
 };
 use serde::Serialize;
 
@@ -344,15 +344,11 @@ pub fn train_runtime_with(
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
     let trainer = trainers::runtime(trees);
-    let mut eval = match evaluate_runtime(jobs, &trainer) {
-        Ok(e) => e,
+    let (predictor, eval) = match train_and_evaluate_runtime(jobs, &trainer, &mut |_, _| {}) {
+        Ok(trained) => trained,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let metrics = runtime_metrics(&eval);
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the evaluation returned no trained predictor")?;
     let decision = decide(
         registry,
         RUNTIME_KIND,
@@ -389,14 +385,10 @@ pub fn train_queue_wait_with(
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
     let qtrainer = trainers::queue_wait_all_capped(trees);
-    let mut eval = match evaluate_queue_wait(jobs, &qtrainer) {
-        Ok(e) => e,
+    let (predictor, eval) = match train_and_evaluate_queue_wait(jobs, &qtrainer) {
+        Ok(trained) => trained,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the queue-wait evaluation returned no trained predictor")?;
     let metrics = queue_wait_metrics(&eval);
     let decision = decide(
         registry,

@@ -49,7 +49,7 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     for (name, jobs) in inputs {
         let eval = match evaluate_failure(&jobs, &trainer) {
             Ok(e) => e,
-            Err(err @ PredictorError::NotEnoughData(_)) => {
+            Err(err @ PredictorError::NotEnoughData { .. }) => {
                 let why = no_labels_reason(&name, &jobs, &err);
                 if args.json {
                     let out = SkippedDataset {

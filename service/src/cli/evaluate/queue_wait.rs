@@ -2,7 +2,7 @@
 //! shared split (time-ordered 80/20 by submit time), with the team's LightGBM peer rows.
 
 use anyhow::Context;
-use augur_predictor::{evaluate_queue_wait, QueueWaitEvaluation, WaitEvalRow};
+use augur_predictor::{evaluate_queue_wait, QueueWaitEvaluation, WaitEvalRow, WaitMetrics};
 use serde::Serialize;
 
 use crate::cli::trace::load_inputs;
@@ -13,17 +13,20 @@ use crate::trainers;
 /// Peer numbers measured by the team with LightGBM on exactly this split, as (method, MAE s,
 /// within 600 s, 95% coverage, median bound s).
 fn peers(dataset: &str) -> Vec<WaitEvalRow> {
-    let peer =
-        |method: &str, mae: f64, w600: f64, cov: Option<f64>, bound: Option<f64>| WaitEvalRow {
-            method: method.into(),
-            mae_s: mae,
-            within60: f64::NAN,
-            within600: w600,
-            coverage95: cov,
-            median_bound_s: bound,
-            train_s: None,
-            predict_us: None,
-        };
+    let peer = |method: &str, mae: f64, w600: f64, cov: Option<f64>, bound: Option<f64>| {
+        WaitEvalRow::new(
+            method,
+            WaitMetrics {
+                mae_s: mae,
+                within60: f64::NAN,
+                within600: w600,
+                coverage95: cov,
+                median_bound_s: bound,
+                train_s: None,
+                predict_us: None,
+            },
+        )
+    };
     match dataset {
         "mira" => vec![
             peer(

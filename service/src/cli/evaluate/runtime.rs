@@ -2,7 +2,7 @@
 //! shared split, with the team's LightGBM peer rows.
 
 use anyhow::Context;
-use augur_predictor::{evaluate_runtime_with_progress, RuntimeEvaluation};
+use augur_predictor::{train_and_evaluate_runtime, RuntimeEvaluation};
 use serde::Serialize;
 
 use crate::cli::progress::TrainingBar;
@@ -50,8 +50,9 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     let trainer = trainers::runtime(args.trees);
     for (name, jobs) in inputs {
         let mut bar = TrainingBar::start(&name, jobs.len());
-        let eval = evaluate_runtime_with_progress(&jobs, &trainer, &mut |d, t| bar.trees(d, t))
-            .with_context(|| format!("evaluating on {name}"))?;
+        let (predictor, eval) =
+            train_and_evaluate_runtime(&jobs, &trainer, &mut |d, t| bar.trees(d, t))
+                .with_context(|| format!("evaluating on {name}"))?;
         bar.finish();
         let peer_rows = peers(&name);
         if !args.no_report {
@@ -67,7 +68,10 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
             };
             println!("{}", serde_json::to_string(&out)?);
         } else {
-            print!("{}", report::table(&name, &eval, &peer_rows));
+            print!(
+                "{}",
+                report::table(&name, &eval, Some(&predictor), &peer_rows)
+            );
         }
     }
     Ok(())

@@ -20,7 +20,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let (name, jobs, registry) = trace_and_registry(args)?;
     let mut eval =
         evaluate_failure(&jobs, &trainers::failure(args.trees)).map_err(|e| match &e {
-            PredictorError::NotEnoughData(_) => anyhow::anyhow!(
+            PredictorError::NotEnoughData { .. } => anyhow::anyhow!(
                 "cannot train the failure predictor on {name}: {}",
                 no_labels_reason(&name, &jobs, &e)
             ),

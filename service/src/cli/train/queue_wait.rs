@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use augur_predictor::evaluate_queue_wait;
+use augur_predictor::train_and_evaluate_queue_wait;
 
 use super::{print_saved_json, trace_and_registry};
 use crate::cli::TrainArgs;
@@ -17,12 +17,8 @@ use crate::trainers;
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let (name, jobs, registry) = trace_and_registry(args)?;
     let trainer = trainers::queue_wait(args.trees);
-    let mut eval = evaluate_queue_wait(&jobs, &trainer)
+    let (predictor, eval) = train_and_evaluate_queue_wait(&jobs, &trainer)
         .with_context(|| format!("training the queue-wait predictor on {name}"))?;
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the evaluation returned no trained predictor")?;
     let metrics = queue_wait_metrics(&eval);
     let mut notes = BTreeMap::new();
     notes.insert(

@@ -14,8 +14,7 @@ use augur_datasets::split::clamp_duration;
 use augur_datasets::JobRecord;
 use augur_features::{batch_features, FeatureSchema};
 use augur_predictor::{
-    evaluate_runtime_with_progress, ArtifactMeta, RuntimeEvaluation, RuntimePredictor,
-    RuntimeTrainer,
+    train_and_evaluate_runtime, ArtifactMeta, RuntimeEvaluation, RuntimePredictor, RuntimeTrainer,
 };
 
 use super::{print_saved_json, trace_and_registry};
@@ -32,10 +31,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let trainer = trainers::runtime(args.trees);
 
     let mut bar = TrainingBar::start(&name, jobs.len());
-    let eval = evaluate_runtime_with_progress(&jobs, &trainer, &mut |d, t| bar.trees(d, t))
+    let trained = train_and_evaluate_runtime(&jobs, &trainer, &mut |d, t| bar.trees(d, t))
         .with_context(|| format!("training on {name}"));
     bar.finish();
-    let mut eval = eval?;
+    let (held_out_predictor, eval) = trained?;
     let metrics = runtime_metrics(&eval);
 
     let mut notes = BTreeMap::new();
@@ -63,11 +62,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             "trained_on".to_string(),
             "first 80% of labelled jobs by submit time".to_string(),
         );
-        let p = eval
-            .predictor
-            .take()
-            .context("the evaluation returned no trained predictor")?;
-        (p, eval.n_train)
+        (held_out_predictor, eval.n_train)
     };
 
     let meta = save_artifact(&registry, &predictor, &name, training_rows, metrics, notes)?;

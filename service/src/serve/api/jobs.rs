@@ -126,7 +126,7 @@ pub async fn job(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    let mut o = state.online();
+    let o = state.online();
     let now = o.now();
     let Some(info) = o.jobs.get(&id).cloned() else {
         return Err(ApiError::not_found(format!(

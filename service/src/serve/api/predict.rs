@@ -236,7 +236,7 @@ pub async fn predict_runtime(
         req,
         "runtime",
         |o| o.models.runtime.as_ref().map(|s| s.meta.version),
-        Online::predict_runtime,
+        |o: &mut Online, id: &str, p: &JobProfile, at: f64| o.predict_runtime(id, p, at),
     )
 }
 
@@ -261,7 +261,7 @@ pub async fn predict_queue_wait(
         req,
         "queue_wait",
         |o| o.models.queue_wait.as_ref().map(|s| s.meta.version),
-        Online::predict_wait,
+        |o: &mut Online, id: &str, p: &JobProfile, at: f64| o.predict_wait(id, p, at),
     )
 }
 

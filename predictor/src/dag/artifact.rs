@@ -1,0 +1,12 @@
+//! The DAG predictor as a registry artifact.
+
+use super::{DagPredictor, DAG_FEATURE_SCHEMA_VERSION};
+use crate::registry::Artifact;
+
+impl Artifact for DagPredictor {
+    const KIND: &'static str = "dag";
+    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = DAG_FEATURE_SCHEMA_VERSION;
+    fn feature_schema_version(&self) -> u32 {
+        self.schema_version
+    }
+}

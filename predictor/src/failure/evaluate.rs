@@ -1,0 +1,333 @@
+//! The failure evaluation: the shared time-ordered split, both models and two trivial
+//! baselines scored on the labelled test jobs.
+
+use std::time::Instant;
+
+use augur_datasets::{JobRecord, TimeSplit};
+use augur_features::failure::FAILURE_KEY_FEATURES;
+use augur_features::{failure_batch_features, failure_label, FailKey, FailureSchema};
+use augur_models::Predict;
+use serde::Serialize;
+
+use super::svm::SvmScratch;
+use super::trainer::{gather, TrainingInfo};
+use super::{FailureModel, FailurePrediction, FailurePredictor, FailureTrainer, RECALL_AT_FPR};
+use crate::metrics::classification::{
+    average_precision, brier, expected_calibration_error, recall_at_fpr, roc_auc, roc_auc_interval,
+};
+use crate::PredictorError;
+
+/// One method's metrics on the test jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureEvalRow {
+    pub method: String,
+    pub roc_auc: f64,
+    /// 95% bootstrap interval of the ROC-AUC.
+    pub roc_auc_95: Option<(f64, f64)>,
+    /// Average precision (its no-skill value is the test base rate).
+    pub pr_auc: f64,
+    /// Recall at a 10% false-positive rate.
+    pub recall_at_10fpr: f64,
+    pub brier: f64,
+    /// Expected calibration error (10 bins).
+    pub ece: f64,
+    pub train_s: Option<f64>,
+    /// Per job, batch prediction from feature rows.
+    pub predict_us: Option<f64>,
+}
+
+/// A method's test probabilities (for curves in reports).
+#[derive(Debug, Clone)]
+pub struct MethodProbabilities {
+    pub method: String,
+    pub probs: Vec<f64>,
+}
+
+/// The failure evaluation of one trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureEvaluation {
+    /// Labelled training / test jobs.
+    pub n_train: usize,
+    pub n_test: usize,
+    /// Jobs in the trace without a known outcome (censored or no status), not labelled.
+    pub n_censored: usize,
+    pub base_rate_train: f64,
+    pub base_rate_test: f64,
+    pub failed_test: usize,
+    pub rows: Vec<FailureEvalRow>,
+    /// The model the predictor serves, and why.
+    pub served: FailureModel,
+    /// ROC-AUC of (SVM, GBDT) on the calibration slice.
+    pub validation_auc: (f64, f64),
+    /// ROC-AUC of the (SVM, GBDT) raw scores on the test jobs, before calibration (a flat
+    /// calibration, fitted when a model ranked the slice backwards, hides their ranking).
+    pub raw_test_auc: (f64, f64),
+    pub gbdt_calibration: String,
+    pub svm_calibration: String,
+    pub svm_support_vectors: usize,
+    pub gbdt_trees: usize,
+    pub training: TrainingInfo,
+    /// Outcome of each test job, in submit order.
+    #[serde(skip)]
+    pub test_labels: Vec<bool>,
+    /// Each method's test probabilities, in the order of `rows`.
+    #[serde(skip)]
+    pub test_probs: Vec<MethodProbabilities>,
+    /// The trained predictor (for saving).
+    #[serde(skip)]
+    pub predictor: Option<FailurePredictor>,
+}
+
+/// Method names in evaluation tables.
+pub const METHOD_BASE_RATE: &str = "base rate (training period)";
+pub const METHOD_SVM: &str = "augur svm (class-weighted, rbf)";
+pub const METHOD_GBDT: &str = "augur gbdt (log-loss)";
+
+/// A trace prepared for the failure evaluation: the shared time-ordered split (80/20 of all
+/// jobs by submit time), its labelled rows, and every job's failure features under the
+/// schema of the training period.
+#[derive(Debug, Clone)]
+pub struct FailureData<'a> {
+    pub jobs: &'a [JobRecord],
+    /// Labelled training / test jobs (indices into `jobs`, submit order).
+    pub train_rows: Vec<usize>,
+    pub test_rows: Vec<usize>,
+    /// Jobs without a known outcome.
+    pub n_censored: usize,
+    pub schema: FailureSchema,
+    /// [`failure_batch_features`] of every job, `schema.len()` values a row.
+    pub x: Vec<f32>,
+    /// Seconds the features took.
+    pub features_s: f64,
+}
+
+impl<'a> FailureData<'a> {
+    /// Splits `jobs` and computes their features; an error when either part holds no
+    /// labelled job.
+    pub fn new(jobs: &'a [JobRecord]) -> Result<FailureData<'a>, PredictorError> {
+        let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
+        let split = TimeSplit::default_for(&submit);
+        let labelled = |rows: &[usize]| -> Vec<usize> {
+            rows.iter()
+                .copied()
+                .filter(|&i| failure_label(jobs[i].status).is_some())
+                .collect()
+        };
+        let train_rows = labelled(split.train());
+        let test_rows = labelled(split.test());
+        let n_censored = jobs.len() - train_rows.len() - test_rows.len();
+        if test_rows.is_empty() || train_rows.is_empty() {
+            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
+                "{} training and {} test jobs with a known outcome (status failed / completed / killed); {} jobs have none (censored or no status column)",
+                train_rows.len(),
+                test_rows.len(),
+                n_censored
+            )));
+        }
+        let train_jobs: Vec<JobRecord> = split.train().iter().map(|&i| jobs[i].clone()).collect();
+        let schema = FailureSchema::for_jobs(&train_jobs);
+        let t0 = Instant::now();
+        let x = failure_batch_features(jobs, &schema);
+        let features_s = t0.elapsed().as_secs_f64();
+        Ok(FailureData {
+            jobs,
+            train_rows,
+            test_rows,
+            n_censored,
+            schema,
+            x,
+            features_s,
+        })
+    }
+
+    fn label(&self, i: usize) -> bool {
+        failure_label(self.jobs[i].status).unwrap_or(false)
+    }
+}
+
+/// The shared protocol on `jobs`: time-ordered 80/20 split of all jobs by submit time; the
+/// labelled jobs of the first part train, those of the second are scored.
+pub fn evaluate_failure(
+    jobs: &[JobRecord],
+    trainer: &FailureTrainer,
+) -> Result<FailureEvaluation, PredictorError> {
+    let data = FailureData::new(jobs)?;
+    let (predictor, info) = trainer.train(&data.schema, &data.x, jobs, &data.train_rows)?;
+    let mut eval = score_failure(&data, &predictor, info);
+    eval.predictor = Some(predictor);
+    Ok(eval)
+}
+
+/// Rows and test probabilities of an evaluation, filled method by method.
+#[derive(Default)]
+struct Scored {
+    rows: Vec<FailureEvalRow>,
+    probs: Vec<MethodProbabilities>,
+}
+
+impl Scored {
+    fn push(
+        &mut self,
+        method: String,
+        p: Vec<f64>,
+        test_y: &[bool],
+        train_s: Option<f64>,
+        predict_us: Option<f64>,
+    ) {
+        self.rows.push(FailureEvalRow {
+            roc_auc: roc_auc(&p, test_y),
+            roc_auc_95: roc_auc_interval(&p, test_y, 300),
+            pr_auc: average_precision(&p, test_y),
+            recall_at_10fpr: recall_at_fpr(&p, test_y, RECALL_AT_FPR),
+            brier: brier(&p, test_y),
+            ece: expected_calibration_error(&p, test_y),
+            method: method.clone(),
+            train_s,
+            predict_us,
+        });
+        self.probs.push(MethodProbabilities { method, probs: p });
+    }
+}
+
+/// Scores a predictor trained on `data`'s training jobs (`info`: what its training
+/// measured) on the test jobs, beside the two baselines.
+pub fn score_failure(
+    data: &FailureData<'_>,
+    predictor: &FailurePredictor,
+    info: TrainingInfo,
+) -> FailureEvaluation {
+    let (train_rows, test_rows) = (&data.train_rows, &data.test_rows);
+    let test_y: Vec<bool> = test_rows.iter().map(|&i| data.label(i)).collect();
+    let base_rate_train =
+        train_rows.iter().filter(|&&i| data.label(i)).count() as f64 / train_rows.len() as f64;
+    let failed_test = test_y.iter().filter(|&&l| l).count();
+    let base_rate_test = failed_test as f64 / test_y.len() as f64;
+    let mut scored = Scored::default();
+    push_baselines(&mut scored, data, &test_y, base_rate_train);
+    let raw_test_auc = push_models(&mut scored, data, predictor, &info, &test_y);
+    let (svm_sv, trees) = predictor.sizes();
+    FailureEvaluation {
+        raw_test_auc,
+        n_train: train_rows.len(),
+        n_test: test_rows.len(),
+        n_censored: data.n_censored,
+        base_rate_train,
+        base_rate_test,
+        failed_test,
+        rows: scored.rows,
+        served: predictor.served,
+        validation_auc: predictor.validation_auc,
+        gbdt_calibration: predictor.gbdt_calibration.describe(),
+        svm_calibration: predictor.svm_calibration.describe(),
+        svm_support_vectors: svm_sv,
+        gbdt_trees: trees,
+        training: info,
+        test_labels: test_y,
+        test_probs: scored.probs,
+        predictor: None,
+    }
+}
+
+/// The base-rate row and, when the schema has a failure history, the past-failure-rate row.
+fn push_baselines(scored: &mut Scored, data: &FailureData<'_>, test_y: &[bool], base_rate: f64) {
+    let n_test = data.test_rows.len();
+    scored.push(
+        METHOD_BASE_RATE.into(),
+        vec![base_rate; n_test],
+        test_y,
+        None,
+        None,
+    );
+    if let Some((key, col)) = history_baseline(&data.schema) {
+        let d = data.schema.len();
+        let p: Vec<f64> = data
+            .test_rows
+            .iter()
+            .map(|&i| {
+                let v = f64::from(data.x[i * d + col]);
+                if v.is_finite() {
+                    v
+                } else {
+                    base_rate
+                }
+            })
+            .collect();
+        scored.push(
+            format!("past failure rate of the job's {}", key_label(key)),
+            p,
+            test_y,
+            None,
+            None,
+        );
+    }
+}
+
+/// The SVM and GBDT rows (timed batch prediction); returns the raw scores' test ROC-AUC
+/// (SVM, GBDT).
+fn push_models(
+    scored: &mut Scored,
+    data: &FailureData<'_>,
+    predictor: &FailurePredictor,
+    info: &TrainingInfo,
+    test_y: &[bool],
+) -> (f64, f64) {
+    let d = data.schema.len();
+    let n_test = data.test_rows.len();
+    let tx = gather(&data.x, d, &data.test_rows);
+    let mut scratch = SvmScratch::default();
+    let t1 = Instant::now();
+    let preds: Vec<FailurePrediction> = tx
+        .chunks_exact(d)
+        .map(|r| predictor.predict_row(r, &mut scratch))
+        .collect();
+    let both_us = t1.elapsed().as_secs_f64() * 1e6 / n_test as f64;
+    // time each model alone for the table
+    let t2 = Instant::now();
+    let g_only: Vec<f64> = tx
+        .chunks_exact(d)
+        .map(|r| predictor.gbdt.predict_row(r))
+        .collect();
+    let gbdt_us = t2.elapsed().as_secs_f64() * 1e6 / n_test as f64;
+    debug_assert_eq!(g_only.len(), preds.len());
+    let svm_us = (both_us - gbdt_us).max(0.0);
+    scored.push(
+        METHOD_SVM.into(),
+        preds.iter().map(|p| p.svm).collect(),
+        test_y,
+        Some(info.svm_train_s + data.features_s),
+        Some(svm_us),
+    );
+    scored.push(
+        METHOD_GBDT.into(),
+        preds.iter().map(|p| p.gbdt).collect(),
+        test_y,
+        Some(info.gbdt_train_s + data.features_s),
+        Some(gbdt_us),
+    );
+    let mut raw_s = Vec::with_capacity(n_test);
+    let mut raw_g = Vec::with_capacity(n_test);
+    for r in tx.chunks_exact(d) {
+        let (a, b) = predictor.raw_scores(r, &mut scratch);
+        raw_s.push(a);
+        raw_g.push(b);
+    }
+    (roc_auc(&raw_s, test_y), roc_auc(&raw_g, test_y))
+}
+
+/// The most specific key with a failure history for the "past failure rate" baseline: the
+/// user, else the group, queue or the whole cluster; with its `fail_rate` column.
+fn history_baseline(schema: &FailureSchema) -> Option<(FailKey, usize)> {
+    [FailKey::User, FailKey::Group, FailKey::Queue, FailKey::All]
+        .into_iter()
+        .find_map(|k| schema.index_of(k, FAILURE_KEY_FEATURES[1]).map(|c| (k, c)))
+}
+
+fn key_label(key: FailKey) -> &'static str {
+    match key {
+        FailKey::User => "user",
+        FailKey::Group => "group",
+        FailKey::Queue => "queue",
+        FailKey::All => "cluster",
+        other => other.name(),
+    }
+}

@@ -1,0 +1,88 @@
+//! The failure predictor: the probability that a job ends failed, from what is known when it
+//! is submitted (its request, and the failure history of its user, group, job name, queue,
+//! ... from [`augur_features::failure`]).
+//!
+//! Two models, side by side, each with its own calibration:
+//!
+//! - a **class-weighted kernel SVM** (C-SVC with a Gaussian kernel, fitted with `linfa-svm`'s
+//!   SMO solver, class weights `n / (2 n_class)` so the rare class counts as much as the
+//!   common one). It reads a lean input — the request features and the failure histories,
+//!   not the runtime duration histories — preprocessed with [`augur_models::preprocess`]
+//!   (median imputation with missing indicators, robust scaling clipped to ±3). The kernel
+//!   matrix is dense (n² memory, SMO time superlinear in n), so at most
+//!   [`SvmSettings::max_rows`] training jobs are used: every failed job up to half of that,
+//!   the rest a seeded sample of the others. The fitted support vectors and coefficients are
+//!   copied out and served in plain Rust ([`KernelSvm`]);
+//! - the **gradient-boosted trees** of [`augur_models::gbdt`] with the binary log-loss
+//!   objective, on every feature, early-stopped on the calibration slice.
+//!
+//! Both are fitted on the training period minus its last 20% (by submit time), and
+//! calibrated on that last 20% ([`Calibrator`]: Platt scaling, or isotonic regression when
+//! the slice has at least [`ISOTONIC_MIN_CLASS`] jobs of each class). When the slice holds
+//! fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class (MLPerf's newest 20% holds one failed
+//! run), no slope can be fitted on it: the calibrators then also get forward-chained
+//! out-of-fold scores of the later training period (each block scored by models fitted on
+//! everything before it). The served model is the one with the higher ROC-AUC on those
+//! out-of-sample scores.
+//!
+//! Labels ([`augur_features::failure_label`]): `failed` = 1; `completed` and `killed` = 0; `unknown` (still
+//! running or pending when the trace ended, or no status) is censored — never a label, in
+//! training or in evaluation; such jobs still count as submitted in the features.
+//!
+//! [`evaluate_failure`] runs the shared protocol (time-ordered 80/20 split of all jobs by
+//! submit time; the labelled ones train and test) with two trivial baselines: the training
+//! base rate, and the past failure rate of the job's user (or group, queue, cluster when the
+//! trace has no users).
+
+mod artifact;
+mod evaluate;
+mod predictor;
+mod svm;
+mod trainer;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::calibration::platt::{Calibrator, ISOTONIC_MIN_CLASS};
+pub use crate::metrics::classification::{
+    average_precision, brier, expected_calibration_error, pr_curve, recall_at_fpr, reliability,
+    roc_auc, roc_auc_interval, roc_curve, ReliabilityBin,
+};
+pub use evaluate::{
+    evaluate_failure, FailureEvalRow, FailureEvaluation, MethodProbabilities, METHOD_BASE_RATE,
+    METHOD_GBDT, METHOD_SVM,
+};
+pub use predictor::{FailurePrediction, FailurePredictor};
+pub use svm::{KernelSvm, SvmScratch, SvmSettings};
+pub use trainer::{FailureTrainer, TrainingInfo};
+
+/// When the calibration slice holds fewer jobs than this of its rarer class, Platt's slope
+/// cannot be fitted on it: the calibrators are then fitted on forward-chained out-of-fold
+/// scores of the later training period as well (see [`CROSS_FIT_CUTS`]).
+pub const MIN_CALIBRATION_CLASS: usize = 5;
+
+/// Cut points (shares of the fit part, in submit order) of the out-of-fold blocks: each
+/// block is scored by models fitted on everything before it.
+pub const CROSS_FIT_CUTS: [f64; 4] = [0.4, 0.6, 0.8, 1.0];
+
+/// The false-positive rate at which recall is reported.
+pub const RECALL_AT_FPR: f64 = 0.10;
+
+/// Which of the two models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureModel {
+    /// The class-weighted kernel SVM.
+    Svm,
+    /// The log-loss GBDT.
+    Gbdt,
+}
+
+impl FailureModel {
+    /// Name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureModel::Svm => "svm",
+            FailureModel::Gbdt => "gbdt",
+        }
+    }
+}

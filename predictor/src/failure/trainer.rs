@@ -1,0 +1,260 @@
+//! Fitting the failure predictor: the GBDT and the SVM on the training period minus its
+//! newest slice, both calibrated on that slice (with forward-chained out-of-fold scores
+//! when the slice is too small for a slope), and the served model picked by ROC-AUC.
+
+use std::time::Instant;
+
+use augur_datasets::JobRecord;
+use augur_features::{failure_label, FailureSchema};
+use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
+use augur_models::{Matrix, Predict, TrainSet};
+use serde::Serialize;
+
+use super::svm::{fit_svm, svm_columns, KernelSvm, SvmScratch, SvmSettings};
+use super::{FailureModel, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
+use crate::calibration::platt::Calibrator;
+use crate::metrics::classification::roc_auc;
+use crate::PredictorError;
+
+/// Hyperparameters of the failure predictor.
+#[derive(Debug, Clone)]
+pub struct FailureTrainer {
+    pub gbdt: GbdtParams,
+    pub svm: SvmSettings,
+    /// Share of the training jobs (the newest) that calibrate and pick the served model.
+    pub calibration_fraction: f64,
+}
+
+impl Default for FailureTrainer {
+    fn default() -> Self {
+        FailureTrainer {
+            gbdt: GbdtParams {
+                objective: Objective::LogLoss,
+                n_trees: 400,
+                learning_rate: 0.03,
+                num_leaves: 15,
+                min_data_in_leaf: 10,
+                lambda_l2: 1.0,
+                subsample: 0.8,
+                colsample: 0.8,
+                early_stopping_rounds: 60,
+                ..GbdtParams::default()
+            },
+            svm: SvmSettings::default(),
+            calibration_fraction: 0.2,
+        }
+    }
+}
+
+/// What training measured on the way (for reports and registry notes).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrainingInfo {
+    pub fit_jobs: usize,
+    /// Jobs the calibrators were fitted on (and the served model chosen by).
+    pub calibration_jobs: usize,
+    pub calibration_failed: usize,
+    /// True when the slice had too few jobs of a class and the calibration used
+    /// forward-chained out-of-fold scores too (see [`MIN_CALIBRATION_CLASS`]).
+    pub cross_fitted: bool,
+    pub svm_rows: usize,
+    pub svm_train_s: f64,
+    pub gbdt_train_s: f64,
+}
+
+impl FailureTrainer {
+    /// Trains on the labelled jobs among `train_rows` (indices into `x`'s rows, in submit
+    /// order), `x` being [`augur_features::failure_batch_features`] of the whole trace under `schema`.
+    pub fn train(
+        &self,
+        schema: &FailureSchema,
+        x: &[f32],
+        jobs: &[JobRecord],
+        train_rows: &[usize],
+    ) -> Result<(FailurePredictor, TrainingInfo), PredictorError> {
+        let d = schema.len();
+        let labelled: Vec<usize> = train_rows
+            .iter()
+            .copied()
+            .filter(|&i| failure_label(jobs[i].status).is_some())
+            .collect();
+        let n_cal = ((labelled.len() as f64) * self.calibration_fraction.clamp(0.05, 0.5)) as usize;
+        if labelled.len() < 50 || n_cal < 10 {
+            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
+                "{} training jobs with a known outcome (failed / not failed); the failure predictor needs at least 50",
+                labelled.len()
+            )));
+        }
+        let (fit, cal) = labelled.split_at(labelled.len() - n_cal);
+        let label = |i: usize| failure_label(jobs[i].status).unwrap_or(false);
+        let fit_y: Vec<bool> = fit.iter().map(|&i| label(i)).collect();
+        let cal_y: Vec<bool> = cal.iter().map(|&i| label(i)).collect();
+        let n_failed_fit = fit_y.iter().filter(|&&l| l).count();
+        if n_failed_fit == 0 || n_failed_fit == fit_y.len() {
+            return Err(PredictorError::not_enough(
+                "jobs with a known outcome",
+                format!(
+                    "the training jobs before the calibration slice are all {}: nothing to learn",
+                    if n_failed_fit == 0 {
+                        "not failed"
+                    } else {
+                        "failed"
+                    }
+                ),
+            ));
+        }
+
+        // GBDT, early-stopped on the calibration slice
+        let t0 = Instant::now();
+        let fx = gather(x, d, fit);
+        let cx = gather(x, d, cal);
+        let fy: Vec<f64> = fit_y.iter().map(|&l| f64::from(u8::from(l))).collect();
+        let cy: Vec<f64> = cal_y.iter().map(|&l| f64::from(u8::from(l))).collect();
+        let fm = Matrix::new(&fx, fit.len(), d)?;
+        let cm = Matrix::new(&cx, cal.len(), d)?;
+        let gbdt = self.gbdt.fit_with_validation(
+            &TrainSet::new(fm, &fy, None)?,
+            Some(Validation { x: cm, y: &cy }),
+        )?;
+        let mut gbdt_train_s = t0.elapsed().as_secs_f64();
+
+        // SVM
+        let t1 = Instant::now();
+        let svm = fit_svm(x, d, fit, &fit_y, svm_columns(schema), &self.svm)?;
+        let mut svm_train_s = t1.elapsed().as_secs_f64();
+
+        // calibration on the slice; when its rarer class is too small to fit a slope, on
+        // forward-chained out-of-fold scores of the later training period plus the slice
+        let (g_scores, s_scores, calib_y, cross_fitted, extra) =
+            self.calibration_scores(schema, x, (fit, &fit_y), (cal, &cal_y, &cm), (&gbdt, &svm))?;
+        // the extra fits are training time of both models
+        gbdt_train_s += extra;
+        svm_train_s += extra;
+        let gbdt_calibration = Calibrator::fit(&g_scores, &calib_y);
+        let svm_calibration = Calibrator::fit(&s_scores, &calib_y);
+        let auc_g = roc_auc(&g_scores, &calib_y);
+        let auc_s = roc_auc(&s_scores, &calib_y);
+        let served = if auc_s > auc_g {
+            FailureModel::Svm
+        } else {
+            FailureModel::Gbdt
+        };
+        let all_y = fit_y.iter().chain(&cal_y);
+        let train_base_rate = all_y.clone().filter(|&&l| l).count() as f64 / labelled.len() as f64;
+        let info = TrainingInfo {
+            fit_jobs: fit.len(),
+            calibration_jobs: calib_y.len(),
+            calibration_failed: calib_y.iter().filter(|&&l| l).count(),
+            cross_fitted,
+            svm_rows: self.svm.max_rows.max(20).min(fit.len()),
+            svm_train_s,
+            gbdt_train_s,
+        };
+        Ok((
+            FailurePredictor {
+                schema: schema.clone(),
+                gbdt,
+                gbdt_calibration,
+                svm,
+                svm_calibration,
+                served,
+                train_base_rate,
+                validation_auc: (auc_s, auc_g),
+            },
+            info,
+        ))
+    }
+}
+
+/// Calibration scores (GBDT, SVM), their labels, whether they were cross-fitted, and the
+/// seconds of the extra fits split between the two models.
+type CalibrationScores = (Vec<f64>, Vec<f64>, Vec<bool>, bool, f64);
+
+impl FailureTrainer {
+    /// Both models' scores on the calibration slice (`cal`, its labels and feature
+    /// matrix); with fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class on it, preceded
+    /// by the out-of-fold scores of the later fit part (`fit` and its labels).
+    fn calibration_scores(
+        &self,
+        schema: &FailureSchema,
+        x: &[f32],
+        (fit, fit_y): (&[usize], &[bool]),
+        (cal, cal_y, cm): (&[usize], &[bool], &Matrix<'_>),
+        (gbdt, svm): (&GbdtModel, &KernelSvm),
+    ) -> Result<CalibrationScores, PredictorError> {
+        let d = schema.len();
+        let mut g_scores = vec![0.0; cal.len()];
+        gbdt.predict_into(cm, &mut g_scores)?;
+        let mut scratch = SvmScratch::default();
+        let mut s_scores: Vec<f64> = cal
+            .iter()
+            .map(|&i| svm.decision(&x[i * d..(i + 1) * d], &mut scratch))
+            .collect();
+        let mut calib_y = cal_y.to_vec();
+        let cal_pos = cal_y.iter().filter(|&&l| l).count();
+        let cross_fitted = cal_pos.min(cal_y.len() - cal_pos) < MIN_CALIBRATION_CLASS;
+        let mut extra = 0.0;
+        if cross_fitted {
+            let t2 = Instant::now();
+            let (fg, fs, fy) = self.out_of_fold(schema, x, fit, fit_y, gbdt.n_trees())?;
+            g_scores.splice(0..0, fg);
+            s_scores.splice(0..0, fs);
+            calib_y.splice(0..0, fy);
+            extra = t2.elapsed().as_secs_f64() / 2.0;
+        }
+        Ok((g_scores, s_scores, calib_y, cross_fitted, extra))
+    }
+}
+
+/// Out-of-fold (GBDT score, SVM score, label) columns.
+type OutOfFold = (Vec<f64>, Vec<f64>, Vec<bool>);
+
+impl FailureTrainer {
+    /// Out-of-fold scores of the later part of `fit` (labelled rows in submit order):
+    /// for each block between [`CROSS_FIT_CUTS`], both models are fitted on every row before
+    /// the block (the GBDT with `n_trees` trees, no early stopping) and score the block.
+    /// Blocks whose history lacks a class are left out. Returns (GBDT, SVM, label) per row.
+    fn out_of_fold(
+        &self,
+        schema: &FailureSchema,
+        x: &[f32],
+        fit: &[usize],
+        fit_y: &[bool],
+        n_trees: usize,
+    ) -> Result<OutOfFold, PredictorError> {
+        let d = schema.len();
+        let params = GbdtParams {
+            n_trees: n_trees.max(1),
+            ..self.gbdt.clone()
+        };
+        let (mut g, mut s, mut y) = (Vec::new(), Vec::new(), Vec::new());
+        let at = |f: f64| ((fit.len() as f64) * f) as usize;
+        for w in CROSS_FIT_CUTS.windows(2) {
+            let (a, b) = (at(w[0]), at(w[1]));
+            let head_pos = fit_y[..a].iter().filter(|&&l| l).count();
+            if a == 0 || b <= a || head_pos == 0 || head_pos == a {
+                continue;
+            }
+            let hx = gather(x, d, &fit[..a]);
+            let hy: Vec<f64> = fit_y[..a].iter().map(|&l| f64::from(u8::from(l))).collect();
+            let hm = Matrix::new(&hx, a, d)?;
+            let model = params.fit_with_validation(&TrainSet::new(hm, &hy, None)?, None)?;
+            let svm = fit_svm(x, d, &fit[..a], &fit_y[..a], svm_columns(schema), &self.svm)?;
+            let mut scratch = SvmScratch::default();
+            for (k, &i) in fit[a..b].iter().enumerate() {
+                let row = &x[i * d..(i + 1) * d];
+                g.push(model.predict_row(row));
+                s.push(svm.decision(row, &mut scratch));
+                y.push(fit_y[a + k]);
+            }
+        }
+        Ok((g, s, y))
+    }
+}
+
+pub(super) fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows.len() * d);
+    for &i in rows {
+        out.extend_from_slice(&x[i * d..(i + 1) * d]);
+    }
+    out
+}

@@ -1,0 +1,9 @@
+//! Evaluation metrics in the shared protocol: [`regression`] (run times and waits) and, for
+//! probabilities, [`classification`]. Quantiles are the workspace's
+//! ([`augur_numeric::quantile`]), re-exported here for the metric code that uses them.
+
+pub mod classification;
+pub mod regression;
+
+pub use augur_numeric::{quantile, quantile_sorted};
+pub use regression::{bound_metrics, coverage, mae_log, wait_errors, within2x};
