@@ -35,7 +35,9 @@
 //! trace has no users).
 
 mod artifact;
+mod data;
 mod evaluate;
+mod online;
 mod predictor;
 mod svm;
 mod trainer;
@@ -47,10 +49,12 @@ pub use crate::metrics::classification::{
     average_precision, brier, expected_calibration_error, pr_curve, recall_at_fpr, reliability,
     roc_auc, roc_auc_interval, roc_curve, ReliabilityBin,
 };
+pub use data::FailureData;
 pub use evaluate::{
-    evaluate_failure, FailureEvalRow, FailureEvaluation, MethodProbabilities, METHOD_BASE_RATE,
-    METHOD_GBDT, METHOD_SVM,
+    evaluate_failure, score_failure, FailureEvalRow, FailureEvaluation, FailureMetrics,
+    MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
 };
+pub use online::{FailureAnswer, FailureOnline};
 pub use predictor::{FailurePrediction, FailurePredictor};
 pub use svm::{KernelSvm, SvmScratch, SvmSettings};
 pub use trainer::{FailureTrainer, TrainingInfo};
