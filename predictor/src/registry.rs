@@ -70,14 +70,6 @@ impl Artifact for crate::QueueWaitPredictor {
     }
 }
 
-impl Artifact for crate::ConvergencePredictor {
-    const KIND: &'static str = "convergence";
-    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = crate::convergence::CONVERGENCE_FEATURE_VERSION;
-    fn feature_schema_version(&self) -> u32 {
-        self.feature_version
-    }
-}
-
 /// How the payload file is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
