@@ -27,6 +27,7 @@ mod encoder;
 mod evaluate;
 mod folds;
 mod makespan;
+mod online;
 mod predictor;
 mod trainer;
 
@@ -35,11 +36,12 @@ use augur_datasets::split::clamp_duration;
 pub use baseline::StageMedians;
 pub use data::{load_tpch, load_wfcommons, DagDataset};
 pub use encoder::{name_words, token_bucket, DagEncoder, EncodedDag, STAGE_FEATURES};
-pub use evaluate::{evaluate_dag, DagEvalRow, DagEvaluation, DagJobResult};
+pub use evaluate::{evaluate_dag, DagEvalRow, DagEvaluation, DagJobResult, DagMetrics};
 pub use folds::group_folds;
 pub use makespan::{
     actual_makespan_s, critical_path_ordered, MakespanCorrection, CORRECTION_FEATURES,
 };
+pub use online::{DagAnswer, DagOnline};
 pub use predictor::{DagPrediction, DagPredictor};
 pub use trainer::DagTrainer;
 
