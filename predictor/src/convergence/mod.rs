@@ -33,7 +33,8 @@
 //! (first 80% train, last 20% test, whole runs), the first 25/50/75% of a test run's points
 //! given, remaining wall time to target predicted; median relative error (a run without a
 //! finite answer counts 1.0) and 80% interval coverage, overall and per benchmark, beside
-//! the Optimus fit over wall time and the median time-to-train prior.
+//! the Optimus fit over wall time and the median time-to-train prior. [`ConvergenceOnline`]
+//! serves the predictor from a running job's events.
 
 mod artifact;
 mod curve;

@@ -21,7 +21,7 @@ use crate::PredictorError;
 pub struct DagTrainer {
     pub gru: GruParams,
     pub gbdt: GbdtParams,
-    /// Folds of the grouped cross-validation in [`evaluate_dag`].
+    /// Folds of the grouped cross-validation in [`super::evaluate_dag`].
     pub folds: usize,
     /// Seed of the fold assignment.
     pub split_seed: u64,
