@@ -14,7 +14,7 @@ use augur_datasets::{JobRecord, ReadOptions, TimeSplit};
 use augur_features::{finish_time, FeatureState, JobHandle};
 use augur_predictor::failure::{score_failure, FailureData, SvmScratch};
 use augur_predictor::{
-    evaluate_queue_wait, FailureTrainer, QueueEvent, QueueJob, QueueWaitTrainer,
+    train_and_evaluate_queue_wait, FailureTrainer, QueueEvent, QueueJob, QueueWaitTrainer,
 };
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {
@@ -106,9 +106,8 @@ fn failure(rows: &mut Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
 fn queue_wait(rows: &mut Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
     let jobs = load(Dataset::Mira)?;
     let t = Instant::now();
-    let eval = evaluate_queue_wait(&jobs, &QueueWaitTrainer::default())?;
+    let (p, _) = train_and_evaluate_queue_wait(&jobs, &QueueWaitTrainer::default())?;
     let eval_s = t.elapsed().as_secs_f64();
-    let p = eval.predictor.ok_or("no predictor")?;
     let is_test = test_mask(&jobs);
     let mut history = FeatureState::new(p.runtime.schema.clone());
     let mut queue = p.new_state();

@@ -1,6 +1,5 @@
-//! Runtime-predictor speed on the bundled Philly trace (issue #3 targets, release, 2 cores):
-//! end-to-end training under 20 s, one online prediction (features + model) under 50 µs,
-//! 100k batch predictions under 1 s.
+//! Runtime-predictor speed on the bundled Philly trace: end-to-end training, one online
+//! prediction (features + model), 100k batch predictions.
 //!
 //! `cargo bench -p augur-predictor --bench runtime` (plain timing, no harness; prints a table).
 

@@ -26,11 +26,12 @@
 //! ## The contract every predictor follows
 //!
 //! ```text
-//! XTrainer::train(&XData...) -> Result<XPredictor, PredictorError>   fits, never evaluates
-//! XPredictor::online(self: Arc<Self>, model_version) -> XOnline       the online state
-//! XOnline: OnlinePredictor                                            observe(&JobEvent) / predict(&JobQuery)
-//! evaluate_x(...) -> XEvaluation { rows: Vec<MethodRow<XMetrics>>, .. } never owns the model
-//! impl Artifact for XPredictor                                        in the task's own folder
+//! XTrainer::train(&XData...) -> Result<XPredictor, PredictorError>  fits, never evaluates
+//! XPredictor::online(self: Arc<Self>, model_version) -> XOnline      the online state
+//! XOnline: OnlinePredictor       observe(&JobEvent) -> answer at submit; predict(&JobQuery)
+//! evaluate_x(...) -> XEvaluation { rows: Vec<MethodRow<XMetrics>>, .. }  never owns the model
+//! score_x(.., &XPredictor, ..) -> XEvaluation     the same scoring of a trained predictor
+//! impl Artifact for XPredictor                                       in the task's folder
 //! ```
 //!
 //! The online state ([`OnlinePredictor`]) is fed the job events in the store's order; its
@@ -46,10 +47,13 @@ pub mod dag;
 pub mod error;
 pub mod evaluation;
 pub mod failure;
+mod feature_rows;
 pub mod metrics;
 pub mod queue_wait;
 pub mod registry;
-mod runtime;
+pub mod runtime;
+#[cfg(test)]
+mod synthetic_trace;
 
 pub use calibration::{
     AdaptiveBound, ConformalWindow, RiskGroup, RiskSplitBound, RiskSplitState, RiskSplitSummary,
@@ -69,11 +73,15 @@ pub use failure::{
     FailureModel, FailureOnline, FailurePrediction, FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{
-    evaluate_queue_wait, QueueError, QueueEvent, QueueJob, QueueState, QueueWaitEvaluation,
-    QueueWaitPrediction, QueueWaitPredictor, QueueWaitTrainer, WaitEvalRow,
+    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueError, QueueEvent,
+    QueueJob, QueueState, QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline,
+    QueueWaitPrediction, QueueWaitPredictor, QueueWaitSplit, QueueWaitTrainer, WaitEvalRow,
+    WaitMetrics,
 };
-pub use registry::{Artifact, ArtifactMeta, ModelRegistry, NewArtifact, RegistryError};
+pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
-    evaluate_runtime, evaluate_runtime_with_progress, BaseMargin, EvalRow, MethodPredictions,
-    RuntimeEvaluation, RuntimeMember, RuntimePrediction, RuntimePredictor, RuntimeTrainer,
+    evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
+    BaseMargin, EvalRow, MethodPredictions, RuntimeAnswer, RuntimeEvaluation, RuntimeMember,
+    RuntimeMetrics, RuntimeOnline, RuntimePrediction, RuntimePredictor, RuntimeSplit,
+    RuntimeTrainer,
 };

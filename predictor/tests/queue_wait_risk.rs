@@ -4,19 +4,19 @@
 //! a group's bound only with that group's outcomes and keeps coverage under drift, and
 //! everything survives serialisation.
 
+use augur_numeric::SplitMix64;
 use augur_predictor::queue_wait::{high_level, RiskScore, RISK_WINDOW};
 use augur_predictor::{RiskGroup, RiskSplitBound, RiskSplitState};
 
-/// SplitMix64: a tiny deterministic generator.
-struct Rng(u64);
+/// The workspace's seeded generator, with the normal draw these tests were written with.
+struct Rng(SplitMix64);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(SplitMix64(seed))
+    }
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        self.0.unit()
     }
     fn normal(&mut self) -> f64 {
         let (u, v) = (self.next().max(1e-12), self.next());
@@ -30,7 +30,7 @@ impl Rng {
 /// 95% quantile: the conformal offsets must do the work). One submit a minute.
 /// Returns (submit, wait s, raw, score, y_log) per job.
 fn synthetic(n: usize, shift: f64, t0: f64, seed: u64) -> Vec<(f64, f64, f64, f64, f64)> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     (0..n)
         .map(|i| {
             let s = rng.next();
@@ -170,7 +170,7 @@ fn online_state_moves_a_groups_bound_only_with_its_own_outcomes() {
     // in a replay, drift that hits only the riskiest jobs raises only the high offset: jobs
     // with scores below 0.7 (the low group, threshold ≈ 0.6, and some high ones) start at
     // once; the rest wait e^10 ≈ 22,000 times their raw bound
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let jobs: Vec<(f64, f64, f64, f64)> = (0..5000)
         .map(|i| {
             let s = rng.next();

@@ -21,18 +21,18 @@ fn mira_runtime_beats_baselines_with_calibrated_interval() {
     let last2 = row("last-2");
     let model = row("augur, online");
     assert!(
-        model.mae_log < last2.mae_log - 0.1,
+        model.metrics.mae_log < last2.metrics.mae_log - 0.1,
         "{model:?} vs {last2:?}"
     );
     assert!(
-        model.mae_log < median.mae_log - 0.3,
+        model.metrics.mae_log < median.metrics.mae_log - 0.3,
         "{model:?} vs {median:?}"
     );
-    // the bar set by the team's LightGBM on this split (issue #3): 0.644 / 74.0%
-    assert!(model.mae_log < 0.644, "{model:?}");
-    assert!(model.within2x > 0.740, "{model:?}");
-    // adaptive online conformal holds the nominal 80% (issue: 78-82%)
-    let cov = model.coverage80.unwrap();
+    // the bar set by the team's LightGBM on this split
+    assert!(model.metrics.mae_log < 0.644, "{model:?}");
+    assert!(model.metrics.within2x > 0.740, "{model:?}");
+    // adaptive online conformal holds the nominal 80%
+    let cov = model.metrics.coverage80.unwrap();
     assert!((0.78..=0.82).contains(&cov), "coverage {cov}");
     // the point predictions behind the table are real numbers with ordered intervals
     assert!(eval

@@ -127,8 +127,8 @@ impl ConformalWindow {
     }
 
     /// The (lower, upper) offsets in ln space at the working level, with the finite-sample
-    /// correction.
-    pub fn offsets(&mut self) -> Option<(f64, f64)> {
+    /// correction, without caching them (for readers holding a shared borrow).
+    pub fn current_offsets(&self) -> Option<(f64, f64)> {
         if self.residuals.is_empty() {
             return None;
         }
@@ -136,7 +136,12 @@ impl ConformalWindow {
             return Some(c);
         }
         let v: Vec<f64> = self.residuals.iter().copied().collect();
-        let c = conformal_offsets(&v, 1.0 - self.alpha_t);
+        Some(conformal_offsets(&v, 1.0 - self.alpha_t))
+    }
+
+    /// [`ConformalWindow::current_offsets`], cached until the next residual.
+    pub fn offsets(&mut self) -> Option<(f64, f64)> {
+        let c = self.current_offsets()?;
         self.cached = Some(c);
         Some(c)
     }
@@ -196,5 +201,55 @@ mod tests {
         // the same stream with adaptation off: the window lags the drift and undercovers
         let plain = coverage_under_drift(0.0);
         assert!(plain < adaptive - 0.01, "{plain} vs {adaptive}");
+    }
+
+    #[test]
+    fn split_conformal_offsets_cover_fresh_synthetic_samples() {
+        // SYNTHETIC standard normal residuals: calibrate on 2,000, measure on 20,000 more
+        let mut rng = Normals(7);
+        let cal: Vec<f64> = (0..2000).map(|_| rng.next()).collect();
+        let test: Vec<f64> = (0..20_000).map(|_| rng.next()).collect();
+        let share = |f: &dyn Fn(f64) -> bool| {
+            test.iter().filter(|r| f(**r)).count() as f64 / test.len() as f64
+        };
+        let (lo, hi) = conformal_offsets(&cal, 0.8);
+        let inside = share(&|r| lo <= r && r <= hi);
+        assert!((inside - 0.8).abs() < 0.015, "two-sided {inside}");
+        let up = conformal_offset(&cal, 0.95).expect("calibrated");
+        let below = share(&|r| r <= up);
+        assert!((below - 0.95).abs() < 0.01, "one-sided {below}");
+        assert!(conformal_offset(&[], 0.95).is_none());
+    }
+
+    #[test]
+    fn the_window_keeps_the_last_residuals_and_follows_them() {
+        let mut w = ConformalWindow::new(10, 0.8).with_gamma(0.0);
+        assert!(w.is_empty() && w.current_offsets().is_none());
+        for k in 0..10 {
+            w.observe(f64::from(k));
+        }
+        assert_eq!(w.offsets(), Some((0.0, 9.0)));
+        for k in 0..10 {
+            w.observe(100.0 + f64::from(k));
+        }
+        assert_eq!(w.len(), 10);
+        assert_eq!(w.offsets(), Some((100.0, 109.0)));
+        // non-finite residuals are ignored; the cached and uncached reads agree
+        w.observe(f64::NAN);
+        assert_eq!(w.len(), 10);
+        assert_eq!(w.current_offsets(), w.offsets());
+        // without adaptation an outcome moves the window, not the level
+        w.observe_outcome(50.0, Some((0.0, 1.0)));
+        assert_eq!(w.alpha(), 1.0 - 0.8);
+    }
+
+    #[test]
+    fn a_window_survives_serialisation() {
+        let mut w = ConformalWindow::seeded(50, 0.8, &[-1.0, 0.5, 0.2, 2.0, -0.3]);
+        w.observe_outcome(3.0, Some((-1.0, 1.0)));
+        let json = serde_json::to_string(&w).unwrap();
+        let back: ConformalWindow = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.len(), back.alpha()), (w.len(), w.alpha()));
+        assert_eq!(back.current_offsets(), w.offsets());
     }
 }

@@ -352,3 +352,91 @@ impl RiskSplitSummary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bound(window: usize) -> RiskSplitBound {
+        RiskSplitBound {
+            score: RiskScore::UpperModel,
+            share_low: 0.6,
+            level_low: 0.93,
+            level_high: high_level(0.95, 0.6, 0.93),
+            offset_low: -0.5,
+            offset_high: 0.5,
+            step: 0.05,
+            window,
+            threshold: 0.0,
+            seed_scores: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_low_group_includes_its_threshold() {
+        assert_eq!(RiskGroup::of(0.5, 0.5), RiskGroup::Low);
+        assert_eq!(RiskGroup::of(0.500_001, 0.5), RiskGroup::High);
+        assert_eq!(
+            (RiskGroup::Low.name(), RiskGroup::High.name()),
+            ("low", "high")
+        );
+        assert_eq!(RiskScore::UpperModel.name(), "upper_model");
+    }
+
+    #[test]
+    fn calibration_needs_enough_jobs_in_each_group() {
+        // SYNTHETIC: scores 0, 1, 2, ... with zero residuals
+        let cal = |n: usize| {
+            let s: Vec<f64> = (0..n).map(|k| k as f64).collect();
+            RiskSplitBound::calibrated(RiskScore::UpperModel, 0.5, 0.94, 0.95, 0.05, 10, &s, &s, &s)
+        };
+        // 39 jobs: 20 at or below the median score, 19 above
+        assert!(cal(39).is_none());
+        let b = cal(60).expect("30 jobs a group");
+        assert_eq!(b.threshold, 29.5);
+        assert_eq!((b.offset_low, b.offset_high), (0.0, 0.0));
+        assert!((b.level_high - 0.96).abs() < 1e-12);
+        assert_eq!(
+            b.seed_scores,
+            (50..60).map(|k| k as f64).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_online_threshold_is_the_share_quantile_of_the_window() {
+        let mut st = bound(5).new_state();
+        // an empty window falls back to the calibration threshold
+        assert_eq!(st.threshold(), 0.0);
+        for v in [5.0, 1.0, 7.0, 3.0, 8.0, 2.0, 6.0, 4.0] {
+            st.record_submit(v);
+        }
+        assert_eq!(st.threshold(), quantile(&[3.0, 8.0, 2.0, 6.0, 4.0], 0.6));
+        assert_eq!(st.group(4.8), RiskGroup::Low);
+        assert_eq!(st.group(4.9), RiskGroup::High);
+        // each group's offset starts at its calibration offset
+        assert_eq!(
+            (st.bound(RiskGroup::Low).offset, st.high.offset),
+            (-0.5, 0.5)
+        );
+    }
+
+    #[test]
+    fn a_summary_counts_each_group_on_its_own() {
+        let b = bound(5);
+        let upper = [10.0, 10.0, 100.0, 100.0];
+        let actual = [5.0, 20.0, 50.0, 60.0];
+        let groups = [
+            RiskGroup::Low,
+            RiskGroup::Low,
+            RiskGroup::High,
+            RiskGroup::High,
+        ];
+        let m = RiskSplitSummary::measure(&b, &upper, &groups, &actual);
+        assert_eq!(
+            (m.share_low, m.coverage_low, m.coverage_high),
+            (0.5, 0.5, 1.0)
+        );
+        assert_eq!((m.coverage, m.median_bound_s), (0.75, 55.0));
+        assert_eq!(m.score, "upper_model");
+    }
+}

@@ -58,6 +58,21 @@ pub fn bound_metrics(upper: &[f64], actual: &[f64]) -> (f64, f64) {
     (cov, quantile(upper, 0.5))
 }
 
+/// Point errors of waits: the mean absolute error (seconds) and the shares of predictions
+/// within 60 s and within 600 s of the actual value (over the number of `actual` values).
+pub fn wait_errors(pred: &[f64], actual: &[f64]) -> (f64, f64, f64) {
+    let n = actual.len().max(1) as f64;
+    let mut mae = 0.0;
+    let (mut w60, mut w600) = (0usize, 0usize);
+    for (p, a) in pred.iter().zip(actual) {
+        let e = (p - a).abs();
+        mae += e;
+        w60 += usize::from(e <= 60.0);
+        w600 += usize::from(e <= 600.0);
+    }
+    (mae / n, w60 as f64 / n, w600 as f64 / n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +91,17 @@ mod tests {
         );
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
         assert_eq!(quantile(&[1.0, 2.0], 0.25), 1.25);
+    }
+
+    #[test]
+    fn wait_and_bound_metrics_on_known_values() {
+        let actual = [0.0, 100.0, 1000.0, 5000.0];
+        let pred = [30.0, 200.0, 1500.0, 5000.0];
+        let (mae, w60, w600) = wait_errors(&pred, &actual);
+        assert_eq!(mae, (30.0 + 100.0 + 500.0 + 0.0) / 4.0);
+        assert_eq!((w60, w600), (0.5, 1.0));
+        let (cov, median) = bound_metrics(&[10.0, 50.0, 2000.0, 4000.0], &actual);
+        assert_eq!(cov, 0.5);
+        assert_eq!(median, 1025.0);
     }
 }

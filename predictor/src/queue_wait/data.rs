@@ -1,0 +1,91 @@
+//! What the queue-wait model is trained on, built over a whole trace: the runtime
+//! predictor of the training period, every job's history and queue features (the queue
+//! replayed with predicted run times) and the ln(1 + wait) targets.
+
+use augur_datasets::split::clamp_duration;
+use augur_datasets::JobRecord;
+use augur_features::{batch_features, FeatureSchema};
+use augur_models::Matrix;
+
+use super::replay::{infer_capacity, replay_queue_features};
+use super::state::{QueueJob, ResourceKind, QUEUE_FEATURES};
+use super::trainer::QueueWaitTrainer;
+use crate::runtime::RuntimePredictor;
+use crate::PredictorError;
+
+/// The wait of a job, when known and sane.
+pub fn known_wait(job: &JobRecord) -> Option<f64> {
+    job.queue_wait
+        .or_else(|| job.start_time.map(|s| s - job.submit_time))
+        .filter(|w| w.is_finite() && *w >= 0.0)
+}
+
+/// Everything the training of the queue-wait model builds over a trace: the runtime
+/// predictor, the feature matrix of every job and the labelled training rows.
+pub struct QueueWaitData {
+    pub runtime: RuntimePredictor,
+    pub resource: ResourceKind,
+    pub capacity: f64,
+    /// Row-major, `jobs.len() × n_features`.
+    pub x: Vec<f32>,
+    pub n_features: usize,
+    /// ln(1 + wait) per job (0 where unknown; only labelled rows are used).
+    pub y_log: Vec<f64>,
+    /// Submit time per job, seconds.
+    pub submit: Vec<f64>,
+}
+
+impl QueueWaitData {
+    /// Builds features for every job; everything learned (run times, capacity) comes from
+    /// `train_rows` (all jobs of the training period, in submit order).
+    pub fn build(
+        jobs: &[JobRecord],
+        train_rows: &[usize],
+        trainer: &QueueWaitTrainer,
+    ) -> Result<QueueWaitData, PredictorError> {
+        let train_jobs: Vec<JobRecord> = train_rows.iter().map(|&i| jobs[i].clone()).collect();
+        let schema = FeatureSchema::for_jobs(&train_jobs);
+        let hx = batch_features(jobs, &schema);
+        let h = schema.len();
+        let y_rt: Vec<f64> = jobs
+            .iter()
+            .map(|j| clamp_duration(j.duration.filter(|d| d.is_finite()).unwrap_or(1.0)).ln())
+            .collect();
+        let rt_rows: Vec<usize> = train_rows
+            .iter()
+            .copied()
+            .filter(|&i| jobs[i].duration.is_some_and(f64::is_finite))
+            .collect();
+        let runtime = trainer.runtime.train(&schema, &hx, &y_rt, &rt_rows)?;
+        let hm = Matrix::new(&hx, jobs.len(), h)?;
+        let rt_pred = runtime.predict_batch(&hm)?;
+        let resource = ResourceKind::for_jobs(&train_jobs);
+        let capacity = infer_capacity(jobs, train_rows, resource, trainer.capacity_quantile);
+        let queue_jobs: Vec<QueueJob> = jobs
+            .iter()
+            .zip(&rt_pred)
+            .map(|(j, p)| QueueJob::from_record(j, resource, p.seconds))
+            .collect();
+        let qx = replay_queue_features(jobs, &queue_jobs, capacity)?;
+        let qd = QUEUE_FEATURES.len();
+        let d = h + qd;
+        let mut x = Vec::with_capacity(jobs.len() * d);
+        for i in 0..jobs.len() {
+            x.extend_from_slice(&hx[i * h..(i + 1) * h]);
+            x.extend_from_slice(&qx[i * qd..(i + 1) * qd]);
+        }
+        let y_log = jobs
+            .iter()
+            .map(|j| known_wait(j).map_or(0.0, f64::ln_1p))
+            .collect();
+        Ok(QueueWaitData {
+            runtime,
+            resource,
+            capacity,
+            x,
+            n_features: d,
+            y_log,
+            submit: jobs.iter().map(|j| j.submit_time).collect(),
+        })
+    }
+}

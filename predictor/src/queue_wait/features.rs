@@ -1,0 +1,191 @@
+//! The queue features of a job about to be submitted, read from the [`QueueState`] (the
+//! job itself is not in it yet): queue and running totals, the forward simulation, recent
+//! waits, the user's jobs and how jobs like it submitted in the last day fared.
+
+use super::state::{
+    req_class, size_class, QueueError, QueueJob, QueueState, SimRuntime, UserStat, DAY,
+    QUEUE_FEATURES,
+};
+use crate::metrics::quantile;
+
+/// Totals over the queued jobs, as seen by a job of a given size at an instant.
+struct QueuedTotals {
+    res: f64,
+    res_s_req: f64,
+    res_s_pred: f64,
+    /// Queued jobs at least as large as the new one, and the oldest of them.
+    ge: f64,
+    age_ge_max: f64,
+    age_max: f64,
+    age_median: f64,
+}
+
+impl QueueState {
+    fn queued_totals(&self, job: &QueueJob, now: f64) -> QueuedTotals {
+        let mut t = QueuedTotals {
+            res: 0.0,
+            res_s_req: 0.0,
+            res_s_pred: 0.0,
+            ge: 0.0,
+            age_ge_max: 0.0,
+            age_max: 0.0,
+            age_median: 0.0,
+        };
+        let mut ages: Vec<f64> = Vec::with_capacity(self.queued.len());
+        for (_, j) in self.queued.values() {
+            t.res += j.resource;
+            t.res_s_req += j.resource * j.runtime(SimRuntime::Requested);
+            t.res_s_pred += j.resource * j.runtime(SimRuntime::Predicted);
+            let age = (now - j.submit).max(0.0);
+            if j.resource >= job.resource {
+                t.ge += 1.0;
+                t.age_ge_max = t.age_ge_max.max(age);
+            }
+            ages.push(age);
+        }
+        t.age_max = ages.iter().copied().fold(0.0, f64::max);
+        if !ages.is_empty() {
+            t.age_median = quantile(&ages, 0.5);
+        }
+        t
+    }
+
+    /// Resource × remaining seconds of the running jobs, (predicted, requested).
+    fn running_work(&self, now: f64) -> (f64, f64) {
+        let mut r_pred = 0.0;
+        let mut r_req = 0.0;
+        for r in self.running.values() {
+            r_pred += r.job.resource * Self::remaining(r, now, SimRuntime::Predicted);
+            r_req += r.job.resource * Self::remaining(r, now, SimRuntime::Requested);
+        }
+        (r_pred, r_req)
+    }
+
+    /// Jobs like `job` submitted in the last day: how many have started, how long the others
+    /// have been waiting (a survival view of current conditions, not lagged). Returns the
+    /// started share, the number still queued and the oldest of them (same size and
+    /// requested time), and the started share of the same size.
+    fn similar_submits(&self, job: &QueueJob, now: f64) -> [f32; 4] {
+        let (rc, qc) = (size_class(job.resource), req_class(job.requested));
+        let (mut sim_n, mut sim_started, mut size_n, mut size_started) = (0u32, 0u32, 0u32, 0u32);
+        let mut sim_age_max: f64 = 0.0;
+        for r in self.submits.iter().rev() {
+            if now - r.submit > DAY {
+                break;
+            }
+            if r.submit > now || r.res_class != rc {
+                continue;
+            }
+            let waiting = self.queued_seq.contains_key(&r.id);
+            size_n += 1;
+            size_started += u32::from(!waiting);
+            if r.req_class == qc {
+                sim_n += 1;
+                sim_started += u32::from(!waiting);
+                if waiting {
+                    sim_age_max = sim_age_max.max(now - r.submit);
+                }
+            }
+        }
+        let share = |a: u32, n: u32| {
+            if n == 0 {
+                f32::NAN
+            } else {
+                a as f32 / n as f32
+            }
+        };
+        [
+            share(sim_started, sim_n),
+            (sim_n - sim_started) as f32,
+            sim_age_max as f32,
+            share(size_started, size_n),
+        ]
+    }
+
+    /// The oldest queued job of `user`, seconds (0 without one).
+    fn user_queued_age_max(&self, user: Option<u64>, now: f64) -> f64 {
+        match user {
+            Some(u) => self
+                .queued
+                .values()
+                .filter(|(_, j)| j.user == Some(u))
+                .map(|(_, j)| now - j.submit)
+                .fold(0.0, f64::max),
+            None => 0.0,
+        }
+    }
+
+    /// Writes the [`QUEUE_FEATURES`] of `job`, about to be submitted at `now`, into `out`.
+    /// Only the state is read: `job` itself is not in it yet.
+    pub fn features(&self, job: &QueueJob, now: f64, out: &mut [f32]) -> Result<(), QueueError> {
+        if out.len() != QUEUE_FEATURES.len() {
+            return Err(QueueError::BufferSize {
+                got: out.len(),
+                want: QUEUE_FEATURES.len(),
+            });
+        }
+        let cap = self.capacity;
+        let q = self.queued_totals(job, now);
+        let (r_pred, r_req) = self.running_work(now);
+        let free = cap - self.busy;
+        let recent =
+            |n: usize| -> Vec<f64> { self.recent.iter().rev().take(n).map(|s| s.wait).collect() };
+        let last10 = recent(10);
+        let nan = f32::NAN;
+        let med = |v: &[f64]| {
+            if v.is_empty() {
+                nan
+            } else {
+                quantile(v, 0.5) as f32
+            }
+        };
+        let user: Option<UserStat> = job.user.and_then(|u| self.users.get(&u)).copied();
+        let similar = self.similar_submits(job, now);
+        let vals: [f32; 38] = [
+            job.predicted_runtime as f32,
+            (job.resource / cap) as f32,
+            self.queued.len() as f32,
+            q.res as f32,
+            q.res_s_req as f32,
+            q.res_s_pred as f32,
+            q.ge as f32,
+            q.age_max as f32,
+            q.age_median as f32,
+            self.running.len() as f32,
+            self.busy as f32,
+            free as f32,
+            f32::from(u8::from(job.resource <= free)),
+            r_pred as f32,
+            r_req as f32,
+            ((q.res_s_pred + r_pred) / cap) as f32,
+            ((q.res_s_req + r_req) / cap) as f32,
+            self.shadow_wait(job.resource, now, SimRuntime::Predicted) as f32,
+            self.shadow_wait(job.resource, now, SimRuntime::Requested) as f32,
+            self.simulate_wait(job, now, SimRuntime::Predicted) as f32,
+            self.simulate_wait(job, now, SimRuntime::Requested) as f32,
+            self.recent.back().map_or(nan, |s| s.wait as f32),
+            med(&last10),
+            med(&recent(50)),
+            last10.iter().copied().fold(f64::NAN, f64::max) as f32,
+            self.last_by_size
+                .get(&size_class(job.resource))
+                .map_or(nan, |w| *w as f32),
+            self.recent
+                .back()
+                .map_or(nan, |s| (now - s.at).max(0.0) as f32),
+            self.recent.iter().filter(|s| now - s.at <= 3600.0).count() as f32,
+            user.map_or(0.0, |u| u.queued as f32),
+            user.map_or(0.0, |u| u.running as f32),
+            user.and_then(|u| u.last_wait).map_or(nan, |w| w as f32),
+            user.map_or(0.0, |u| u.queued_res as f32),
+            q.age_ge_max as f32,
+            similar[0],
+            similar[1],
+            similar[2],
+            similar[3],
+            self.user_queued_age_max(job.user, now) as f32,
+        ];
+        out.copy_from_slice(&vals);
+        Ok(())
+    }
+}

@@ -1,0 +1,453 @@
+//! The queue-wait predictor's online state: the history [`FeatureState`], the
+//! [`QueueState`] (submits, starts, ends), the risk-split bound's [`RiskSplitState`], and
+//! the deadlines of the bounds issued at submit. A job's outcome is a hit or a miss of its
+//! risk group: its start reveals which, and a job still queued when its bound runs out is a
+//! miss at that instant.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use augur_datasets::{JobRecord, JobStatus};
+use augur_features::{FeatureState, JobHandle};
+use serde::{Deserialize, Serialize};
+
+use super::predictor::{QueueWaitPrediction, QueueWaitPredictor};
+use super::state::QueueState;
+use crate::calibration::{RiskGroup, RiskSplitState};
+use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
+use crate::feature_rows::with_row_buffer;
+use crate::PredictorError;
+
+/// Which calibration produced a queue-wait bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundSource {
+    /// The risk-split bound, each group's offset following its own outcomes.
+    RiskSplitOnline,
+    /// The single conformal offset of training (a model without a risk split).
+    StaticConformal,
+}
+
+/// A queue-wait prediction as served.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QueueWaitAnswer {
+    pub model_version: u32,
+    pub seconds: f64,
+    /// `[0, upper]`: the wait stays under `upper` with probability `coverage`.
+    #[serde(flatten)]
+    pub interval: Interval,
+    /// The job's risk group when the model's bound is risk-split (`coverage` is then that
+    /// group's level; the two groups together hold the model's overall level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub risk_group: Option<RiskGroup>,
+    /// Which calibration made the bound.
+    pub calibration: BoundSource,
+}
+
+/// What the state knows of one job.
+#[derive(Debug, Clone)]
+struct WaitJob {
+    /// Its id in the queue state (in order of first mention).
+    num: u64,
+    submitted_at: Option<f64>,
+    started_at: Option<f64>,
+    finished: bool,
+    handle: Option<JobHandle>,
+    issued: Option<QueueWaitAnswer>,
+    /// Its bound's outcome went to the risk-split state already.
+    observed: bool,
+}
+
+/// See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct QueueWaitOnline {
+    model: Arc<QueueWaitPredictor>,
+    model_version: u32,
+    history: FeatureState,
+    queue: QueueState,
+    risk: Option<RiskSplitState>,
+    /// (millisecond time a queued job's bound runs out, job id).
+    deadlines: BinaryHeap<Reverse<(i64, String)>>,
+    jobs: HashMap<String, WaitJob>,
+}
+
+/// Milliseconds, for ordering times in a heap.
+fn millis(t: f64) -> i64 {
+    (t * 1000.0).round() as i64
+}
+
+impl QueueWaitPredictor {
+    /// The online state of this predictor (empty history and queue; the risk split at its
+    /// deployment state), answering as `model_version`.
+    pub fn online(self: Arc<Self>, model_version: u32) -> QueueWaitOnline {
+        QueueWaitOnline {
+            history: FeatureState::new(self.runtime.schema.clone()),
+            queue: self.new_state(),
+            risk: self.new_risk_state(),
+            model: self,
+            model_version,
+            deadlines: BinaryHeap::new(),
+            jobs: HashMap::new(),
+        }
+    }
+}
+
+impl QueueWaitOnline {
+    /// The predictor it serves.
+    pub fn model(&self) -> &Arc<QueueWaitPredictor> {
+        &self.model
+    }
+
+    /// The queue state.
+    pub fn queue(&self) -> &QueueState {
+        &self.queue
+    }
+
+    /// The risk-split bound's online state (None when the model has no risk split).
+    pub fn risk_state(&self) -> Option<&RiskSplitState> {
+        self.risk.as_ref()
+    }
+
+    fn answer(&self, p: QueueWaitPrediction, calibration: BoundSource) -> QueueWaitAnswer {
+        QueueWaitAnswer {
+            model_version: self.model_version,
+            seconds: p.seconds,
+            interval: Interval {
+                lower: 0.0,
+                upper: p.upper,
+                coverage: p.coverage,
+            },
+            risk_group: p.risk_group,
+            calibration,
+        }
+    }
+
+    fn entry(&mut self, job_id: &str) -> &mut WaitJob {
+        let num = self.jobs.len() as u64;
+        self.jobs.entry(job_id.to_string()).or_insert(WaitJob {
+            num,
+            submitted_at: None,
+            started_at: None,
+            finished: false,
+            handle: None,
+            issued: None,
+            observed: false,
+        })
+    }
+
+    /// The answer issued to `job` (queue id `num`) at its submit, from the state before it
+    /// joins; the job joins the queue (and the risk split's window) when it is answered.
+    fn issue(&mut self, job: &JobRecord, num: u64) -> Result<QueueWaitAnswer, PredictorError> {
+        let at = job.submit_time;
+        let m = Arc::clone(&self.model);
+        let (p, calibration, qj) = with_row_buffer(m.n_features(), |row| {
+            let qj = m.features_for(&mut self.history, &self.queue, job, at, row)?;
+            let p = match &mut self.risk {
+                Some(r) => {
+                    let (p, score) = m.predict_row_online(row, r);
+                    r.record_submit(score);
+                    (p, BoundSource::RiskSplitOnline)
+                }
+                None => (m.predict_row(row), BoundSource::StaticConformal),
+            };
+            Ok::<_, PredictorError>((p.0, p.1, qj))
+        })?;
+        if self.risk.is_some() {
+            self.deadlines
+                .push(Reverse((millis(at + p.upper), job.job_id.clone())));
+        }
+        // a duplicate id cannot reach here (second submits are ignored before)
+        let _ = self.queue.submit(num, qj);
+        Ok(self.answer(p, calibration))
+    }
+
+    fn on_submit(&mut self, job: &JobRecord) -> Option<Result<QueueWaitAnswer, PredictorError>> {
+        if self
+            .jobs
+            .get(&job.job_id)
+            .is_some_and(|j| j.submitted_at.is_some())
+        {
+            // a second submit of the same job is ignored
+            return None;
+        }
+        let num = self.entry(&job.job_id).num;
+        let issued = self.issue(job, num);
+        let handle = self.history.observe_submit(job);
+        let entry = self.entry(&job.job_id);
+        entry.submitted_at = Some(job.submit_time);
+        entry.handle = Some(handle);
+        entry.issued = issued.as_ref().ok().copied();
+        Some(issued)
+    }
+
+    fn on_start(&mut self, job_id: &str, at: f64) {
+        let job = self.entry(job_id);
+        if job.started_at.is_some() {
+            return;
+        }
+        job.started_at = Some(at);
+        let num = job.num;
+        // the wait is known: a hit or a miss of the job's risk group
+        let outcome = match (job.issued, job.submitted_at) {
+            (Some(w), Some(sub)) if !job.observed => {
+                job.observed = true;
+                w.risk_group.map(|g| (g, at - sub > w.interval.upper))
+            }
+            _ => None,
+        };
+        if let (Some((g, miss)), Some(r)) = (outcome, &mut self.risk) {
+            r.observe(g, miss);
+        }
+        let _ = self.queue.start(num, at);
+    }
+
+    fn on_finish(&mut self, job_id: &str, at: f64, status: JobStatus, duration: Option<f64>) {
+        let job = self.entry(job_id);
+        if job.finished {
+            return;
+        }
+        job.finished = true;
+        let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
+        let (num, handle) = (job.num, job.handle.take());
+        if let (Some(d), Some(h)) = (dur, handle) {
+            // the handle was issued by this state and is finished once
+            let _ = self.history.observe_finish(h, at, d, status);
+        }
+        let _ = self.queue.end(num, at);
+    }
+
+    /// Queued jobs whose risk-split bound ran out before `now` are misses of their group
+    /// (strictly before: a job starting exactly at its bound is a hit).
+    fn expire_bounds(&mut self, now: f64) {
+        let Some(r) = &mut self.risk else {
+            return;
+        };
+        while let Some(Reverse((t, _))) = self.deadlines.peek() {
+            if *t >= millis(now) {
+                break;
+            }
+            let Some(Reverse((_, id))) = self.deadlines.pop() else {
+                break;
+            };
+            if let Some(job) = self.jobs.get_mut(&id) {
+                if !job.observed && job.started_at.is_none() && !job.finished {
+                    job.observed = true;
+                    if let Some(g) = job.issued.and_then(|w| w.risk_group) {
+                        r.observe(g, true);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl OnlinePredictor for QueueWaitOnline {
+    type Answer = QueueWaitAnswer;
+
+    /// Every event with a time first expires the bounds that ran out before it. Submits are
+    /// answered and join the history and the queue; starts move the job to running and
+    /// reveal its bound's outcome; finishes feed the history and leave the queue. A job's
+    /// second submit, start or finish is ignored.
+    fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<QueueWaitAnswer, PredictorError>> {
+        if let Some(t) = event.at() {
+            self.expire_bounds(t);
+        }
+        match *event {
+            JobEvent::Submitted { job } => return self.on_submit(job),
+            JobEvent::Started { job_id, at } => self.on_start(job_id, at),
+            JobEvent::Finished {
+                job_id,
+                at,
+                status,
+                duration,
+            } => self.on_finish(job_id, at, status, duration),
+            JobEvent::MetricPoints { job_id, .. } => {
+                // the job is known from here on (its queue id follows first mention)
+                self.entry(job_id);
+            }
+            JobEvent::Clock { .. } => {}
+        }
+        None
+    }
+
+    fn predict(&self, query: &JobQuery<'_>) -> Result<QueueWaitAnswer, PredictorError> {
+        let m = &self.model;
+        let (p, calibration) = with_row_buffer(m.n_features(), |row| {
+            m.features_at(&self.history, &self.queue, query.job, query.at, row)?;
+            Ok::<_, PredictorError>(match &self.risk {
+                Some(r) => (m.predict_row_online(row, r).0, BoundSource::RiskSplitOnline),
+                None => (m.predict_row(row), BoundSource::StaticConformal),
+            })
+        })?;
+        Ok(self.answer(p, calibration))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibration::{high_level, RiskScore, RiskSplitBound};
+    use crate::queue_wait::{known_wait, QueueWaitData, QueueWaitTrainer};
+    use crate::synthetic_trace::{events, job_event as event, trace, Kind};
+
+    /// A small predictor trained on the first 500 jobs of a synthetic trace of 700, the
+    /// trace and the training data (with every job's feature row).
+    fn fixture() -> (QueueWaitPredictor, Vec<JobRecord>, QueueWaitData) {
+        let jobs = trace(700, 5);
+        let mut trainer = QueueWaitTrainer::default().with_trees(20);
+        trainer.runtime.params.n_trees = 20;
+        let train: Vec<usize> = (0..500).collect();
+        let data = QueueWaitData::build(&jobs, &train, &trainer).unwrap();
+        let rows: Vec<usize> = train
+            .iter()
+            .copied()
+            .filter(|&i| known_wait(&jobs[i]).is_some())
+            .collect();
+        let p = trainer.train(&data, &rows).unwrap();
+        (p, jobs, data)
+    }
+
+    /// A risk split over the model's bound (every job in the low group until the window
+    /// fills), so the online plumbing is exercised whatever the search chose.
+    fn with_risk_split(mut p: QueueWaitPredictor) -> QueueWaitPredictor {
+        p.risk = Some(RiskSplitBound {
+            score: RiskScore::UpperModel,
+            share_low: 0.6,
+            level_low: 0.93,
+            level_high: high_level(0.95, 0.6, 0.93),
+            offset_low: p.upper_offset - 1.0,
+            offset_high: p.upper_offset + 1.0,
+            step: 0.05,
+            window: 100,
+            threshold: f64::INFINITY,
+            seed_scores: Vec::new(),
+        });
+        p
+    }
+
+    #[test]
+    fn answers_at_submit_equal_predict_before_it_and_the_replayed_rows() {
+        let (mut p, jobs, data) = fixture();
+        p.risk = None;
+        let p = Arc::new(p);
+        let d = data.n_features;
+        let mut online = Arc::clone(&p).online(3);
+        for (at, i, kind) in events(&jobs) {
+            let ev = event(&jobs, i, kind, at);
+            if kind != Kind::Submitted {
+                assert!(online.observe(&ev).is_none());
+                continue;
+            }
+            let before = online.predict(&JobQuery { job: &jobs[i], at }).unwrap();
+            let issued = online.observe(&ev).unwrap().unwrap();
+            assert_eq!(issued, before, "job {i}");
+            // the online history and queue give the trace replay's feature row
+            let want = p.predict_row(&data.x[i * d..(i + 1) * d]);
+            assert_eq!(
+                (
+                    issued.seconds,
+                    issued.interval.upper,
+                    issued.interval.coverage
+                ),
+                (want.seconds, want.upper, want.coverage),
+                "job {i}"
+            );
+            assert_eq!(issued.calibration, BoundSource::StaticConformal);
+            assert_eq!((issued.interval.lower, issued.model_version), (0.0, 3));
+        }
+        assert_eq!(
+            online.queue().queued_jobs() + online.queue().running_jobs(),
+            0
+        );
+    }
+
+    #[test]
+    fn each_group_moves_with_its_own_hits_and_misses() {
+        let (p, jobs, _) = fixture();
+        let split = with_risk_split(p);
+        let bound = split.risk.clone().unwrap();
+        let mut online = Arc::new(split).online(1);
+        let ev = events(&jobs);
+        let mut issued = vec![None; jobs.len()];
+        let mut started = vec![None; jobs.len()];
+        let mut clock = f64::NEG_INFINITY;
+        for &(at, i, kind) in &ev {
+            clock = clock.max(at);
+            if let Some(a) = online.observe(&event(&jobs, i, kind, at)) {
+                issued[i] = Some(a.unwrap());
+            }
+            if kind == Kind::Started {
+                started[i] = Some(at);
+            }
+        }
+        let ms = |t: f64| (t * 1000.0).round() as i64;
+        let mut moves = [(0usize, 0usize); 2]; // (misses, hits) per group
+        for (i, j) in jobs.iter().enumerate() {
+            let w = issued[i].expect("answered at submit");
+            let k = usize::from(w.risk_group == Some(RiskGroup::High));
+            let deadline = ms(j.submit_time + w.interval.upper);
+            match started[i] {
+                // queued past its bound: a miss when the clock passed the deadline first
+                Some(s) if ms(s) > deadline => moves[k].0 += 1,
+                Some(s) if s - j.submit_time > w.interval.upper => moves[k].0 += 1,
+                Some(_) => moves[k].1 += 1,
+                None if deadline < ms(clock) => moves[k].0 += 1,
+                None => {}
+            }
+        }
+        let st = online.risk_state().expect("risk state");
+        for (k, (b, level, start)) in [
+            (&st.low, bound.level_low, bound.offset_low),
+            (&st.high, bound.level_high, bound.offset_high),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (miss, hit) = moves[k];
+            let want = start + 0.05 * (level * miss as f64 - (1.0 - level) * hit as f64);
+            assert!(
+                (b.offset - want).abs() < 1e-9,
+                "group {k}: offset {} want {want} ({moves:?})",
+                b.offset
+            );
+        }
+        assert!(
+            moves[0].0 + moves[0].1 > 50 && moves[1].0 + moves[1].1 > 50,
+            "{moves:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_still_queued_past_its_bound_is_a_miss_once() {
+        let (p, jobs, _) = fixture();
+        let mut online = Arc::new(with_risk_split(p)).online(1);
+        let j = &jobs[600];
+        let a = online
+            .observe(&JobEvent::Submitted { job: j })
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.risk_group, Some(RiskGroup::Low));
+        assert_eq!(a.calibration, BoundSource::RiskSplitOnline);
+        let low = online.risk_state().unwrap().low.offset;
+        // the bound runs out: a miss before the job ever starts
+        let late = j.submit_time + a.interval.upper + 10.0;
+        online.observe(&JobEvent::Clock { at: late });
+        let after = online.risk_state().unwrap().low.offset;
+        assert!(
+            (after - (low + 0.05 * 0.93)).abs() < 1e-12,
+            "{low} → {after}"
+        );
+        // its late start is not counted again, nor is a second submit answered
+        online.observe(&JobEvent::Started {
+            job_id: &j.job_id,
+            at: late + 5.0,
+        });
+        assert!(online.observe(&JobEvent::Submitted { job: j }).is_none());
+        assert_eq!(online.risk_state().unwrap().low.offset, after);
+        assert_eq!(online.queue().running_jobs(), 1);
+        let json = serde_json::to_value(a).unwrap();
+        assert_eq!(json["risk_group"], "low");
+        assert_eq!(json["calibration"], "risk_split_online");
+    }
+}

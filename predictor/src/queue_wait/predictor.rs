@@ -1,0 +1,316 @@
+//! The fitted queue-wait model: a median model of the wait, a 0.95-quantile bound model
+//! with its conformal correction (a single offset, or the risk-split bound), the optional
+//! short-wait override and the runtime predictor behind the queue's run times; row and batch
+//! predictions.
+
+use augur_datasets::JobRecord;
+use augur_features::{FeatureError, FeatureState};
+use augur_models::{AnyModel, Matrix, Predict};
+use augur_numeric::sigmoid;
+use serde::{Deserialize, Serialize};
+
+use super::state::{QueueError, QueueJob, QueueState, ResourceKind, QUEUE_FEATURES};
+use crate::calibration::{RiskGroup, RiskScore, RiskSplitBound, RiskSplitState};
+use crate::runtime::RuntimePredictor;
+use crate::PredictorError;
+
+/// A queue-wait prediction, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QueueWaitPrediction {
+    /// Point estimate (conditional median).
+    pub seconds: f64,
+    /// Upper bound the wait stays under with probability `coverage` (the job's risk
+    /// group's level when the bound is risk-split).
+    pub upper: f64,
+    pub coverage: f64,
+    /// The job's risk group when the bound is risk-split ([`RiskSplitBound`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_group: Option<RiskGroup>,
+}
+
+/// A trained queue-wait predictor. Its feature rows are the runtime predictor's history
+/// features followed by the [`QUEUE_FEATURES`] ([`QueueWaitPredictor::features_for`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueWaitPredictor {
+    /// Predicts run times of queued and running jobs (trained on the training period).
+    pub runtime: RuntimePredictor,
+    pub resource: ResourceKind,
+    /// Inferred capacity, in `resource` units.
+    pub capacity: f64,
+    /// Median model of the wait, on `point_target`'s scale.
+    pub point: AnyModel,
+    pub point_target: WaitTarget,
+    /// 0.95-quantile model of ln(1 + wait).
+    pub upper: AnyModel,
+    /// Conformal correction added to `upper` (ln(1 + s) space).
+    pub upper_offset: f64,
+    pub coverage: f64,
+    /// Optional short-wait override: a log-odds model of "the wait is within 600 s of
+    /// `short.seconds`"; when its probability reaches `short.threshold`, the point estimate
+    /// is `short.seconds` (or the median model's, when lower). `short.seconds` is the centre
+    /// of the ±600 s window holding the most training waits (600 s when most jobs start at
+    /// once: the window then catches every wait up to 1,200 s).
+    pub short: Option<ShortWait>,
+    /// The risk-split bound that replaces `upper_offset` when present (artifacts saved
+    /// before it have none and keep the single conformal offset).
+    #[serde(default)]
+    pub risk: Option<RiskSplitBound>,
+}
+
+/// The short-wait override of a [`QueueWaitPredictor`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShortWait {
+    pub model: AnyModel,
+    /// The wait predicted for jobs classified short (typical short wait of the fit period).
+    pub seconds: f64,
+    /// Probability threshold, chosen on the validation slice.
+    pub threshold: f64,
+}
+
+impl ShortWait {
+    pub(super) fn apply(&self, point_s: f64, log_odds: f64) -> f64 {
+        if sigmoid(log_odds) >= self.threshold {
+            self.seconds.min(point_s)
+        } else {
+            point_s
+        }
+    }
+}
+
+impl QueueWaitPredictor {
+    /// Number of features in a row.
+    pub fn n_features(&self) -> usize {
+        self.runtime.schema.len() + QUEUE_FEATURES.len()
+    }
+
+    /// Feature names in order.
+    pub fn feature_names(&self) -> Vec<String> {
+        let mut v = self.runtime.schema.names();
+        v.extend(QUEUE_FEATURES.iter().map(|s| format!("queue:{s}")));
+        v
+    }
+
+    /// An empty queue state sized for this predictor.
+    pub fn new_state(&self) -> QueueState {
+        QueueState::new(self.capacity)
+    }
+
+    /// The online path: writes the feature row of `job`, submitted at `now`, from the history
+    /// state and the queue state (only the history's hour windows are trimmed; submit the
+    /// returned [`QueueJob`] to both afterwards), and returns the job's queue view with its
+    /// predicted run time.
+    pub fn features_for(
+        &self,
+        history: &mut FeatureState,
+        queue: &QueueState,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<QueueJob, PredictorError> {
+        self.row_with(
+            |hist| history.features_for(job, now, hist),
+            queue,
+            job,
+            now,
+            out,
+        )
+    }
+
+    /// [`QueueWaitPredictor::features_for`] without changing the history (for predictions
+    /// answered under a shared borrow); the same row.
+    pub fn features_at(
+        &self,
+        history: &FeatureState,
+        queue: &QueueState,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<QueueJob, PredictorError> {
+        self.row_with(
+            |hist| history.features_at(job, now, hist),
+            queue,
+            job,
+            now,
+            out,
+        )
+    }
+
+    /// The feature row of `job` with the history part written by `history`.
+    fn row_with(
+        &self,
+        history: impl FnOnce(&mut [f32]) -> Result<(), FeatureError>,
+        queue: &QueueState,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<QueueJob, PredictorError> {
+        let h = self.runtime.schema.len();
+        if out.len() != self.n_features() {
+            return Err(QueueError::BufferSize {
+                got: out.len(),
+                want: self.n_features(),
+            }
+            .into());
+        }
+        let (hist, rest) = out.split_at_mut(h);
+        history(hist)?;
+        let rt = self.runtime.predict_row(hist).seconds;
+        let qj = QueueJob::from_record(job, self.resource, rt);
+        queue.features(&qj, now, rest)?;
+        Ok(qj)
+    }
+
+    /// Prediction from a feature row (the risk-split bound with its calibration threshold
+    /// and offsets when there is one, else the single conformal offset).
+    pub fn predict_row(&self, row: &[f32]) -> QueueWaitPrediction {
+        let p = self.point_row(row);
+        let raw = self.upper.predict_row(row);
+        match &self.risk {
+            Some(r) => {
+                let g = r.group(self.risk_score_row(r, row, raw));
+                let (off, level) = r.of(g);
+                with_group(to_prediction(p, raw + off, level), g)
+            }
+            None => to_prediction(p, raw + self.upper_offset, self.coverage),
+        }
+    }
+
+    /// The online path's prediction: the risk group by `state`'s current threshold and the
+    /// bound by that group's adaptive offset. Returns the risk score too (pass it to
+    /// [`RiskSplitState::record_submit`] when the job is really submitted). Without a
+    /// risk-split bound it is [`predict_row`](Self::predict_row) and the score is NaN.
+    pub fn predict_row_online(
+        &self,
+        row: &[f32],
+        state: &RiskSplitState,
+    ) -> (QueueWaitPrediction, f64) {
+        let Some(r) = &self.risk else {
+            return (self.predict_row(row), f64::NAN);
+        };
+        let p = self.point_row(row);
+        let raw = self.upper.predict_row(row);
+        let score = self.risk_score_row(r, row, raw);
+        let g = state.group(score);
+        let b = state.bound(g);
+        (
+            with_group(to_prediction(p, raw + b.offset, b.coverage), g),
+            score,
+        )
+    }
+
+    /// The online state of the risk-split bound at deployment (None without one).
+    pub fn new_risk_state(&self) -> Option<RiskSplitState> {
+        self.risk.as_ref().map(RiskSplitBound::new_state)
+    }
+
+    fn point_row(&self, row: &[f32]) -> f64 {
+        let mut p = self.point_target.to_seconds(self.point.predict_row(row));
+        if let Some(s) = &self.short {
+            p = s.apply(p, s.model.predict_row(row));
+        }
+        p
+    }
+
+    fn risk_score_row(&self, r: &RiskSplitBound, row: &[f32], raw: f64) -> f64 {
+        match &r.score {
+            RiskScore::UpperModel => raw,
+            RiskScore::Classifier { model, .. } => model.predict_row(row),
+        }
+    }
+
+    /// The risk score of each row of `x` (None without a risk-split bound).
+    pub fn risk_scores(&self, x: &Matrix) -> Result<Option<Vec<f64>>, PredictorError> {
+        let Some(r) = &self.risk else {
+            return Ok(None);
+        };
+        let mut s = vec![0.0; x.rows()];
+        match &r.score {
+            RiskScore::UpperModel => self.upper.predict_into(x, &mut s)?,
+            RiskScore::Classifier { model, .. } => model.predict_into(x, &mut s)?,
+        }
+        Ok(Some(s))
+    }
+
+    /// Predictions for every row of `x`.
+    pub fn predict_batch(&self, x: &Matrix) -> Result<Vec<QueueWaitPrediction>, PredictorError> {
+        let mut p = vec![0.0; x.rows()];
+        let mut u = vec![0.0; x.rows()];
+        self.point.predict_into(x, &mut p)?;
+        self.upper.predict_into(x, &mut u)?;
+        let mut c = vec![0.0; x.rows()];
+        if let Some(s) = &self.short {
+            s.model.predict_into(x, &mut c)?;
+        }
+        let scores = self.risk_scores(x)?;
+        Ok(p.into_iter()
+            .zip(u)
+            .zip(c)
+            .enumerate()
+            .map(|(i, ((p, u), c))| {
+                let mut p = self.point_target.to_seconds(p);
+                if let Some(s) = &self.short {
+                    p = s.apply(p, c);
+                }
+                match (&self.risk, &scores) {
+                    (Some(r), Some(sc)) => {
+                        let g = r.group(sc[i]);
+                        let (off, level) = r.of(g);
+                        with_group(to_prediction(p, u + off, level), g)
+                    }
+                    _ => to_prediction(p, u + self.upper_offset, self.coverage),
+                }
+            })
+            .collect())
+    }
+
+    /// The bound's raw model output (ln(1 + s), before the conformal offset) for each row.
+    pub fn upper_raw(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+        let mut u = vec![0.0; x.rows()];
+        self.upper.predict_into(x, &mut u)?;
+        Ok(u)
+    }
+}
+
+/// The scale a wait model is fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitTarget {
+    /// ln(1 + seconds).
+    Log1p,
+    /// Seconds.
+    Seconds,
+}
+
+impl WaitTarget {
+    pub(super) fn of_log1p(self, y_log: f64) -> f64 {
+        match self {
+            WaitTarget::Log1p => y_log,
+            WaitTarget::Seconds => y_log.exp_m1(),
+        }
+    }
+    pub(super) fn to_seconds(self, v: f64) -> f64 {
+        match self {
+            WaitTarget::Log1p => v.exp_m1(),
+            WaitTarget::Seconds => v,
+        }
+    }
+}
+
+fn to_prediction(seconds: f64, u_log: f64, coverage: f64) -> QueueWaitPrediction {
+    let seconds = if seconds.is_finite() {
+        seconds.max(0.0)
+    } else {
+        0.0
+    };
+    QueueWaitPrediction {
+        seconds,
+        upper: u_log.exp_m1().max(seconds),
+        coverage,
+        risk_group: None,
+    }
+}
+
+fn with_group(mut p: QueueWaitPrediction, g: RiskGroup) -> QueueWaitPrediction {
+    p.risk_group = Some(g);
+    p
+}

@@ -1,0 +1,295 @@
+//! Fitting a [`QueueWaitPredictor`] on a trace's [`QueueWaitData`]: the median and bound
+//! models (early-stopped on a validation slice), the short-wait override, and the bound's
+//! calibration on the tail of the training period (a single conformal offset, and the
+//! risk-split bound when the search finds one that holds its levels).
+
+use augur_models::gbdt::{GbdtParams, Objective, Validation};
+use augur_models::{AnyModel, Matrix, Predict, TrainSet};
+use serde::{Deserialize, Serialize};
+
+use super::data::QueueWaitData;
+use super::predictor::{QueueWaitPredictor, ShortWait, WaitTarget};
+use crate::calibration::conformal_offset;
+use crate::feature_rows::gather;
+use crate::metrics::regression::wait_errors;
+use crate::runtime::RuntimeTrainer;
+use crate::PredictorError;
+
+/// How to train a [`QueueWaitPredictor`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueWaitTrainer {
+    /// The median model (objective forced to L1).
+    pub point: GbdtParams,
+    /// The scale the median model is fitted on (early stopping measures its loss there).
+    pub point_target: WaitTarget,
+    /// The bound model (objective forced to the `coverage` quantile).
+    pub upper: GbdtParams,
+    /// Trains the runtime predictor behind the predicted run times.
+    pub runtime: RuntimeTrainer,
+    /// Share of the training period (after the fit part) for early stopping.
+    pub valid_fraction: f64,
+    /// Share at the end of the training period that calibrates the bound.
+    pub calib_fraction: f64,
+    /// Coverage of the upper bound.
+    pub coverage: f64,
+    /// Quantile of busy resource that sets the capacity.
+    pub capacity_quantile: f64,
+    /// Train the short-wait override ([`ShortWait`]): its threshold is the probability with
+    /// the most validation waits within 600 s among those whose validation MAE stays within
+    /// `1 + short_mae_slack` of the median model's alone (None: no override).
+    pub short_mae_slack: Option<f64>,
+    /// Step of the online adaptive bound ([`crate::calibration::AdaptiveBound`]), in
+    /// ln(1 + s) units.
+    pub adaptive_step: f64,
+    /// Fit the risk-split bound ([`crate::calibration::RiskSplitBound`]) when the search on
+    /// the training period's tail finds a split that holds its levels there (false: the
+    /// single conformal offset only).
+    #[serde(default = "default_true")]
+    pub risk_split: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Jobs whose scores set the risk split's online threshold.
+pub const RISK_WINDOW: usize = 500;
+/// Shares of the low-risk group the search tries.
+pub const RISK_SHARES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
+/// Levels of the low-risk group the search tries (the high group's follows).
+pub const RISK_LOW_LEVELS: [f64; 5] = [0.90, 0.91, 0.92, 0.93, 0.94];
+/// The risk classifier's label is "wait ≥ this quantile of the fit period's waits".
+pub const RISK_CLASSIFIER_QUANTILE: f64 = 0.8;
+
+impl Default for QueueWaitTrainer {
+    fn default() -> Self {
+        let base = GbdtParams {
+            objective: Objective::L1,
+            n_trees: 600,
+            learning_rate: 0.05,
+            num_leaves: 31,
+            min_data_in_leaf: 40,
+            lambda_l2: 1.0,
+            subsample: 0.8,
+            colsample: 0.8,
+            early_stopping_rounds: 60,
+            ..Default::default()
+        };
+        QueueWaitTrainer {
+            upper: GbdtParams {
+                objective: Objective::Quantile { alpha: 0.95 },
+                ..base.clone()
+            },
+            point: base,
+            point_target: WaitTarget::Seconds,
+            runtime: RuntimeTrainer::default(),
+            valid_fraction: 0.1,
+            calib_fraction: 0.1,
+            coverage: 0.95,
+            capacity_quantile: 0.99,
+            short_mae_slack: Some(0.03),
+            adaptive_step: 0.05,
+            risk_split: true,
+        }
+    }
+}
+
+impl QueueWaitTrainer {
+    /// Caps both models at `n` trees (quicker, weaker).
+    pub fn with_trees(mut self, n: usize) -> Self {
+        self.point.n_trees = n.max(1);
+        self.upper.n_trees = n.max(1);
+        self
+    }
+}
+
+impl QueueWaitTrainer {
+    /// Trains on the labelled `rows` (in submit order) of `data`: the first part fits, the
+    /// next `valid_fraction` early-stops, the last `calib_fraction` calibrates the bound.
+    pub fn train(
+        &self,
+        data: &QueueWaitData,
+        rows: &[usize],
+    ) -> Result<QueueWaitPredictor, PredictorError> {
+        let n = rows.len();
+        if n < 200 {
+            return Err(PredictorError::not_enough(
+                "jobs with a known queue wait",
+                format!("{n} training jobs with a known wait; at least 200 are needed"),
+            ));
+        }
+        let d = data.n_features;
+        let n_cal = ((n as f64) * self.calib_fraction) as usize;
+        let n_val = ((n as f64) * self.valid_fraction) as usize;
+        let (fit_rows, rest) = rows.split_at(n - n_cal - n_val);
+        let (val_rows, cal_rows) = rest.split_at(n_val);
+        let fx = gather(&data.x, d, fit_rows);
+        let fy: Vec<f64> = fit_rows.iter().map(|&r| data.y_log[r]).collect();
+        let vx = gather(&data.x, d, val_rows);
+        let vy: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
+        let fm = Matrix::new(&fx, fit_rows.len(), d)?;
+        let fit = |params: &GbdtParams, target: WaitTarget| -> Result<AnyModel, PredictorError> {
+            let fy: Vec<f64> = fy.iter().map(|&v| target.of_log1p(v)).collect();
+            let vy: Vec<f64> = vy.iter().map(|&v| target.of_log1p(v)).collect();
+            let train = TrainSet::new(fm, &fy, None)?;
+            let valid = if val_rows.is_empty() {
+                None
+            } else {
+                Some(Validation {
+                    x: Matrix::new(&vx, val_rows.len(), d)?,
+                    y: &vy,
+                })
+            };
+            Ok(AnyModel::Gbdt(params.fit_with_validation(&train, valid)?))
+        };
+        let point = fit(
+            &GbdtParams {
+                objective: Objective::L1,
+                ..self.point.clone()
+            },
+            self.point_target,
+        )?;
+        let upper = fit(
+            &GbdtParams {
+                objective: Objective::Quantile {
+                    alpha: self.coverage,
+                },
+                ..self.upper.clone()
+            },
+            WaitTarget::Log1p,
+        )?;
+        let short = match self.short_mae_slack {
+            Some(slack) if !val_rows.is_empty() => {
+                let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
+                let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
+                self.fit_short(&fm, &fit_w, &vx, &val_w, d, &point, slack)?
+            }
+            _ => None,
+        };
+        let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
+        let risk = if self.risk_split && !val_rows.is_empty() {
+            self.fit_risk(data, fit_rows, val_rows, cal_rows, &fm, &vx, &upper)?
+        } else {
+            None
+        };
+        Ok(QueueWaitPredictor {
+            runtime: data.runtime.clone(),
+            resource: data.resource,
+            capacity: data.capacity,
+            point,
+            point_target: self.point_target,
+            upper,
+            upper_offset,
+            coverage: self.coverage,
+            short,
+            risk,
+        })
+    }
+
+    /// Conformalised quantile regression on the calibration slice: the offset that makes
+    /// the bound model's output cover `coverage` of the calibration jobs.
+    fn upper_offset(
+        &self,
+        data: &QueueWaitData,
+        cal_rows: &[usize],
+        upper: &AnyModel,
+    ) -> Result<f64, PredictorError> {
+        let d = data.n_features;
+        let cx = gather(&data.x, d, cal_rows);
+        let cm = Matrix::new(&cx, cal_rows.len(), d)?;
+        let mut cu = vec![0.0; cal_rows.len()];
+        upper.predict_into(&cm, &mut cu)?;
+        let scores: Vec<f64> = cal_rows
+            .iter()
+            .zip(&cu)
+            .map(|(&r, u)| data.y_log[r] - u)
+            .collect();
+        Ok(conformal_offset(&scores, self.coverage).unwrap_or(0.0))
+    }
+
+    /// Fits the short-wait classifier and picks its threshold on the validation slice.
+    #[allow(clippy::too_many_arguments)]
+    fn fit_short(
+        &self,
+        fm: &Matrix,
+        fit_w: &[f64],
+        vx: &[f32],
+        val_w: &[f64],
+        d: usize,
+        point: &AnyModel,
+        slack: f64,
+    ) -> Result<Option<ShortWait>, PredictorError> {
+        // The window centre: the wait whose ±600 s window holds most fit-period waits (waits
+        // are ≥ 0, so a centre of 600 s catches every wait up to 1,200 s).
+        let mut seconds = 0.0;
+        let mut most = 0usize;
+        for k in 0..=12 {
+            let c = k as f64 * 100.0;
+            let hits = fit_w.iter().filter(|&&w| (w - c).abs() <= SHORT).count();
+            if hits > most {
+                most = hits;
+                seconds = c;
+            }
+        }
+        if most < 20 {
+            return Ok(None);
+        }
+        let label: Vec<f64> = fit_w
+            .iter()
+            .map(|&w| f64::from(u8::from((w - seconds).abs() <= SHORT)))
+            .collect();
+        let train = TrainSet::new(*fm, &label, None)?;
+        let val_label: Vec<f64> = val_w
+            .iter()
+            .map(|&w| f64::from(u8::from((w - seconds).abs() <= SHORT)))
+            .collect();
+        let vm = Matrix::new(vx, val_w.len(), d)?;
+        let params = GbdtParams {
+            objective: Objective::LogLoss,
+            ..self.point.clone()
+        };
+        let model = AnyModel::Gbdt(params.fit_with_validation(
+            &train,
+            Some(Validation {
+                x: vm,
+                y: &val_label,
+            }),
+        )?);
+        let mut vp = vec![0.0; val_w.len()];
+        point.predict_into(&vm, &mut vp)?;
+        let vp: Vec<f64> = vp
+            .into_iter()
+            .map(|v| self.point_target.to_seconds(v).max(0.0))
+            .collect();
+        let mut vc = vec![0.0; val_w.len()];
+        model.predict_into(&vm, &mut vc)?;
+        let (base_mae, _, base_w600) = wait_errors(&vp, val_w);
+        // the threshold with the most validation waits within 600 s whose MAE stays within
+        // the slack of the median model's alone
+        let mut best: Option<(f64, ShortWait)> = None;
+        for k in 1..=19 {
+            let threshold = k as f64 * 0.05;
+            let cand = ShortWait {
+                model: model.clone(),
+                seconds,
+                threshold,
+            };
+            let p: Vec<f64> = vp
+                .iter()
+                .zip(&vc)
+                .map(|(&p, &c)| cand.apply(p, c))
+                .collect();
+            let (mae, _, w600) = wait_errors(&p, val_w);
+            if mae <= base_mae * (1.0 + slack)
+                && w600 > base_w600
+                && best.as_ref().is_none_or(|(b, _)| w600 > *b)
+            {
+                best = Some((w600, cand));
+            }
+        }
+        Ok(best.map(|(_, s)| s))
+    }
+}
+
+/// Half-width of the "within 600 s" window the short-wait override aims at.
+const SHORT: f64 = 600.0;

@@ -1,0 +1,14 @@
+//! The runtime predictor as a registry artifact.
+
+use augur_features::FEATURE_SCHEMA_VERSION;
+
+use super::predictor::RuntimePredictor;
+use crate::registry::{Artifact, ModelKind};
+
+impl Artifact for RuntimePredictor {
+    const KIND: &'static str = ModelKind::Runtime.name();
+    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = FEATURE_SCHEMA_VERSION;
+    fn feature_schema_version(&self) -> u32 {
+        self.schema.version
+    }
+}

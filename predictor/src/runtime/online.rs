@@ -1,0 +1,301 @@
+//! The runtime predictor's online state: the history [`FeatureState`] fed by submits and
+//! finishes, and the [`ConformalWindow`] recalibrated from finished jobs with the interval
+//! offsets each was issued at its submit.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use augur_datasets::split::clamp_duration;
+use augur_datasets::{JobRecord, JobStatus};
+use augur_features::{FeatureState, JobHandle};
+use serde::{Deserialize, Serialize};
+
+use super::predictor::RuntimePredictor;
+use crate::calibration::{ConformalWindow, ONLINE_WINDOW};
+use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
+use crate::feature_rows::with_row_buffer;
+use crate::PredictorError;
+
+/// Which calibration produced a runtime interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalSource {
+    /// Recalibrated on the residuals of recently finished jobs.
+    OnlineConformal,
+    /// The offsets calibrated at training (no residual observed yet).
+    StaticConformal,
+}
+
+/// A runtime prediction as served: point, interval and the model that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RuntimeAnswer {
+    pub model_version: u32,
+    pub seconds: f64,
+    /// `[lower, upper]` seconds and its nominal coverage.
+    #[serde(flatten)]
+    pub interval: Interval,
+    /// Which calibration made the interval (serialised as `interval`).
+    #[serde(rename = "interval")]
+    pub calibration: IntervalSource,
+}
+
+/// What the state knows of one job.
+#[derive(Debug, Clone, Default)]
+struct RuntimeJob {
+    submitted: bool,
+    started_at: Option<f64>,
+    finished: bool,
+    handle: Option<JobHandle>,
+    /// Seconds and ln-space interval offsets issued at its submit.
+    issued: Option<(f64, (f64, f64))>,
+}
+
+/// See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct RuntimeOnline {
+    model: Arc<RuntimePredictor>,
+    model_version: u32,
+    features: FeatureState,
+    window: ConformalWindow,
+    jobs: HashMap<String, RuntimeJob>,
+}
+
+impl RuntimePredictor {
+    /// The online state of this predictor (no history yet; the window seeded with its
+    /// calibration residuals), answering as `model_version`.
+    pub fn online(self: Arc<Self>, model_version: u32) -> RuntimeOnline {
+        RuntimeOnline {
+            features: FeatureState::new(self.schema.clone()),
+            window: self.conformal_window(ONLINE_WINDOW),
+            model: self,
+            model_version,
+            jobs: HashMap::new(),
+        }
+    }
+}
+
+impl RuntimeOnline {
+    /// The predictor it serves.
+    pub fn model(&self) -> &Arc<RuntimePredictor> {
+        &self.model
+    }
+
+    /// The online conformal window.
+    pub fn window(&self) -> &ConformalWindow {
+        &self.window
+    }
+
+    fn answer(&self, log: f64, offsets: Option<(f64, f64)>) -> RuntimeAnswer {
+        let (offsets, calibration) = match offsets {
+            Some(o) => (o, IntervalSource::OnlineConformal),
+            None => (self.model.interval_log, IntervalSource::StaticConformal),
+        };
+        RuntimeAnswer {
+            model_version: self.model_version,
+            seconds: log.exp(),
+            interval: Interval {
+                lower: (log + offsets.0).exp(),
+                upper: (log + offsets.1).exp(),
+                coverage: self.model.coverage,
+            },
+            calibration,
+        }
+    }
+
+    /// The answer issued to `job` at its submit (from the state before it joins), and the
+    /// ln-space offsets behind it.
+    fn issue(&mut self, job: &JobRecord) -> Result<(RuntimeAnswer, (f64, f64)), PredictorError> {
+        let at = job.submit_time;
+        let log = with_row_buffer(self.model.schema.len(), |row| {
+            self.features.features_for(job, at, row)?;
+            Ok::<_, PredictorError>(self.model.predict_log(row))
+        })?;
+        let offsets = self.window.offsets();
+        let answer = self.answer(log, offsets);
+        Ok((answer, offsets.unwrap_or(self.model.interval_log)))
+    }
+
+    fn on_submit(&mut self, job: &JobRecord) -> Option<Result<RuntimeAnswer, PredictorError>> {
+        if self.jobs.get(&job.job_id).is_some_and(|j| j.submitted) {
+            // a second submit of the same job is ignored
+            return None;
+        }
+        let issued = self.issue(job);
+        let handle = self.features.observe_submit(job);
+        let entry = self.jobs.entry(job.job_id.clone()).or_default();
+        entry.submitted = true;
+        entry.handle = Some(handle);
+        entry.issued = issued.as_ref().ok().map(|(a, o)| (a.seconds, *o));
+        Some(issued.map(|(a, _)| a))
+    }
+
+    fn on_finish(&mut self, job_id: &str, at: f64, status: JobStatus, duration: Option<f64>) {
+        let job = self.jobs.entry(job_id.to_string()).or_default();
+        if job.finished {
+            return;
+        }
+        job.finished = true;
+        let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
+        let (handle, issued) = (job.handle.take(), job.issued.take());
+        let Some(d) = dur else {
+            return;
+        };
+        if let Some(h) = handle {
+            // the handle was issued by this state and is finished once
+            let _ = self.features.observe_finish(h, at, d, status);
+        }
+        if let Some((seconds, offsets)) = issued {
+            let resid = clamp_duration(d).ln() - seconds.ln();
+            self.window.observe_outcome(resid, Some(offsets));
+        }
+    }
+}
+
+impl OnlinePredictor for RuntimeOnline {
+    type Answer = RuntimeAnswer;
+
+    /// Submits are answered and join the history; starts give the run time when a finish
+    /// does not; finishes feed the history and, for jobs answered at submit, the window
+    /// (their residual, and whether it fell inside the interval issued). A job's second
+    /// submit, start or finish is ignored.
+    fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<RuntimeAnswer, PredictorError>> {
+        match *event {
+            JobEvent::Submitted { job } => return self.on_submit(job),
+            JobEvent::Started { job_id, at } => {
+                let job = self.jobs.entry(job_id.to_string()).or_default();
+                if job.started_at.is_none() {
+                    job.started_at = Some(at);
+                }
+            }
+            JobEvent::Finished {
+                job_id,
+                at,
+                status,
+                duration,
+            } => self.on_finish(job_id, at, status, duration),
+            JobEvent::MetricPoints { .. } | JobEvent::Clock { .. } => {}
+        }
+        None
+    }
+
+    fn predict(&self, query: &JobQuery<'_>) -> Result<RuntimeAnswer, PredictorError> {
+        let log = with_row_buffer(self.model.schema.len(), |row| {
+            self.features.features_at(query.job, query.at, row)?;
+            Ok::<_, PredictorError>(self.model.predict_log(row))
+        })?;
+        Ok(self.answer(log, self.window.current_offsets()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use augur_features::{batch_features, FeatureSchema};
+
+    use super::*;
+    use crate::synthetic_trace::{events, job_event as event, trace, Kind};
+    use crate::RuntimeTrainer;
+
+    /// A small predictor trained on the first 300 jobs of a synthetic trace of 400, the
+    /// trace and its batch feature rows.
+    fn fixture() -> (Arc<RuntimePredictor>, Vec<JobRecord>, Vec<f32>) {
+        let jobs = trace(400, 11);
+        let schema = FeatureSchema::for_jobs(&jobs[..300]);
+        let x = batch_features(&jobs, &schema);
+        let y: Vec<f64> = jobs
+            .iter()
+            .map(|j| clamp_duration(j.duration.unwrap_or(1.0)).ln())
+            .collect();
+        let mut trainer = RuntimeTrainer::default();
+        trainer.params.n_trees = 30;
+        let rows: Vec<usize> = (0..300).collect();
+        let p = trainer.train(&schema, &x, &y, &rows).unwrap();
+        (Arc::new(p), jobs, x)
+    }
+
+    #[test]
+    fn answers_at_submit_equal_predict_before_it_and_the_batch_features() {
+        let (model, jobs, x) = fixture();
+        let d = model.schema.len();
+        let mut online = Arc::clone(&model).online(7);
+        let mut answered = 0;
+        for (at, i, kind) in events(&jobs) {
+            if kind == Kind::Submitted {
+                let query = JobQuery { job: &jobs[i], at };
+                let before = online.predict(&query).unwrap();
+                let issued = online.observe(&event(&jobs, i, kind, at)).unwrap().unwrap();
+                assert_eq!(issued, before, "job {i}");
+                // the online features are the batch replay's, bit for bit
+                let want = model.predict_log(&x[i * d..(i + 1) * d]).exp();
+                assert_eq!(issued.seconds.to_bits(), want.to_bits(), "job {i}");
+                assert_eq!(issued.model_version, 7);
+                assert_eq!(issued.calibration, IntervalSource::OnlineConformal);
+                assert!(issued.interval.contains(issued.seconds), "{issued:?}");
+                answered += 1;
+            } else {
+                assert!(online.observe(&event(&jobs, i, kind, at)).is_none());
+            }
+        }
+        assert_eq!(answered, jobs.len());
+    }
+
+    #[test]
+    fn finished_jobs_move_the_window_and_repeats_are_ignored() {
+        let (model, jobs, _) = fixture();
+        let mut online = Arc::clone(&model).online(1);
+        let seeded = online.window().len();
+        assert_eq!(seeded, model.calibration_residuals.len());
+        let j = &jobs[350];
+        let issued = online
+            .observe(&JobEvent::Submitted { job: j })
+            .unwrap()
+            .unwrap();
+        assert!(online.observe(&JobEvent::Submitted { job: j }).is_none());
+        let (alpha, offsets) = (online.window().alpha(), online.window().current_offsets());
+        // a run 50 times longer than predicted: a miss of the interval issued at submit
+        let finished = JobEvent::Finished {
+            job_id: &j.job_id,
+            at: j.submit_time + 1.0,
+            status: JobStatus::Completed,
+            duration: Some(issued.seconds * 50.0),
+        };
+        online.observe(&finished);
+        assert_eq!(online.window().len(), seeded + 1);
+        assert!(
+            online.window().alpha() < alpha,
+            "a miss lowers the working level"
+        );
+        assert_ne!(online.window().current_offsets(), offsets);
+        // a second finish, and a finish of a job never submitted, change nothing
+        let (len, alpha) = (online.window().len(), online.window().alpha());
+        online.observe(&finished);
+        online.observe(&JobEvent::Finished {
+            job_id: "never-submitted",
+            at: 0.0,
+            status: JobStatus::Failed,
+            duration: Some(10.0),
+        });
+        assert_eq!(
+            (online.window().len(), online.window().alpha()),
+            (len, alpha)
+        );
+    }
+
+    #[test]
+    fn without_calibration_residuals_the_static_interval_is_served() {
+        let (model, jobs, _) = fixture();
+        let mut bare = (*model).clone();
+        bare.calibration_residuals.clear();
+        let online = Arc::new(bare).online(2);
+        let a = online
+            .predict(&JobQuery {
+                job: &jobs[0],
+                at: jobs[0].submit_time,
+            })
+            .unwrap();
+        assert_eq!(a.calibration, IntervalSource::StaticConformal);
+        assert_eq!(a.interval.coverage, model.coverage);
+        let json = serde_json::to_value(a).unwrap();
+        assert_eq!(json["interval"], "static_conformal");
+        assert!(json["lower"].is_number() && json["upper"].is_number());
+    }
+}

@@ -1,0 +1,143 @@
+//! The fitted runtime model: a weighted ensemble of trees on ln seconds (some correcting a
+//! [`BaseMargin`]) with its split-conformal interval, and its batch and row predictions.
+
+use augur_features::FeatureSchema;
+use augur_models::{AnyModel, Matrix, Predict};
+use serde::{Deserialize, Serialize};
+
+use crate::calibration::ConformalWindow;
+use crate::PredictorError;
+
+/// A runtime prediction: point estimate and interval, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RuntimePrediction {
+    pub seconds: f64,
+    pub lower: f64,
+    pub upper: f64,
+    /// Nominal coverage of `[lower, upper]` (0.8 = 80%).
+    pub coverage: f64,
+}
+
+/// The starting point a member's trees correct: for each row, the first non-missing of a
+/// ranked list of history features (e.g. the median of the last 20 jobs of the same user ×
+/// requested time, then of the same user, ...), else a constant. Ranked on the training
+/// period by how well each feature alone predicts ln(duration).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaseMargin {
+    /// Feature columns, best first.
+    pub columns: Vec<usize>,
+    /// Used when every column is missing (the training median, ln seconds).
+    pub default: f64,
+}
+
+impl BaseMargin {
+    /// The base value of one row (ln seconds).
+    pub fn of(&self, row: &[f32]) -> f64 {
+        for &c in &self.columns {
+            if let Some(v) = row.get(c) {
+                if !v.is_nan() {
+                    return f64::from(*v);
+                }
+            }
+        }
+        self.default
+    }
+}
+
+/// One model of the ensemble: trees on ln seconds, optionally correcting a [`BaseMargin`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeMember {
+    /// What this member is, for reports ("gbdt", "gbdt on history median", ...).
+    pub name: String,
+    pub model: AnyModel,
+    pub margin: Option<BaseMargin>,
+    /// Weight in the ensemble (weights sum to 1).
+    pub weight: f64,
+}
+
+/// A trained runtime predictor: feature schema, a weighted ensemble of models on ln seconds,
+/// and the interval offsets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimePredictor {
+    pub schema: FeatureSchema,
+    pub members: Vec<RuntimeMember>,
+    /// Residual quantiles (ln space) added to the point estimate for the interval.
+    pub interval_log: (f64, f64),
+    pub coverage: f64,
+    /// The validation residuals (ln actual − ln predicted, most recent last) the interval
+    /// was calibrated on; they seed the online [`ConformalWindow`].
+    #[serde(default)]
+    pub calibration_residuals: Vec<f64>,
+}
+
+impl RuntimePredictor {
+    /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
+    pub fn predict_log(&self, features: &[f32]) -> f64 {
+        self.members
+            .iter()
+            .map(|m| {
+                let base = m.margin.as_ref().map_or(0.0, |b| b.of(features));
+                m.weight * (base + m.model.predict_row(features))
+            })
+            .sum()
+    }
+
+    /// Point estimates in ln seconds for every row of `x`.
+    pub fn predict_log_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+        let mut out = vec![0.0; x.rows()];
+        let mut tmp = vec![0.0; x.rows()];
+        for m in &self.members {
+            m.model.predict_into(x, &mut tmp)?;
+            for (i, (o, t)) in out.iter_mut().zip(&tmp).enumerate() {
+                let base = m.margin.as_ref().map_or(0.0, |b| b.of(x.row(i)));
+                *o += m.weight * (base + t);
+            }
+        }
+        Ok(out)
+    }
+
+    fn with_interval(&self, log: f64) -> RuntimePrediction {
+        RuntimePrediction {
+            seconds: log.exp(),
+            lower: (log + self.interval_log.0).exp(),
+            upper: (log + self.interval_log.1).exp(),
+            coverage: self.coverage,
+        }
+    }
+
+    /// Prediction from a feature row laid out by `self.schema`.
+    pub fn predict_row(&self, features: &[f32]) -> RuntimePrediction {
+        self.with_interval(self.predict_log(features))
+    }
+
+    /// The online [`ConformalWindow`] of `capacity` residuals for this predictor's
+    /// coverage, seeded with its calibration residuals.
+    pub fn conformal_window(&self, capacity: usize) -> ConformalWindow {
+        ConformalWindow::seeded(capacity, self.coverage, &self.calibration_residuals)
+    }
+
+    /// Predictions for every row of `x`.
+    pub fn predict_batch(&self, x: &Matrix) -> Result<Vec<RuntimePrediction>, PredictorError> {
+        Ok(self
+            .predict_log_batch(x)?
+            .into_iter()
+            .map(|l| self.with_interval(l))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_margin_falls_back_in_rank_order() {
+        let b = BaseMargin {
+            columns: vec![2, 0],
+            default: 7.0,
+        };
+        assert_eq!(b.of(&[1.0, 5.0, 3.0]), 3.0);
+        assert_eq!(b.of(&[1.0, 5.0, f32::NAN]), 1.0);
+        assert_eq!(b.of(&[f32::NAN, 5.0, f32::NAN]), 7.0);
+    }
+}

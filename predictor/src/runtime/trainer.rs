@@ -1,0 +1,328 @@
+//! Fitting a [`RuntimePredictor`]: two tree members (one on ln(duration), one correcting the
+//! best history median), blended and calibrated on the tail of the training period, then
+//! refitted on all of it.
+
+use augur_features::FeatureSchema;
+use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
+use augur_models::{AnyModel, Matrix, Predict, TrainSet};
+use serde::{Deserialize, Serialize};
+
+use super::predictor::{BaseMargin, RuntimeMember, RuntimePredictor};
+use crate::calibration::conformal::conformal_offsets;
+use crate::feature_rows::gather;
+use crate::metrics::quantile;
+use crate::PredictorError;
+
+/// How to train a [`RuntimePredictor`].
+///
+/// Two members are fitted: trees on ln(duration) directly, and trees correcting a
+/// [`BaseMargin`] (the best history median available for the job). Their blend weight is
+/// picked on a validation slice at the end of the training period (the last
+/// `valid_fraction` of it, by submit time), which also sets the number of trees (early
+/// stopping) and calibrates the interval (split-conformal on the validation residuals).
+/// With `refit`, both members are then refitted on the whole training period with that
+/// number of trees (+ the validation share), so the most recent jobs are learnt from too.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeTrainer {
+    pub params: GbdtParams,
+    /// Share at the end of the training period used for early stopping, blending and
+    /// interval calibration.
+    pub valid_fraction: f64,
+    /// Refit on the whole training period after validation.
+    pub refit: bool,
+    /// Interval coverage to calibrate for.
+    pub coverage: f64,
+}
+
+impl Default for RuntimeTrainer {
+    fn default() -> Self {
+        RuntimeTrainer {
+            params: GbdtParams {
+                objective: Objective::L1,
+                n_trees: 1000,
+                learning_rate: 0.1,
+                num_leaves: 63,
+                min_data_in_leaf: 40,
+                lambda_l2: 1.0,
+                subsample: 0.8,
+                colsample: 0.8,
+                early_stopping_rounds: 50,
+                ..Default::default()
+            },
+            valid_fraction: 0.15,
+            refit: true,
+            coverage: 0.8,
+        }
+    }
+}
+
+/// Ranks the `*:median20` history features of `schema` on `rows` of `x` by mean absolute
+/// error against `y_log`, keeping those available for at least 5% of the rows.
+fn rank_base_margin(
+    schema: &FeatureSchema,
+    x: &[f32],
+    y_log: &[f64],
+    rows: &[usize],
+) -> BaseMargin {
+    let d = schema.len();
+    let mut ranked: Vec<(f64, usize)> = schema
+        .names()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.ends_with(":median20"))
+        .filter_map(|(c, _)| {
+            let (mut err, mut n) = (0.0, 0usize);
+            for &r in rows {
+                let v = x[r * d + c];
+                if !v.is_nan() {
+                    err += (f64::from(v) - y_log[r]).abs();
+                    n += 1;
+                }
+            }
+            (n * 20 >= rows.len() && n > 0).then(|| (err / n as f64, c))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let ys: Vec<f64> = rows.iter().map(|&r| y_log[r]).collect();
+    BaseMargin {
+        columns: ranked.into_iter().map(|(_, c)| c).collect(),
+        default: quantile(&ys, 0.5),
+    }
+}
+
+/// Blend weight of member 1 (member 0 gets `1 − w`) minimising validation MAE, on a grid.
+fn best_blend(p0: &[f64], p1: &[f64], y: &[f64]) -> f64 {
+    let mae = |w: f64| -> f64 {
+        p0.iter()
+            .zip(p1)
+            .zip(y)
+            .map(|((a, b), t)| ((1.0 - w) * a + w * b - t).abs())
+            .sum::<f64>()
+    };
+    (0..=20)
+        .map(|k| f64::from(k) / 20.0)
+        .min_by(|a, b| mae(*a).total_cmp(&mae(*b)))
+        .unwrap_or(0.0)
+}
+
+/// Trees grown so far and the number planned, reported as training goes.
+struct TreeProgress<'p> {
+    report: &'p mut dyn FnMut(usize, usize),
+    done: usize,
+    planned: usize,
+}
+
+/// The training period cut into the part the members are fitted on and the validation
+/// slice after it, with the feature rows of each.
+struct Slices<'a> {
+    y_log: &'a [f64],
+    fit_rows: &'a [usize],
+    val_rows: &'a [usize],
+    fit: Matrix<'a>,
+    val: Matrix<'a>,
+}
+
+/// A member fitted on the fit rows: its model and its predictions on the validation slice.
+struct ValidatedMember {
+    name: &'static str,
+    margin: Option<BaseMargin>,
+    model: GbdtModel,
+    val_pred: Vec<f64>,
+}
+
+impl RuntimeTrainer {
+    /// Trains on `train_rows` (in submit order) of a feature matrix `x` (row-major,
+    /// `schema.len()` columns) with targets `y_log` (ln seconds, indexed like the rows of `x`).
+    pub fn train(
+        &self,
+        schema: &FeatureSchema,
+        x: &[f32],
+        y_log: &[f64],
+        train_rows: &[usize],
+    ) -> Result<RuntimePredictor, PredictorError> {
+        self.train_with_progress(schema, x, y_log, train_rows, &mut |_, _| {})
+    }
+
+    /// [`train`](Self::train), calling `progress(trees_done, max_trees)` as trees are grown
+    /// (over all members and refits; `max_trees` may shrink once early stopping has spoken).
+    pub fn train_with_progress(
+        &self,
+        schema: &FeatureSchema,
+        x: &[f32],
+        y_log: &[f64],
+        train_rows: &[usize],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<RuntimePredictor, PredictorError> {
+        let d = schema.len();
+        let n = train_rows.len();
+        if n < 100 {
+            return Err(PredictorError::not_enough(
+                "jobs with a known duration",
+                format!("{n} training jobs; at least 100 are needed"),
+            ));
+        }
+        if x.len() != y_log.len() * d {
+            return Err(PredictorError::FeatureShape {
+                values: x.len(),
+                jobs: y_log.len(),
+                features: d,
+            });
+        }
+        let n_val = (((n as f64) * self.valid_fraction) as usize).clamp(20, n / 2);
+        let (fit_rows, val_rows) = train_rows.split_at(n - n_val);
+        let margin = rank_base_margin(schema, x, y_log, fit_rows);
+        let fx = gather(x, d, fit_rows);
+        let vx = gather(x, d, val_rows);
+        let slices = Slices {
+            y_log,
+            fit_rows,
+            val_rows,
+            fit: Matrix::new(&fx, fit_rows.len(), d)?,
+            val: Matrix::new(&vx, val_rows.len(), d)?,
+        };
+        let vy: Vec<f64> = val_rows.iter().map(|&r| y_log[r]).collect();
+        let mut tp = TreeProgress {
+            report: progress,
+            done: 0,
+            planned: 2 * self.params.n_trees * if self.refit { 2 } else { 1 },
+        };
+        // member 0: trees on ln(duration); member 1: trees on ln(duration) − base margin
+        let plain = self.fit_member(None, &slices, &mut tp)?;
+        let corrected = self.fit_member(Some(&margin), &slices, &mut tp)?;
+        let w = best_blend(&plain.val_pred, &corrected.val_pred, &vy);
+        let resid: Vec<f64> = vy
+            .iter()
+            .zip(plain.val_pred.iter().zip(&corrected.val_pred))
+            .map(|(t, (a, b))| t - ((1.0 - w) * a + w * b))
+            .collect();
+        let interval_log = conformal_offsets(&resid, self.coverage);
+
+        // the whole training period, for the refits (gathered once for both members)
+        let all = if self.refit {
+            gather(x, d, train_rows)
+        } else {
+            Vec::new()
+        };
+        let mut members = Vec::new();
+        for (member, weight) in [(plain, 1.0 - w), (corrected, w)] {
+            if weight == 0.0 {
+                continue;
+            }
+            let model = if self.refit {
+                let am = Matrix::new(&all, n, d)?;
+                self.refit_member(&member, am, y_log, train_rows, &mut tp)?
+            } else {
+                member.model
+            };
+            members.push(RuntimeMember {
+                name: member.name.to_string(),
+                model: AnyModel::Gbdt(model),
+                margin: member.margin,
+                weight,
+            });
+        }
+        (tp.report)(tp.done, tp.done);
+        Ok(RuntimePredictor {
+            schema: schema.clone(),
+            members,
+            interval_log,
+            coverage: self.coverage,
+            calibration_residuals: resid,
+        })
+    }
+
+    /// Fits one member on the fit rows, early-stopped on the validation slice: trees on
+    /// ln(duration), or on ln(duration) − `margin` when given.
+    fn fit_member(
+        &self,
+        margin: Option<&BaseMargin>,
+        s: &Slices,
+        tp: &mut TreeProgress,
+    ) -> Result<ValidatedMember, PredictorError> {
+        let base = |m: &Matrix, i: usize| margin.map_or(0.0, |b| b.of(m.row(i)));
+        let target = |m: &Matrix, rows: &[usize], i: usize| -> f64 {
+            match margin {
+                Some(_) => s.y_log[rows[i]] - base(m, i),
+                None => s.y_log[rows[i]],
+            }
+        };
+        let fy: Vec<f64> = (0..s.fit_rows.len())
+            .map(|i| target(&s.fit, s.fit_rows, i))
+            .collect();
+        let vy: Vec<f64> = (0..s.val_rows.len())
+            .map(|i| target(&s.val, s.val_rows, i))
+            .collect();
+        let train = TrainSet::new(s.fit, &fy, None)?;
+        let valid = Validation { x: s.val, y: &vy };
+        let (offset, total) = (tp.done, tp.planned);
+        let report = &mut *tp.report;
+        let model = self
+            .params
+            .fit_with_progress(&train, Some(valid), &mut |k, _| report(offset + k, total))?;
+        tp.done = offset + model.n_trees();
+        tp.planned -= self.params.n_trees.saturating_sub(model.n_trees());
+        (tp.report)(tp.done, tp.planned);
+        let mut val_pred = vec![0.0; s.val_rows.len()];
+        model.predict_into(&s.val, &mut val_pred)?;
+        if margin.is_some() {
+            for (i, p) in val_pred.iter_mut().enumerate() {
+                *p += base(&s.val, i);
+            }
+        }
+        Ok(ValidatedMember {
+            name: if margin.is_some() {
+                "gbdt on history median"
+            } else {
+                "gbdt"
+            },
+            margin: margin.cloned(),
+            model,
+            val_pred,
+        })
+    }
+
+    /// Refits a member on the whole training period (`all`: its rows) with the number of
+    /// trees early stopping chose, grown by the validation share.
+    fn refit_member(
+        &self,
+        member: &ValidatedMember,
+        all: Matrix,
+        y_log: &[f64],
+        train_rows: &[usize],
+        tp: &mut TreeProgress,
+    ) -> Result<GbdtModel, PredictorError> {
+        let ay: Vec<f64> = (0..train_rows.len())
+            .map(|i| {
+                y_log[train_rows[i]] - member.margin.as_ref().map_or(0.0, |b| b.of(all.row(i)))
+            })
+            .collect();
+        let trees = ((member.model.n_trees() as f64) * (1.0 + self.valid_fraction)).ceil() as usize;
+        let params = GbdtParams {
+            n_trees: trees.max(1),
+            early_stopping_rounds: 0,
+            ..self.params.clone()
+        };
+        let (offset, total) = (tp.done, tp.planned.max(tp.done + params.n_trees));
+        let report = &mut *tp.report;
+        let m = params.fit_with_progress(&TrainSet::new(all, &ay, None)?, None, &mut |k, _| {
+            report(offset + k, total)
+        })?;
+        tp.done += m.n_trees();
+        (tp.report)(tp.done, tp.planned.max(tp.done));
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blend_weight_follows_the_better_member() {
+        let y = [1.0, 2.0, 3.0, 4.0];
+        let good = [1.0, 2.0, 3.0, 4.0];
+        let bad = [3.0, 0.0, 5.0, 1.0];
+        assert_eq!(best_blend(&bad, &good, &y), 1.0);
+        assert_eq!(best_blend(&good, &bad, &y), 0.0);
+    }
+}
