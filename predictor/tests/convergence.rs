@@ -19,13 +19,7 @@ fn trained() -> &'static (ConvergencePredictor, ConvergenceEvaluation) {
     static CELL: OnceLock<(ConvergencePredictor, ConvergenceEvaluation)> = OnceLock::new();
     CELL.get_or_init(|| {
         let runs = load_bundled_mlperf().expect("bundled MLPerf v1.0 data");
-        let data = ConvergenceData::split(&runs).expect("split");
-        let t = std::time::Instant::now();
-        let p = ConvergenceTrainer::default()
-            .train(&data.train)
-            .expect("training");
-        let eval = score_convergence(&data, &p, t.elapsed().as_secs_f64());
-        (p, eval)
+        train_and_evaluate_convergence(&runs, &ConvergenceTrainer::default()).expect("evaluation")
     })
 }
 

@@ -12,7 +12,7 @@ use augur_features::{
     FailureSchema, JobHandle,
 };
 use augur_predictor::failure::{
-    roc_auc, score_failure, FailureData, FailureMetrics, SvmScratch, METHOD_GBDT, METHOD_SVM,
+    roc_auc, train_and_evaluate_failure, FailureMetrics, SvmScratch, METHOD_GBDT, METHOD_SVM,
 };
 use augur_predictor::{
     evaluate_failure, FailureEvaluation, FailurePredictor, FailureTrainer, JobEvent, JobQuery,
@@ -160,10 +160,7 @@ fn row<'a>(eval: &'a FailureEvaluation, method: &str) -> &'a FailureMetrics {
 
 /// Trains the predictor on the shared split's training jobs and scores it on the test jobs.
 fn train_and_score(jobs: &[JobRecord]) -> (FailurePredictor, FailureEvaluation) {
-    let data = FailureData::new(jobs).unwrap();
-    let p = FailureTrainer::default().train(&data).unwrap();
-    let eval = score_failure(&data, &p);
-    (p, eval)
+    train_and_evaluate_failure(jobs, &FailureTrainer::default()).unwrap()
 }
 
 fn print_rows(eval: &FailureEvaluation) {

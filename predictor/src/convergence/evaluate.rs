@@ -157,11 +157,21 @@ pub fn evaluate_convergence(
     runs: &[ConvergenceRun],
     trainer: &ConvergenceTrainer,
 ) -> Result<ConvergenceEvaluation, PredictorError> {
+    train_and_evaluate_convergence(runs, trainer).map(|(_, eval)| eval)
+}
+
+/// The evaluation of [`evaluate_convergence`] and the predictor it trained (for `augur
+/// train`, which saves that predictor: one training, not two).
+pub fn train_and_evaluate_convergence(
+    runs: &[ConvergenceRun],
+    trainer: &ConvergenceTrainer,
+) -> Result<(ConvergencePredictor, ConvergenceEvaluation), PredictorError> {
     let data = ConvergenceData::split(runs)?;
     let t0 = std::time::Instant::now();
     let predictor = trainer.train(&data.train)?;
     let train_s = t0.elapsed().as_secs_f64();
-    Ok(score_convergence(&data, &predictor, train_s))
+    let eval = score_convergence(&data, &predictor, train_s);
+    Ok((predictor, eval))
 }
 
 /// The methods, in table order.

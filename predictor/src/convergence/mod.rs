@@ -58,9 +58,10 @@ pub use ensemble::{
     optimus_remaining_s, Crossing, CurveEnsemble, PLATEAU_THRESHOLD, PLATEAU_WINDOW,
 };
 pub use evaluate::{
-    evaluate_convergence, prefix_len, score_convergence, ConvergenceData, ConvergenceEvaluation,
-    ConvergenceMetrics, MethodScore, PrefixScores, TestCase, METHOD_AUGUR, METHOD_ENSEMBLE,
-    METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
+    evaluate_convergence, prefix_len, score_convergence, train_and_evaluate_convergence,
+    ConvergenceData, ConvergenceEvaluation, ConvergenceMetrics, MethodScore, PrefixScores,
+    TestCase, METHOD_AUGUR, METHOD_ENSEMBLE, METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR,
+    PREFIXES,
 };
 pub use features::FEATURE_NAMES;
 pub use final_metric::{

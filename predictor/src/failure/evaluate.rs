@@ -10,12 +10,12 @@ use augur_models::Predict;
 use serde::{Deserialize, Serialize};
 
 use super::svm::SvmScratch;
-use super::trainer::gather;
 use super::{
     FailureData, FailureModel, FailurePrediction, FailurePredictor, FailureTrainer, TrainingInfo,
     RECALL_AT_FPR,
 };
 use crate::evaluation::{Evaluation, MethodRow};
+use crate::feature_rows::gather;
 use crate::metrics::classification::{
     average_precision, brier, expected_calibration_error, recall_at_fpr, roc_auc, roc_auc_interval,
 };
@@ -99,9 +99,19 @@ pub fn evaluate_failure(
     jobs: &[JobRecord],
     trainer: &FailureTrainer,
 ) -> Result<FailureEvaluation, PredictorError> {
+    train_and_evaluate_failure(jobs, trainer).map(|(_, eval)| eval)
+}
+
+/// The evaluation of [`evaluate_failure`] and the predictor it trained (for `augur train`,
+/// which saves that predictor: one training, not two).
+pub fn train_and_evaluate_failure(
+    jobs: &[JobRecord],
+    trainer: &FailureTrainer,
+) -> Result<(FailurePredictor, FailureEvaluation), PredictorError> {
     let data = FailureData::new(jobs)?;
     let predictor = trainer.train(&data)?;
-    Ok(score_failure(&data, &predictor))
+    let eval = score_failure(&data, &predictor);
+    Ok((predictor, eval))
 }
 
 /// Rows and test probabilities of an evaluation, filled method by method.

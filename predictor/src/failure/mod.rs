@@ -53,8 +53,8 @@ pub use crate::metrics::classification::{
 };
 pub use data::FailureData;
 pub use evaluate::{
-    evaluate_failure, score_failure, FailureEvalRow, FailureEvaluation, FailureMetrics,
-    MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
+    evaluate_failure, score_failure, train_and_evaluate_failure, FailureEvalRow, FailureEvaluation,
+    FailureMetrics, MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
 };
 pub use online::{FailureAnswer, FailureOnline};
 pub use predictor::{FailurePrediction, FailurePredictor};

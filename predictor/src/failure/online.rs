@@ -2,7 +2,6 @@
 //! job by job (submits, and outcomes as jobs finish), and the answer issued at each job's
 //! submit.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -10,10 +9,11 @@ use augur_datasets::{JobRecord, JobStatus};
 use augur_features::{FailureFeatureState, JobHandle};
 use serde::Serialize;
 
-use super::svm::SvmScratch;
+use super::svm::with_svm_scratch;
 use super::{FailureModel, FailurePrediction, FailurePredictor};
 use crate::calibration::platt::Calibrator;
 use crate::contract::{JobEvent, JobQuery, OnlinePredictor};
+use crate::feature_rows::with_row_buffer;
 use crate::PredictorError;
 
 /// A failure prediction as served: a calibrated probability (no interval).
@@ -51,14 +51,6 @@ pub struct FailureOnline {
     model_version: u32,
     features: FailureFeatureState,
     jobs: HashMap<String, JobState>,
-    /// Feature buffer and SVM scratch of the submit path.
-    buf: Vec<f32>,
-    scratch: SvmScratch,
-}
-
-thread_local! {
-    /// Feature buffer and SVM scratch of predictions answered under a shared reference.
-    static SCRATCH: RefCell<(Vec<f32>, SvmScratch)> = RefCell::new((Vec::new(), SvmScratch::default()));
 }
 
 impl FailurePredictor {
@@ -69,8 +61,6 @@ impl FailurePredictor {
             model: self,
             model_version,
             jobs: HashMap::new(),
-            buf: Vec::new(),
-            scratch: SvmScratch::default(),
         }
     }
 }
@@ -107,14 +97,11 @@ impl FailureOnline {
         if self.jobs.get(&job.job_id).is_some_and(|j| j.submitted) {
             return None;
         }
-        let p = self.model.predict(
-            &mut self.features,
-            job,
-            job.submit_time,
-            &mut self.buf,
-            &mut self.scratch,
-        );
-        let answer = p.map(|p| self.answer(p));
+        let answer = with_row_buffer(self.model.schema.len(), |row| {
+            self.features.features_for(job, job.submit_time, row)?;
+            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
+            Ok(self.answer(p))
+        });
         let handle = self.features.observe_submit(job);
         let state = self.jobs.entry(job.job_id.clone()).or_default();
         state.submitted = true;
@@ -162,12 +149,10 @@ impl OnlinePredictor for FailureOnline {
     }
 
     fn predict(&self, query: &JobQuery<'_>) -> Result<FailureAnswer, PredictorError> {
-        SCRATCH.with(|cell| {
-            let mut guard = cell.borrow_mut();
-            let (buf, scratch) = &mut *guard;
-            buf.resize(self.model.schema.len(), 0.0);
-            self.features.features_at(query.job, query.at, buf)?;
-            Ok(self.answer(self.model.predict_row(buf, scratch)))
+        with_row_buffer(self.model.schema.len(), |row| {
+            self.features.features_at(query.job, query.at, row)?;
+            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
+            Ok(self.answer(p))
         })
     }
 }

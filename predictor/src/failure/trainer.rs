@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::svm::{fit_svm, svm_columns, KernelSvm, SvmScratch, SvmSettings};
 use super::{FailureData, FailureModel, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
 use crate::calibration::platt::Calibrator;
+use crate::feature_rows::gather;
 use crate::metrics::classification::roc_auc;
 use crate::PredictorError;
 
@@ -253,12 +254,4 @@ impl FailureTrainer {
         }
         Ok((g, s, y))
     }
-}
-
-pub(super) fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows.len() * d);
-    for &i in rows {
-        out.extend_from_slice(&x[i * d..(i + 1) * d]);
-    }
-    out
 }
