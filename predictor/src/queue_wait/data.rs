@@ -9,8 +9,7 @@ use augur_models::Matrix;
 
 use super::replay::{infer_capacity, replay_queue_features};
 use super::state::{QueueJob, ResourceKind, QUEUE_FEATURES};
-use super::trainer::QueueWaitTrainer;
-use crate::runtime::RuntimePredictor;
+use crate::runtime::{RuntimePredictor, RuntimeTrainer};
 use crate::PredictorError;
 
 /// The wait of a job, when known and sane.
@@ -36,12 +35,14 @@ pub struct QueueWaitData {
 }
 
 impl QueueWaitData {
-    /// Builds features for every job; everything learned (run times, capacity) comes from
-    /// `train_rows` (all jobs of the training period, in submit order).
+    /// Builds features for every job; everything learned (run times with `runtime_trainer`,
+    /// the capacity as the `capacity_quantile` of concurrent demand) comes from `train_rows`
+    /// (all jobs of the training period, in submit order).
     pub fn build(
         jobs: &[JobRecord],
         train_rows: &[usize],
-        trainer: &QueueWaitTrainer,
+        runtime_trainer: &RuntimeTrainer,
+        capacity_quantile: f64,
     ) -> Result<QueueWaitData, PredictorError> {
         let train_jobs: Vec<JobRecord> = train_rows.iter().map(|&i| jobs[i].clone()).collect();
         let schema = FeatureSchema::for_jobs(&train_jobs);
@@ -56,11 +57,11 @@ impl QueueWaitData {
             .copied()
             .filter(|&i| jobs[i].duration.is_some_and(f64::is_finite))
             .collect();
-        let runtime = trainer.runtime.train(&schema, &hx, &y_rt, &rt_rows)?;
+        let runtime = runtime_trainer.train(&schema, &hx, &y_rt, &rt_rows)?;
         let hm = Matrix::new(&hx, jobs.len(), h)?;
         let rt_pred = runtime.predict_batch(&hm)?;
         let resource = ResourceKind::for_jobs(&train_jobs);
-        let capacity = infer_capacity(jobs, train_rows, resource, trainer.capacity_quantile);
+        let capacity = infer_capacity(jobs, train_rows, resource, capacity_quantile);
         let queue_jobs: Vec<QueueJob> = jobs
             .iter()
             .zip(&rt_pred)

@@ -106,7 +106,12 @@ impl QueueWaitSplit {
             ));
         }
         Ok(QueueWaitSplit {
-            data: QueueWaitData::build(jobs, split.train(), trainer)?,
+            data: QueueWaitData::build(
+                jobs,
+                split.train(),
+                &trainer.runtime,
+                trainer.capacity_quantile,
+            )?,
             train_rows,
             test_rows,
         })

@@ -298,7 +298,8 @@ mod tests {
         let mut trainer = QueueWaitTrainer::default().with_trees(20);
         trainer.runtime.params.n_trees = 20;
         let train: Vec<usize> = (0..500).collect();
-        let data = QueueWaitData::build(&jobs, &train, &trainer).unwrap();
+        let data = QueueWaitData::build(&jobs, &train, &trainer.runtime, trainer.capacity_quantile)
+            .unwrap();
         let rows: Vec<usize> = train
             .iter()
             .copied()
