@@ -232,8 +232,8 @@ impl FailHistory {
         }
     }
 
-    /// Writes the [`FAILURE_KEY_FEATURES`] at `now`; `prior` is the cluster-wide failed share.
-    fn write(&mut self, now: f64, prior: f64, out: &mut [f32]) {
+    /// Drops the submits older than an hour before `now` (bounded memory).
+    fn prune(&mut self, now: f64) {
         while let Some(&t) = self.submits_1h.front() {
             if now - t > 3600.0 {
                 self.submits_1h.pop_front();
@@ -241,6 +241,17 @@ impl FailHistory {
                 break;
             }
         }
+    }
+
+    /// Writes the [`FAILURE_KEY_FEATURES`] at `now`; `prior` is the cluster-wide failed share.
+    /// The history is not changed: the submits [`FailHistory::prune`] at `now` would drop are
+    /// skipped (the same numbers as pruning first).
+    fn write_at(&self, now: f64, prior: f64, out: &mut [f32]) {
+        let stale = self
+            .submits_1h
+            .iter()
+            .take_while(|&&t| now - t > 3600.0)
+            .count();
         let nan = f32::NAN;
         out[0] = (self.n_labelled.min(COUNT_CAP) as f32).ln_1p();
         out[1] = ((self.n_failed as f64 + SHRINK_JOBS * prior)
@@ -255,7 +266,7 @@ impl FailHistory {
         out[5] = self
             .last_failure
             .map_or(nan, |t| ((now - t).clamp(0.0, AGE_CAP_S) as f32).ln_1p());
-        out[6] = (self.submits_1h.len() as f32).ln_1p();
+        out[6] = ((self.submits_1h.len() - stale) as f32).ln_1p();
     }
 }
 
@@ -308,13 +319,46 @@ impl FailureFeatureState {
     }
 
     /// Writes the features of `job`, about to be submitted at `now`, into `out`
-    /// ([`FailureSchema::len`] slots). Only what is known at `now` is used.
+    /// ([`FailureSchema::len`] slots). Only what is known at `now` is used. Drops what has
+    /// aged out of the job's keys' hour windows (bounded memory); see
+    /// [`FailureFeatureState::features_at`] for the read-only path.
     pub fn features_for(
         &mut self,
         job: &JobRecord,
         now: f64,
         out: &mut [f32],
     ) -> Result<(), FeatureError> {
+        self.check_len(out)?;
+        let b = self.schema.base.len();
+        self.base.features_for(job, now, &mut out[..b])?;
+        for (ki, kind) in self.schema.keys.iter().enumerate() {
+            if let Some(h) = kind
+                .key_of(job)
+                .and_then(|key| self.histories[ki].get_mut(&key))
+            {
+                h.prune(now);
+            }
+        }
+        self.write_failure_features(job, now, &mut out[b..]);
+        Ok(())
+    }
+
+    /// [`FailureFeatureState::features_for`] without changing the state (for predictions
+    /// answered concurrently): the same numbers as long as `now` does not go back in time.
+    pub fn features_at(
+        &self,
+        job: &JobRecord,
+        now: f64,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
+        self.check_len(out)?;
+        let b = self.schema.base.len();
+        self.base.features_at(job, now, &mut out[..b])?;
+        self.write_failure_features(job, now, &mut out[b..]);
+        Ok(())
+    }
+
+    fn check_len(&self, out: &[f32]) -> Result<(), FeatureError> {
         let want = self.schema.len();
         if out.len() != want {
             return Err(FeatureError::BufferSize {
@@ -322,21 +366,23 @@ impl FailureFeatureState {
                 want,
             });
         }
-        let b = self.schema.base.len();
-        self.base.features_for(job, now, &mut out[..b])?;
+        Ok(())
+    }
+
+    /// The failure histories' block of a feature row (after the runtime features).
+    fn write_failure_features(&self, job: &JobRecord, now: f64, out: &mut [f32]) {
         let prior = self.prior();
         let per = FAILURE_KEY_FEATURES.len();
         for (ki, kind) in self.schema.keys.iter().enumerate() {
-            let slot = &mut out[b + ki * per..b + (ki + 1) * per];
+            let slot = &mut out[ki * per..(ki + 1) * per];
             match kind.key_of(job) {
-                Some(key) => match self.histories[ki].get_mut(&key) {
-                    Some(h) => h.write(now, prior, slot),
-                    None => FailHistory::default().write(now, prior, slot),
+                Some(key) => match self.histories[ki].get(&key) {
+                    Some(h) => h.write_at(now, prior, slot),
+                    None => FailHistory::default().write_at(now, prior, slot),
                 },
                 None => slot.fill(f32::NAN),
             }
         }
-        Ok(())
     }
 
     /// Records that `job` was submitted (at `job.submit_time`); returns its handle for
@@ -482,5 +528,36 @@ mod tests {
         assert!((at(5, "fail_ewm") - 0.79).abs() < 1e-6);
         // the five earlier submits are all within the hour before t=200 (job 5 not yet)
         assert_eq!(at(5, "submits_1h"), 5f32.ln_1p());
+    }
+
+    #[test]
+    fn read_only_features_equal_the_pruning_path() {
+        let schema = FailureSchema {
+            base: FeatureSchema {
+                version: crate::FEATURE_SCHEMA_VERSION,
+                keys: vec![],
+                ratio: false,
+            },
+            keys: vec![FailKey::User],
+        };
+        let mut state = FailureFeatureState::new(schema.clone());
+        for t in [0.0, 100.0, 3000.0, 5000.0] {
+            let h = state.observe_submit(&job("a", t, t + 10.0, JobStatus::Failed));
+            state
+                .observe_finish(h, t + 10.0, Some(10.0), JobStatus::Failed)
+                .unwrap();
+        }
+        let probe = job("a", 6000.0, 6010.0, JobStatus::Unknown);
+        let d = schema.len();
+        let (mut read, mut pruned) = (vec![0f32; d], vec![0f32; d]);
+        state.features_at(&probe, 6000.0, &mut read).unwrap();
+        state.features_for(&probe, 6000.0, &mut pruned).unwrap();
+        // two submits are more than an hour old at t=6000: skipped, then dropped
+        let col = schema.index_of(FailKey::User, "submits_1h").unwrap();
+        assert_eq!(read[col], 2f32.ln_1p());
+        for (a, b) in read.iter().zip(&pruned) {
+            assert!((a.is_nan() && b.is_nan()) || a == b);
+        }
+        assert!(state.features_at(&probe, 6000.0, &mut [0.0; 3]).is_err());
     }
 }

@@ -6,9 +6,10 @@
 
 use std::time::Instant;
 
-use augur_datasets::TimeSplit;
-use augur_predictor::convergence::{load_bundled_mlperf, prefix_len, CurveEnsemble, PREFIXES};
-use augur_predictor::{ConvergencePredictor, ConvergenceTrainer};
+use augur_predictor::convergence::{
+    load_bundled_mlperf, prefix_len, ConvergenceData, CurveEnsemble, PREFIXES,
+};
+use augur_predictor::ConvergenceTrainer;
 
 fn percentile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -17,18 +18,11 @@ fn percentile(v: &mut [f64], q: f64) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs = load_bundled_mlperf()?;
-    let starts: Vec<f64> = runs.iter().map(|r| r.start_ms as f64).collect();
-    let split = TimeSplit::default_for(&starts);
-    let train: Vec<_> = split.train().iter().map(|&i| runs[i].clone()).collect();
-    let test: Vec<_> = split
-        .test()
-        .iter()
-        .map(|&i| runs[i].clone())
-        .filter(|r| !r.points.is_empty())
-        .collect();
+    let data = ConvergenceData::split(&runs)?;
+    let test: Vec<_> = data.test.iter().filter(|r| !r.points.is_empty()).collect();
 
     let t = Instant::now();
-    let predictor = ConvergencePredictor::train(&train, &ConvergenceTrainer::default())?;
+    let predictor = ConvergenceTrainer::default().train(&data.train)?;
     let train_s = t.elapsed().as_secs_f64();
 
     let mut predict_us = Vec::new();
@@ -54,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = predict_us.len();
     println!(
         "convergence · mlperf v1.0 · {} train runs, {} test prefixes",
-        train.len(),
+        data.train.len(),
         n
     );
     println!(

@@ -61,13 +61,16 @@ pub use calibration::{
 };
 pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{
-    evaluate_convergence, ConvergenceEvaluation, ConvergencePrediction, ConvergencePredictor,
-    ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+    evaluate_convergence, score_convergence, train_and_evaluate_convergence, ConvergenceAnswer,
+    ConvergenceData, ConvergenceEvaluation, ConvergenceOnline, ConvergencePrediction,
+    ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
 };
+pub use dag::{DagAnswer, DagOnline, DagPredictor, DagTrainer};
 pub use error::PredictorError;
 pub use evaluation::{Evaluation, MethodRow};
 pub use failure::{
-    evaluate_failure, Calibrator, FailureEvaluation, FailureModel, FailurePrediction,
+    evaluate_failure, score_failure, train_and_evaluate_failure, Calibrator, FailureAnswer,
+    FailureData, FailureEvaluation, FailureModel, FailureOnline, FailurePrediction,
     FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{

@@ -1,25 +1,34 @@
 //! Convergence predictor: each curve family recovers known parameters from a labelled
-//! synthetic curve; rising and falling metrics; bad input; the registry round trip; and the
+//! synthetic curve; rising and falling metrics; bad input; the online state fed job events;
+//! the registry round trip; and the
 //! evaluation on the real bundled MLPerf v1.0 curves, where Augur must beat both
 //! peers (asserted on the numbers this evaluation computes).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use augur_datasets::JobRecord;
 
 use augur_predictor::convergence::*;
 use augur_predictor::registry::Selector;
-use augur_predictor::{ModelRegistry, NewArtifact, PredictorError};
+use augur_predictor::{
+    JobEvent, JobQuery, ModelRegistry, NewArtifact, OnlinePredictor, PredictorError,
+};
 
-/// One shared evaluation on the real data (trains one predictor).
-fn evaluation() -> &'static ConvergenceEvaluation {
-    static CELL: OnceLock<ConvergenceEvaluation> = OnceLock::new();
+/// One shared predictor trained on the real data's training runs, and its evaluation.
+fn trained() -> &'static (ConvergencePredictor, ConvergenceEvaluation) {
+    static CELL: OnceLock<(ConvergencePredictor, ConvergenceEvaluation)> = OnceLock::new();
     CELL.get_or_init(|| {
         let runs = load_bundled_mlperf().expect("bundled MLPerf v1.0 data");
-        evaluate_convergence(&runs, &ConvergenceTrainer::default()).expect("evaluation")
+        train_and_evaluate_convergence(&runs, &ConvergenceTrainer::default()).expect("evaluation")
     })
 }
 
+fn evaluation() -> &'static ConvergenceEvaluation {
+    &trained().1
+}
+
 fn predictor() -> &'static ConvergencePredictor {
-    evaluation().predictor.as_ref().expect("trained predictor")
+    &trained().0
 }
 
 /// SYNTHETIC, labelled: a noise-free curve `y(k)` at k = 1..=n.
@@ -341,4 +350,171 @@ fn pollux_final_metric_extrapolation_runs_on_the_real_curves() {
         get("weighted ensemble") < get("last observed value"),
         "{half:?}"
     );
+}
+
+/// A running job's events as the service ingests them: a submit with its profile, a start,
+/// and its accuracy points in two batches (times on the events' clock).
+fn feed_run(online: &mut ConvergenceOnline, job: &JobRecord, start: f64, run: &ConvergenceRun) {
+    let points: Vec<augur_predictor::contract::MetricPoint> = run
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| augur_predictor::contract::MetricPoint {
+            step: i as u64,
+            loss: None,
+            accuracy: Some(p.value),
+            at: Some(start + p.wall_time_s),
+        })
+        .collect();
+    let (a, b) = points.split_at(points.len() / 2);
+    let events = [
+        JobEvent::Submitted { job },
+        JobEvent::Started {
+            job_id: &job.job_id,
+            at: start,
+        },
+        JobEvent::MetricPoints {
+            job_id: &job.job_id,
+            points: a,
+        },
+        JobEvent::MetricPoints {
+            job_id: &job.job_id,
+            points: b,
+        },
+    ];
+    for e in &events {
+        assert!(online.observe(e).is_none(), "{e:?}");
+    }
+}
+
+#[test]
+fn online_state_estimates_a_running_job_from_its_events() {
+    let (pred, eval) = trained();
+    let run = eval
+        .test_runs
+        .iter()
+        .find(|r| r.context.benchmark == "resnet" && r.points.len() >= 8)
+        .expect("a resnet test run");
+    let start = 1.7e9;
+    let job = JobRecord {
+        job_id: "train-1".into(),
+        submit_time: start - 30.0,
+        job_name: Some(run.context.benchmark.clone()),
+        num_gpus: run.context.accelerators.map(|a| a as f64),
+        gpu_type: run.context.accelerator_model.clone(),
+        ..JobRecord::default()
+    };
+    let mut online = Arc::new(pred.clone()).online(3);
+    feed_run(&mut online, &job, start, run);
+    let query = JobQuery {
+        job: &job,
+        at: start,
+    };
+    let answer = online.predict(&query).unwrap();
+    // the same estimate as the predictor's on the curve as the events told it
+    let points: Vec<MetricPoint> = run
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| MetricPoint {
+            wall_time_s: (start + p.wall_time_s) - start,
+            epoch: Some(i as f64),
+            samples: None,
+            value: p.value,
+        })
+        .collect();
+    let ctx = JobContext {
+        global_batch_size: None,
+        ..run.context.clone()
+    };
+    assert_eq!(answer.prediction, pred.predict(&ctx, &points).unwrap());
+    assert_eq!((answer.model_version, answer.metric), (3, "accuracy"));
+    assert_eq!(answer.points, run.points.len());
+    assert_eq!(answer.calibration, "binned_conformal");
+    let p = &answer.prediction;
+    assert_eq!(
+        (answer.interval.lower, answer.interval.upper),
+        (p.remaining_lower_s, p.remaining_upper_s)
+    );
+    assert_eq!(answer.interval.coverage, 0.8);
+    // what the service used to answer, plus the interval and its calibration
+    let json = serde_json::to_value(&answer).unwrap();
+    for key in [
+        "model_version",
+        "metric",
+        "points",
+        "remaining_s",
+        "basis",
+        "interval",
+    ] {
+        assert!(json.get(key).is_some(), "{key}: {json}");
+    }
+}
+
+#[test]
+fn online_state_refuses_jobs_it_cannot_read() {
+    let pred = Arc::new(predictor().clone());
+    let mut online = pred.online(1);
+    let job = |id: &str| JobRecord {
+        job_id: id.into(),
+        job_name: Some("resnet".into()),
+        ..JobRecord::default()
+    };
+    let ask = |online: &ConvergenceOnline, id: &str| {
+        online
+            .predict(&JobQuery {
+                job: &job(id),
+                at: 0.0,
+            })
+            .unwrap_err()
+    };
+    assert!(matches!(
+        ask(&online, "nobody"),
+        PredictorError::UnknownJob { .. }
+    ));
+    let point = |step: u64, at: Option<f64>| augur_predictor::contract::MetricPoint {
+        step,
+        loss: Some(1.0 / (step as f64 + 1.0)),
+        accuracy: None,
+        at,
+    };
+    // points but neither a submit nor a start: no clock to read them against
+    online.observe(&JobEvent::MetricPoints {
+        job_id: "orphan",
+        points: &[point(1, Some(10.0))],
+    });
+    assert!(matches!(
+        ask(&online, "orphan"),
+        PredictorError::NoStartTime { .. }
+    ));
+    // submitted, but no point has a time
+    let untimed = job("untimed");
+    online.observe(&JobEvent::Submitted { job: &untimed });
+    online.observe(&JobEvent::MetricPoints {
+        job_id: "untimed",
+        points: &[point(1, None), point(2, None)],
+    });
+    let err = ask(&online, "untimed");
+    assert!(
+        matches!(err, PredictorError::NoTimedPoints { metric: "loss", .. }),
+        "{err}"
+    );
+    // a long curve keeps only its latest points
+    let long = job("long");
+    online.observe(&JobEvent::Submitted { job: &long });
+    let pts: Vec<_> = (0..1500).map(|k| point(k, Some(k as f64))).collect();
+    for chunk in pts.chunks(700) {
+        online.observe(&JobEvent::MetricPoints {
+            job_id: "long",
+            points: chunk,
+        });
+    }
+    let answer = online
+        .predict(&JobQuery {
+            job: &long,
+            at: 0.0,
+        })
+        .unwrap();
+    assert_eq!(answer.points, KEEP_POINTS);
+    assert_eq!(answer.metric, "loss");
 }

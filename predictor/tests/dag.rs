@@ -1,10 +1,12 @@
 //! DAG job model: topological order and critical path on hand-built DAGs, cycles as clear
 //! errors, the GRU learning a sequence dependency a per-stage model cannot, seeded
-//! determinism, and a registry round trip.
+//! determinism, a registry round trip and the online state.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use augur_datasets::dag::{critical_path, DagJob, DagStage};
+use augur_datasets::JobRecord;
 use augur_models::gbdt::{GbdtParams, Objective};
 use augur_models::gru::{GruParams, Sequence};
 use augur_models::{Fit, Matrix, Predict, TrainSet};
@@ -13,7 +15,7 @@ use augur_predictor::dag::{
     STAGE_FEATURES,
 };
 use augur_predictor::registry::{ModelRegistry, NewArtifact};
-use augur_predictor::PredictorError;
+use augur_predictor::{JobEvent, JobQuery, OnlinePredictor, PredictorError};
 
 /// A hand-built job: stage `i` has `parents[i]`, kind `kinds[i]`, `durations[i]` seconds.
 fn job(id: &str, parents: &[&[usize]], kinds: &[&str], durations: &[f64]) -> DagJob {
@@ -319,12 +321,40 @@ fn predictor_trains_evaluates_and_round_trips_through_the_registry() {
     let (loaded, _): (DagPredictor, _) = reg.load_latest().unwrap();
     assert_eq!(loaded.predict(&jobs[0]).unwrap(), p);
 
+    // served online: the same prediction with the model version; events teach it nothing,
+    // and a job query (a profile, no stages) is refused with a clear error
+    let mut online = Arc::new(loaded).online(4);
+    let answer = online.predict_dag(&jobs[0]).unwrap();
+    assert_eq!(answer.model_version, 4);
+    assert_eq!(
+        (
+            answer.makespan_s,
+            answer.critical_path_s,
+            &answer.stage_seconds
+        ),
+        (p.makespan_s, p.critical_path_s, &p.stage_seconds)
+    );
+    let record = JobRecord {
+        job_id: "job0".into(),
+        ..JobRecord::default()
+    };
+    assert!(online
+        .observe(&JobEvent::Submitted { job: &record })
+        .is_none());
+    let err = online
+        .predict(&JobQuery {
+            job: &record,
+            at: 0.0,
+        })
+        .unwrap_err();
+    assert!(matches!(err, PredictorError::NoDagStages { .. }), "{err}");
+
     // grouped evaluation: every job predicted once, by models that never saw it
     let eval = evaluate_dag("synthetic", &jobs, &groups, &trainer, &mut |_, _| {}).unwrap();
     assert_eq!(eval.jobs, jobs.len());
     assert_eq!(eval.rows.len(), 6);
     let model_row = &eval.rows[eval.model_row];
-    assert!(model_row.makespan_mae_log < 0.3, "{model_row:?}");
+    assert!(model_row.metrics.makespan_mae_log < 0.3, "{model_row:?}");
     // a cyclic job in the evaluation set is an error naming it
     let mut bad = jobs.clone();
     bad[3].stages[0].parents = vec![bad[3].stages.len() - 1];

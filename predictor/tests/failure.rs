@@ -1,5 +1,8 @@
 //! The failure predictor on the bundled real traces: labels and censoring, calibration,
-//! skill above the base rate, online == batch features, and the registry round trip.
+//! skill above the base rate, online == batch features, the online state's answers, and the
+//! registry round trip.
+
+use std::sync::Arc;
 
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{JobRecord, JobStatus, ReadOptions, TimeSplit};
@@ -8,8 +11,13 @@ use augur_features::{
     batch_features, failure_batch_features, failure_label, FailKey, FailureFeatureState,
     FailureSchema, JobHandle,
 };
-use augur_predictor::failure::{roc_auc, SvmScratch, METHOD_GBDT, METHOD_SVM};
-use augur_predictor::{evaluate_failure, FailureTrainer, ModelRegistry, NewArtifact};
+use augur_predictor::failure::{
+    roc_auc, train_and_evaluate_failure, FailureMetrics, SvmScratch, METHOD_GBDT, METHOD_SVM,
+};
+use augur_predictor::{
+    evaluate_failure, FailureEvaluation, FailurePredictor, FailureTrainer, JobEvent, JobQuery,
+    ModelRegistry, NewArtifact, OnlinePredictor,
+};
 
 fn load(ds: Dataset) -> Vec<JobRecord> {
     let (table, _) = ds.load(&ReadOptions::default()).unwrap();
@@ -141,25 +149,37 @@ fn openb_online_failure_features_equal_batch() {
     assert!(with_history * 2 > jobs.len(), "{with_history}");
 }
 
-fn row<'a>(
-    eval: &'a augur_predictor::FailureEvaluation,
-    method: &str,
-) -> &'a augur_predictor::failure::FailureEvalRow {
-    eval.rows.iter().find(|r| r.method == method).unwrap()
+fn row<'a>(eval: &'a FailureEvaluation, method: &str) -> &'a FailureMetrics {
+    &eval
+        .rows
+        .iter()
+        .find(|r| r.method == method)
+        .unwrap()
+        .metrics
+}
+
+/// Trains the predictor on the shared split's training jobs and scores it on the test jobs.
+fn train_and_score(jobs: &[JobRecord]) -> (FailurePredictor, FailureEvaluation) {
+    train_and_evaluate_failure(jobs, &FailureTrainer::default()).unwrap()
+}
+
+fn print_rows(eval: &FailureEvaluation) {
+    for row in &eval.rows {
+        let r = &row.metrics;
+        eprintln!(
+            "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
+            row.method, r.roc_auc, r.roc_auc_95, r.pr_auc, r.recall_at_10fpr, r.brier, r.ece
+        );
+    }
 }
 
 #[test]
 fn models_beat_the_base_rate_on_openb() {
     let jobs = load(Dataset::Openb);
-    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
+    let (p, eval) = train_and_score(&jobs);
     // a calibration slice with both classes well represented: no cross-fitting
     assert!(!eval.training.cross_fitted);
-    for r in &eval.rows {
-        eprintln!(
-            "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
-            r.method, r.roc_auc, r.roc_auc_95, r.pr_auc, r.recall_at_10fpr, r.brier, r.ece
-        );
-    }
+    print_rows(&eval);
     eprintln!(
         "base train {:.3} test {:.3} served {:?} val {:?} cal {} / {}",
         eval.base_rate_train,
@@ -191,7 +211,6 @@ fn models_beat_the_base_rate_on_openb() {
             mp.method
         );
     }
-    let p = eval.predictor.as_ref().unwrap();
     let (g, s) = p.calibrators();
     for c in [g, s] {
         let mut prev = 0.0;
@@ -206,13 +225,8 @@ fn models_beat_the_base_rate_on_openb() {
 #[test]
 fn mlperf_rare_failures_evaluate() {
     let jobs = load(Dataset::Mlperf);
-    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
-    for r in &eval.rows {
-        eprintln!(
-            "{:<45} auc {:.3} {:?} pr {:.3} r@10 {:.3} brier {:.4} ece {:.3}",
-            r.method, r.roc_auc, r.roc_auc_95, r.pr_auc, r.recall_at_10fpr, r.brier, r.ece
-        );
-    }
+    let (p, eval) = train_and_score(&jobs);
+    print_rows(&eval);
     eprintln!(
         "base train {:.3} test {:.3} ({} failed) served {:?} val {:?}",
         eval.base_rate_train,
@@ -235,7 +249,6 @@ fn mlperf_rare_failures_evaluate() {
         eval.training
     );
     assert!(eval.training.calibration_jobs > eval.n_train / 2);
-    let p = eval.predictor.as_ref().unwrap();
     let (g, s) = p.calibrators();
     for c in [g, s] {
         if let augur_predictor::Calibrator::Platt { a, .. } = c {
@@ -254,8 +267,7 @@ fn mlperf_rare_failures_evaluate() {
 #[test]
 fn failure_predictor_registry_round_trip() {
     let jobs = load(Dataset::Openb);
-    let eval = evaluate_failure(&jobs, &FailureTrainer::default()).unwrap();
-    let p = eval.predictor.unwrap();
+    let (p, eval) = train_and_score(&jobs);
     let dir = tempfile::tempdir().unwrap();
     let reg = ModelRegistry::open(dir.path()).unwrap();
     let meta = reg
@@ -318,4 +330,116 @@ fn philly_joblog_statuses_map_to_failure_labels() {
     assert_eq!(label_of("application_1500000000000_0008"), Some(false)); // Pass, ended
                                                                          // Pass, but the last attempt has no end: still running, censored
     assert_eq!(label_of("application_1500000000000_0005"), None);
+}
+
+/// The online state fed the trace's events in the service's order (at each submit, first
+/// every end known by then, oldest first) issues at each submit exactly the prediction of
+/// the job's batch features; answers carry the model version and the served calibration.
+#[test]
+fn online_state_answers_at_submit_as_the_batch_features_predict() {
+    let jobs = load(Dataset::Openb);
+    let (p, _) = train_and_score(&jobs);
+    let x = failure_batch_features(&jobs, &p.schema);
+    let d = p.schema.len();
+    let p = Arc::new(p);
+    let mut online = Arc::clone(&p).online(7);
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        jobs[a]
+            .submit_time
+            .total_cmp(&jobs[b].submit_time)
+            .then(a.cmp(&b))
+    });
+    let mut running: Vec<(f64, usize)> = Vec::new();
+    let mut scratch = SvmScratch::default();
+    for &i in &order {
+        let now = jobs[i].submit_time;
+        running.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        while running.last().is_some_and(|r| r.0 <= now) {
+            let (end, j) = running.pop().unwrap();
+            let finished = JobEvent::Finished {
+                job_id: &jobs[j].job_id,
+                at: end,
+                status: jobs[j].status,
+                duration: jobs[j].duration,
+            };
+            assert!(online.observe(&finished).is_none());
+        }
+        // a query before the submit sees the same state the submit's answer is made from
+        let asked = online.predict(&JobQuery {
+            job: &jobs[i],
+            at: now,
+        });
+        let issued = online
+            .observe(&JobEvent::Submitted { job: &jobs[i] })
+            .unwrap()
+            .unwrap();
+        assert_eq!(asked.unwrap(), issued, "job {i}");
+        let want = p.predict_row(&x[i * d..(i + 1) * d], &mut scratch);
+        assert_eq!(issued.probability, want.probability, "job {i}");
+        assert_eq!(online.issued(&jobs[i].job_id), Some(&issued));
+        assert_eq!(issued.model_version, 7);
+        assert_eq!(issued.model, p.served.name());
+        assert!(["platt", "isotonic"].contains(&issued.calibration));
+        if let Some(end) = augur_features::finish_time(&jobs[i]) {
+            running.push((end, i));
+        }
+    }
+    // a second submit of a known job is ignored, not answered again
+    let again = JobEvent::Submitted {
+        job: &jobs[order[0]],
+    };
+    assert!(online.observe(&again).is_none());
+}
+
+/// A finish without a duration counts the time since the job's start; a second start and
+/// a second finish change nothing.
+#[test]
+fn online_state_takes_run_time_from_start_to_finish() {
+    let jobs = load(Dataset::Openb);
+    let (p, _) = train_and_score(&jobs);
+    let p = Arc::new(p);
+    let job = |id: &str, submit: f64| JobRecord {
+        job_id: id.to_string(),
+        submit_time: submit,
+        user: Some("u".into()),
+        ..jobs[0].clone()
+    };
+    let (a, b, c) = (job("a", 1e9), job("b", 1e9 + 10.0), job("c", 1e9 + 500.0));
+    // the same story told with the run time given, and with start and finish only
+    let feed = |with_duration: bool| {
+        let mut online = Arc::clone(&p).online(1);
+        online.observe(&JobEvent::Submitted { job: &a });
+        online.observe(&JobEvent::Submitted { job: &b });
+        online.observe(&JobEvent::Started {
+            job_id: "a",
+            at: 1e9 + 20.0,
+        });
+        online.observe(&JobEvent::Started {
+            job_id: "a",
+            at: 1e9 + 90.0,
+        });
+        for _ in 0..2 {
+            online.observe(&JobEvent::Finished {
+                job_id: "a",
+                at: 1e9 + 120.0,
+                status: JobStatus::Failed,
+                duration: with_duration.then_some(100.0),
+            });
+        }
+        online
+            .observe(&JobEvent::Submitted { job: &c })
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(feed(true), feed(false));
+    // the failure was learned: a fresh state without it answers differently
+    let mut fresh = Arc::clone(&p).online(1);
+    fresh.observe(&JobEvent::Submitted { job: &a });
+    fresh.observe(&JobEvent::Submitted { job: &b });
+    let without = fresh
+        .observe(&JobEvent::Submitted { job: &c })
+        .unwrap()
+        .unwrap();
+    assert_ne!(feed(true).probability, without.probability);
 }

@@ -119,10 +119,10 @@ pub fn failure_metrics(eval: &FailureEvaluation) -> BTreeMap<String, f64> {
         } else {
             continue;
         };
-        metrics.insert(format!("{tag} roc_auc"), r.roc_auc);
-        metrics.insert(format!("{tag} pr_auc"), r.pr_auc);
-        metrics.insert(format!("{tag} recall_at_10fpr"), r.recall_at_10fpr);
-        metrics.insert(format!("{tag} brier"), r.brier);
+        metrics.insert(format!("{tag} roc_auc"), r.metrics.roc_auc);
+        metrics.insert(format!("{tag} pr_auc"), r.metrics.pr_auc);
+        metrics.insert(format!("{tag} recall_at_10fpr"), r.metrics.recall_at_10fpr);
+        metrics.insert(format!("{tag} brier"), r.metrics.brier);
     }
     metrics.insert("base_rate_test".into(), eval.base_rate_test);
     metrics.insert("test_jobs".into(), eval.n_test as f64);
@@ -138,9 +138,9 @@ pub fn convergence_metrics(eval: &ConvergenceEvaluation) -> BTreeMap<String, f64
         for m in &s.methods {
             metrics.insert(
                 format!("{} median_rel_error@{:.0}%", m.method, s.prefix * 100.0),
-                m.median_rel_error,
+                m.metrics.median_rel_error,
             );
-            if let Some(c) = m.coverage {
+            if let Some(c) = m.metrics.coverage {
                 metrics.insert(
                     format!("{} coverage80@{:.0}%", m.method, s.prefix * 100.0),
                     c,

@@ -1,6 +1,9 @@
 //! Split-conformal margins per bin of the point prediction: a conformalised quantile band
 //! (CQR) whose widening depends on where the prediction lies, for bands that are too narrow
-//! in one part of the range and about right in another.
+//! in one part of the range and about right in another. Each bin's margin is the plain
+//! level-quantile of its scores, without the finite-sample correction of
+//! [`super::conformal::conformal_offset`] (the stored convergence models were calibrated
+//! so, and their intervals must not move).
 
 use augur_numeric::quantile;
 use serde::{Deserialize, Serialize};

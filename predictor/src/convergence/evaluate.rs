@@ -11,6 +11,7 @@ use super::ensemble::{optimus_remaining_s, Crossing};
 use super::{
     ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, Direction,
 };
+use crate::evaluation::MethodRow;
 use crate::PredictorError;
 
 /// The prefixes evaluated: shares of a test run's points.
@@ -23,8 +24,7 @@ pub fn prefix_len(n: usize, share: f64) -> usize {
 
 /// One method's result on one group at one prefix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MethodScore {
-    pub method: String,
+pub struct ConvergenceMetrics {
     /// Median |pred − actual| / actual of remaining wall time (no finite answer: 1.0).
     pub median_rel_error: f64,
     /// Quartiles of the relative error (for error bars).
@@ -35,6 +35,9 @@ pub struct MethodScore {
     /// Share of runs whose actual remaining time is inside the 80% interval (methods with one).
     pub coverage: Option<f64>,
 }
+
+/// A method's row of the convergence evaluation (one group, one prefix).
+pub type MethodScore = MethodRow<ConvergenceMetrics>;
 
 /// Scores of every method on one group (all runs, or one benchmark) at one prefix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,20 +86,18 @@ pub struct ConvergenceEvaluation {
     /// The test runs (not serialised).
     #[serde(skip)]
     pub test_runs: Vec<ConvergenceRun>,
-    /// The trained predictor (not serialised here; the registry stores it).
-    #[serde(skip)]
-    pub predictor: Option<ConvergencePredictor>,
 }
 
 impl ConvergenceEvaluation {
-    /// The score of `method` on `group` at `prefix`.
-    pub fn score(&self, group: &str, prefix: f64, method: &str) -> Option<&MethodScore> {
+    /// The metrics of `method` on `group` at `prefix`.
+    pub fn score(&self, group: &str, prefix: f64, method: &str) -> Option<&ConvergenceMetrics> {
         self.scores
             .iter()
             .find(|s| s.group == group && (s.prefix - prefix).abs() < 1e-9)?
             .methods
             .iter()
             .find(|m| m.method == method)
+            .map(|m| &m.metrics)
     }
 }
 
@@ -124,38 +125,53 @@ fn rel_error(pred: Option<f64>, actual: f64) -> Outcome {
     }
 }
 
-/// The evaluation on MLPerf runs: split by run start (the shared [`TimeSplit`], first 80%
-/// of successful runs train, the rest test), predict the remaining wall time to target from
-/// the first 25/50/75% of each test run's points.
+/// MLPerf runs split for the evaluation: the shared time-ordered split by run start (the
+/// first 80% train, the rest test, whole runs).
+#[derive(Debug, Clone)]
+pub struct ConvergenceData {
+    pub train: Vec<ConvergenceRun>,
+    pub test: Vec<ConvergenceRun>,
+}
+
+impl ConvergenceData {
+    /// Splits `runs` by run start; an error when no run is left to test.
+    pub fn split(runs: &[ConvergenceRun]) -> Result<ConvergenceData, PredictorError> {
+        let starts: Vec<f64> = runs.iter().map(|r| r.start_ms as f64).collect();
+        let split = TimeSplit::default_for(&starts);
+        let train: Vec<ConvergenceRun> = split.train().iter().map(|&i| runs[i].clone()).collect();
+        let test: Vec<ConvergenceRun> = split.test().iter().map(|&i| runs[i].clone()).collect();
+        if test.is_empty() {
+            return Err(PredictorError::not_enough(
+                "training curves",
+                "no test runs after the split",
+            ));
+        }
+        Ok(ConvergenceData { train, test })
+    }
+}
+
+/// The evaluation on MLPerf runs: split by run start ([`ConvergenceData::split`]), train on
+/// the first part, predict the remaining wall time to target from the first 25/50/75% of
+/// each test run's points.
 pub fn evaluate_convergence(
     runs: &[ConvergenceRun],
     trainer: &ConvergenceTrainer,
 ) -> Result<ConvergenceEvaluation, PredictorError> {
-    let (train, test) = split_runs(runs)?;
-    let t0 = std::time::Instant::now();
-    let predictor = trainer.train(&train)?;
-    let train_s = t0.elapsed().as_secs_f64();
-    let mut eval = score_convergence(&predictor, &train, test, train_s);
-    eval.predictor = Some(predictor);
-    Ok(eval)
+    train_and_evaluate_convergence(runs, trainer).map(|(_, eval)| eval)
 }
 
-/// The shared time-ordered split of `runs` by run start: (training runs, test runs); an
-/// error when no run is left to test.
-pub fn split_runs(
+/// The evaluation of [`evaluate_convergence`] and the predictor it trained (for `augur
+/// train`, which saves that predictor: one training, not two).
+pub fn train_and_evaluate_convergence(
     runs: &[ConvergenceRun],
-) -> Result<(Vec<ConvergenceRun>, Vec<ConvergenceRun>), PredictorError> {
-    let starts: Vec<f64> = runs.iter().map(|r| r.start_ms as f64).collect();
-    let split = TimeSplit::default_for(&starts);
-    let train: Vec<ConvergenceRun> = split.train().iter().map(|&i| runs[i].clone()).collect();
-    let test: Vec<ConvergenceRun> = split.test().iter().map(|&i| runs[i].clone()).collect();
-    if test.is_empty() {
-        return Err(PredictorError::not_enough(
-            "training curves",
-            "no test runs after the split",
-        ));
-    }
-    Ok((train, test))
+    trainer: &ConvergenceTrainer,
+) -> Result<(ConvergencePredictor, ConvergenceEvaluation), PredictorError> {
+    let data = ConvergenceData::split(runs)?;
+    let t0 = std::time::Instant::now();
+    let predictor = trainer.train(&data.train)?;
+    let train_s = t0.elapsed().as_secs_f64();
+    let eval = score_convergence(&data, &predictor, train_s);
+    Ok((predictor, eval))
 }
 
 /// The methods, in table order.
@@ -170,20 +186,26 @@ const METHODS: [&str; 5] = [
 /// Every method's outcome per test run: `[prefix][method]` = (benchmark, outcome) per run.
 type Outcomes = Vec<Vec<Vec<(String, Outcome)>>>;
 
-/// Scores a predictor trained on `train` (in `train_s` seconds) on the `test` runs (those
-/// with points), beside the ablations and peers.
+/// Scores a predictor trained on `data.train` (in `train_s` seconds) on the test runs with
+/// points, beside the ablations and peers (so `augur train` evaluates the model it saves
+/// without training twice).
 pub fn score_convergence(
+    data: &ConvergenceData,
     predictor: &ConvergencePredictor,
-    train: &[ConvergenceRun],
-    test: Vec<ConvergenceRun>,
     train_s: f64,
 ) -> ConvergenceEvaluation {
+    let train = &data.train;
     let peer_median = peer_medians(train);
     let mut outcomes: Outcomes = vec![vec![Vec::new(); METHODS.len()]; PREFIXES.len()];
     let mut cases = Vec::new();
     let mut predict_s = 0.0;
     let mut n_pred = 0usize;
-    let test: Vec<ConvergenceRun> = test.into_iter().filter(|r| !r.points.is_empty()).collect();
+    let test: Vec<ConvergenceRun> = data
+        .test
+        .iter()
+        .filter(|r| !r.points.is_empty())
+        .cloned()
+        .collect();
     for r in &test {
         for (pi, &share) in PREFIXES.iter().enumerate() {
             let k = prefix_len(r.points.len(), share);
@@ -221,7 +243,6 @@ pub fn score_convergence(
         predict_us: 1e6 * predict_s / n_pred.max(1) as f64,
         cases,
         test_runs: test,
-        predictor: None,
     }
 }
 
@@ -337,13 +358,13 @@ fn method_score(name: &str, os: &[Outcome]) -> MethodScore {
     let n = os.len().max(1) as f64;
     let cov: Vec<bool> = os.iter().filter_map(|o| o.covered).collect();
     let errs: Vec<f64> = os.iter().map(|o| o.err).collect();
-    MethodScore {
-        method: name.to_string(),
+    let metrics = ConvergenceMetrics {
         median_rel_error: median(&mut errs.clone()).unwrap_or(f64::NAN),
         q25_rel_error: quantile(&errs, 0.25),
         q75_rel_error: quantile(&errs, 0.75),
         answered: os.iter().filter(|o| o.answered).count() as f64 / n,
         coverage: (!cov.is_empty())
             .then(|| cov.iter().filter(|&&c| c).count() as f64 / cov.len() as f64),
-    }
+    };
+    MethodRow::new(name, metrics)
 }

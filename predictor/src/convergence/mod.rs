@@ -33,14 +33,17 @@
 //! (first 80% train, last 20% test, whole runs), the first 25/50/75% of a test run's points
 //! given, remaining wall time to target predicted; median relative error (a run without a
 //! finite answer counts 1.0) and 80% interval coverage, overall and per benchmark, beside
-//! the Optimus fit over wall time and the median time-to-train prior.
+//! the Optimus fit over wall time and the median time-to-train prior. [`ConvergenceOnline`]
+//! serves the predictor from a running job's events.
 
+mod artifact;
 mod curve;
 mod data;
 mod ensemble;
 mod evaluate;
 mod features;
 mod final_metric;
+mod online;
 mod predictor;
 mod prior;
 mod profile;
@@ -55,14 +58,16 @@ pub use ensemble::{
     optimus_remaining_s, Crossing, CurveEnsemble, PLATEAU_THRESHOLD, PLATEAU_WINDOW,
 };
 pub use evaluate::{
-    evaluate_convergence, prefix_len, score_convergence, split_runs, ConvergenceEvaluation,
-    MethodScore, PrefixScores, TestCase, METHOD_AUGUR, METHOD_ENSEMBLE, METHOD_OPTIMUS,
-    METHOD_PRIOR, METHOD_TRUNCATED_PRIOR, PREFIXES,
+    evaluate_convergence, prefix_len, score_convergence, train_and_evaluate_convergence,
+    ConvergenceData, ConvergenceEvaluation, ConvergenceMetrics, MethodScore, PrefixScores,
+    TestCase, METHOD_AUGUR, METHOD_ENSEMBLE, METHOD_OPTIMUS, METHOD_PRIOR, METHOD_TRUNCATED_PRIOR,
+    PREFIXES,
 };
 pub use features::FEATURE_NAMES;
 pub use final_metric::{
     evaluate_final_metric, load_bundled_pollux_curves, FinalMetricScores, ProgressCurve,
 };
+pub use online::{ConvergenceAnswer, ConvergenceOnline, KEEP_POINTS};
 pub use predictor::{
     ConvergenceBasis, ConvergencePrediction, ConvergencePredictor, CONVERGENCE_COVERAGE,
     CONVERGENCE_FEATURE_VERSION,

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use augur_datasets::dag::DagJob;
 use augur_models::Predict;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::baseline::StageMedians;
 use super::encoder::DagEncoder;
@@ -13,13 +13,13 @@ use super::folds::group_folds;
 use super::makespan::{actual_makespan_s, correction_row, stage_targets, MakespanCorrection};
 use super::trainer::{fit_correction, prepare};
 use super::{DagPredictor, DagTrainer};
+use crate::evaluation::{Evaluation, MethodRow};
 use crate::metrics::{mae_log, within2x};
 use crate::PredictorError;
 
-/// One method's row of the evaluation table.
-#[derive(Debug, Clone, Serialize)]
-pub struct DagEvalRow {
-    pub method: String,
+/// One method's metrics in the evaluation table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DagMetrics {
     pub makespan_mae_log: f64,
     pub makespan_within2x: f64,
     /// `None` for rows that share another row's stage predictions.
@@ -30,6 +30,9 @@ pub struct DagEvalRow {
     /// Prediction time per job (encoding + model + critical path), µs.
     pub predict_us: Option<f64>,
 }
+
+/// One method's row of the evaluation table.
+pub type DagEvalRow = MethodRow<DagMetrics>;
 
 /// Makespans of one test job.
 #[derive(Debug, Clone, Serialize)]
@@ -60,6 +63,13 @@ pub struct DagEvaluation {
     pub model_row: usize,
     /// GRU epochs trained per fold.
     pub gru_epochs: usize,
+}
+
+impl Evaluation for DagEvaluation {
+    type Metrics = DagMetrics;
+    fn rows(&self) -> &[DagEvalRow] {
+        &self.rows
+    }
 }
 
 const METHODS: [&str; 6] = [
@@ -194,15 +204,15 @@ impl Tally {
                     _ => None,
                 };
                 let (sp, sa) = (&self.stage_pred, &self.stage_actual);
-                DagEvalRow {
-                    method: METHODS[k].to_string(),
+                let metrics = DagMetrics {
                     makespan_mae_log: mae_log(&pred, &actual),
                     makespan_within2x: within2x(&pred, &actual),
                     stage_mae_log: stage.map(|s| mae_log(&sp[s], sa)),
                     stage_within2x: stage.map(|s| within2x(&sp[s], sa)),
                     train_s: Some(self.train_s[k] / folds as f64),
                     predict_us: Some(1e6 * self.predict_s[k] / n_jobs),
-                }
+                };
+                MethodRow::new(METHODS[k], metrics)
             })
             .collect()
     }

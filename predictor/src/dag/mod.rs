@@ -1,8 +1,8 @@
 //! Stage run times and makespans of DAG-structured jobs, predicted before the job runs.
 //!
 //! - **Encoding** ([`DagEncoder`]): the stages in topological order (ties by file index;
-//!   a cycle or an unknown parent is a [`PredictorError::Shape`] naming the job), each stage as a
-//!   row of its own features ([`STAGE_FEATURES`]: task count, executors and task waves,
+//!   a cycle or an unknown parent is a [`crate::PredictorError::DagShape`] naming the job),
+//!   each stage as a row of its own features ([`STAGE_FEATURES`]: task count, executors and task waves,
 //!   scale factor, depth/height, fan-in/fan-out, input bytes and cores where the data has
 //!   them, job size and depth, the training median of its kind) and a bag of hashed tokens
 //!   (the words of its operator/task kind, the workflow system and workflow name).
@@ -19,6 +19,8 @@
 //!   are assigned to folds by a seeded shuffle, and every job is predicted by the models
 //!   trained on the other folds. Metrics: `mae_log` and `within2x` (shared definitions,
 //!   durations clamped to ≥ 1 s) of the makespan and of the stage run times.
+//! - **Serving** ([`DagOnline`]): nothing is learned from job events; a DAG's makespan is
+//!   answered from its stages with the model version.
 
 mod artifact;
 mod baseline;
@@ -27,6 +29,7 @@ mod encoder;
 mod evaluate;
 mod folds;
 mod makespan;
+mod online;
 mod predictor;
 mod trainer;
 
@@ -35,11 +38,12 @@ use augur_datasets::split::clamp_duration;
 pub use baseline::StageMedians;
 pub use data::{load_tpch, load_wfcommons, DagDataset};
 pub use encoder::{name_words, token_bucket, DagEncoder, EncodedDag, STAGE_FEATURES};
-pub use evaluate::{evaluate_dag, DagEvalRow, DagEvaluation, DagJobResult};
+pub use evaluate::{evaluate_dag, DagEvalRow, DagEvaluation, DagJobResult, DagMetrics};
 pub use folds::group_folds;
 pub use makespan::{
     actual_makespan_s, critical_path_ordered, MakespanCorrection, CORRECTION_FEATURES,
 };
+pub use online::{DagAnswer, DagOnline};
 pub use predictor::{DagPrediction, DagPredictor};
 pub use trainer::DagTrainer;
 

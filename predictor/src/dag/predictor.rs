@@ -25,7 +25,7 @@ pub struct DagPrediction {
 /// The served DAG model: encoder + GRU over stages + makespan correction.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DagPredictor {
-    /// [`DAG_FEATURE_SCHEMA_VERSION`] at training.
+    /// [`super::DAG_FEATURE_SCHEMA_VERSION`] at training.
     pub schema_version: u32,
     /// What it was trained on (`tpch`, `wfcommons`, ...).
     pub dataset: String,

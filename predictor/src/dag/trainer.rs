@@ -13,7 +13,7 @@ use augur_models::{Fit, Matrix, Predict, TrainSet};
 use super::encoder::{with_base, DagEncoder, EncodedDag, STAGE_FEATURES};
 use super::folds::group_folds;
 use super::makespan::{actual_makespan_s, correction_row, stage_targets, MakespanCorrection};
-use super::{ln_s, DagPredictor, DAG_FEATURE_SCHEMA_VERSION};
+use super::{ln_s, DagDataset, DagPredictor, DAG_FEATURE_SCHEMA_VERSION};
 use crate::PredictorError;
 
 /// Training recipe of the DAG predictor and its baselines.
@@ -21,7 +21,7 @@ use crate::PredictorError;
 pub struct DagTrainer {
     pub gru: GruParams,
     pub gbdt: GbdtParams,
-    /// Folds of the grouped cross-validation in [`evaluate_dag`].
+    /// Folds of the grouped cross-validation in [`super::evaluate_dag`].
     pub folds: usize,
     /// Seed of the fold assignment.
     pub split_seed: u64,
@@ -114,6 +114,11 @@ impl DagTrainer {
         self.gru.epochs = epochs.max(1);
         self.min_steps = 0;
         self
+    }
+
+    /// Trains the served model on every job of `data` (see [`DagTrainer::fit`]).
+    pub fn train(&self, data: &DagDataset) -> Result<DagPredictor, PredictorError> {
+        self.fit(&data.name, &data.jobs, &data.groups)
     }
 
     /// Trains the served model on `jobs` (every stage must have a measured duration);

@@ -3,24 +3,27 @@
 
 use std::time::Instant;
 
-use augur_datasets::{JobRecord, TimeSplit};
+use augur_datasets::JobRecord;
 use augur_features::failure::FAILURE_KEY_FEATURES;
-use augur_features::{failure_batch_features, failure_label, FailKey, FailureSchema};
+use augur_features::{FailKey, FailureSchema};
 use augur_models::Predict;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::svm::SvmScratch;
-use super::trainer::{gather, TrainingInfo};
-use super::{FailureModel, FailurePrediction, FailurePredictor, FailureTrainer, RECALL_AT_FPR};
+use super::{
+    FailureData, FailureModel, FailurePrediction, FailurePredictor, FailureTrainer, TrainingInfo,
+    RECALL_AT_FPR,
+};
+use crate::evaluation::{Evaluation, MethodRow};
+use crate::feature_rows::gather;
 use crate::metrics::classification::{
     average_precision, brier, expected_calibration_error, recall_at_fpr, roc_auc, roc_auc_interval,
 };
 use crate::PredictorError;
 
 /// One method's metrics on the test jobs.
-#[derive(Debug, Clone, Serialize)]
-pub struct FailureEvalRow {
-    pub method: String,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureMetrics {
     pub roc_auc: f64,
     /// 95% bootstrap interval of the ROC-AUC.
     pub roc_auc_95: Option<(f64, f64)>,
@@ -35,6 +38,9 @@ pub struct FailureEvalRow {
     /// Per job, batch prediction from feature rows.
     pub predict_us: Option<f64>,
 }
+
+/// A row of the failure evaluation.
+pub type FailureEvalRow = MethodRow<FailureMetrics>;
 
 /// A method's test probabilities (for curves in reports).
 #[derive(Debug, Clone)]
@@ -73,9 +79,13 @@ pub struct FailureEvaluation {
     /// Each method's test probabilities, in the order of `rows`.
     #[serde(skip)]
     pub test_probs: Vec<MethodProbabilities>,
-    /// The trained predictor (for saving).
-    #[serde(skip)]
-    pub predictor: Option<FailurePredictor>,
+}
+
+impl Evaluation for FailureEvaluation {
+    type Metrics = FailureMetrics;
+    fn rows(&self) -> &[FailureEvalRow] {
+        &self.rows
+    }
 }
 
 /// Method names in evaluation tables.
@@ -83,79 +93,25 @@ pub const METHOD_BASE_RATE: &str = "base rate (training period)";
 pub const METHOD_SVM: &str = "augur svm (class-weighted, rbf)";
 pub const METHOD_GBDT: &str = "augur gbdt (log-loss)";
 
-/// A trace prepared for the failure evaluation: the shared time-ordered split (80/20 of all
-/// jobs by submit time), its labelled rows, and every job's failure features under the
-/// schema of the training period.
-#[derive(Debug, Clone)]
-pub struct FailureData<'a> {
-    pub jobs: &'a [JobRecord],
-    /// Labelled training / test jobs (indices into `jobs`, submit order).
-    pub train_rows: Vec<usize>,
-    pub test_rows: Vec<usize>,
-    /// Jobs without a known outcome.
-    pub n_censored: usize,
-    pub schema: FailureSchema,
-    /// [`failure_batch_features`] of every job, `schema.len()` values a row.
-    pub x: Vec<f32>,
-    /// Seconds the features took.
-    pub features_s: f64,
-}
-
-impl<'a> FailureData<'a> {
-    /// Splits `jobs` and computes their features; an error when either part holds no
-    /// labelled job.
-    pub fn new(jobs: &'a [JobRecord]) -> Result<FailureData<'a>, PredictorError> {
-        let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
-        let split = TimeSplit::default_for(&submit);
-        let labelled = |rows: &[usize]| -> Vec<usize> {
-            rows.iter()
-                .copied()
-                .filter(|&i| failure_label(jobs[i].status).is_some())
-                .collect()
-        };
-        let train_rows = labelled(split.train());
-        let test_rows = labelled(split.test());
-        let n_censored = jobs.len() - train_rows.len() - test_rows.len();
-        if test_rows.is_empty() || train_rows.is_empty() {
-            return Err(PredictorError::not_enough("jobs with a known outcome", format!(
-                "{} training and {} test jobs with a known outcome (status failed / completed / killed); {} jobs have none (censored or no status column)",
-                train_rows.len(),
-                test_rows.len(),
-                n_censored
-            )));
-        }
-        let train_jobs: Vec<JobRecord> = split.train().iter().map(|&i| jobs[i].clone()).collect();
-        let schema = FailureSchema::for_jobs(&train_jobs);
-        let t0 = Instant::now();
-        let x = failure_batch_features(jobs, &schema);
-        let features_s = t0.elapsed().as_secs_f64();
-        Ok(FailureData {
-            jobs,
-            train_rows,
-            test_rows,
-            n_censored,
-            schema,
-            x,
-            features_s,
-        })
-    }
-
-    fn label(&self, i: usize) -> bool {
-        failure_label(self.jobs[i].status).unwrap_or(false)
-    }
-}
-
 /// The shared protocol on `jobs`: time-ordered 80/20 split of all jobs by submit time; the
 /// labelled jobs of the first part train, those of the second are scored.
 pub fn evaluate_failure(
     jobs: &[JobRecord],
     trainer: &FailureTrainer,
 ) -> Result<FailureEvaluation, PredictorError> {
+    train_and_evaluate_failure(jobs, trainer).map(|(_, eval)| eval)
+}
+
+/// The evaluation of [`evaluate_failure`] and the predictor it trained (for `augur train`,
+/// which saves that predictor: one training, not two).
+pub fn train_and_evaluate_failure(
+    jobs: &[JobRecord],
+    trainer: &FailureTrainer,
+) -> Result<(FailurePredictor, FailureEvaluation), PredictorError> {
     let data = FailureData::new(jobs)?;
-    let (predictor, info) = trainer.train(&data.schema, &data.x, jobs, &data.train_rows)?;
-    let mut eval = score_failure(&data, &predictor, info);
-    eval.predictor = Some(predictor);
-    Ok(eval)
+    let predictor = trainer.train(&data)?;
+    let eval = score_failure(&data, &predictor);
+    Ok((predictor, eval))
 }
 
 /// Rows and test probabilities of an evaluation, filled method by method.
@@ -174,28 +130,24 @@ impl Scored {
         train_s: Option<f64>,
         predict_us: Option<f64>,
     ) {
-        self.rows.push(FailureEvalRow {
+        let metrics = FailureMetrics {
             roc_auc: roc_auc(&p, test_y),
             roc_auc_95: roc_auc_interval(&p, test_y, 300),
             pr_auc: average_precision(&p, test_y),
             recall_at_10fpr: recall_at_fpr(&p, test_y, RECALL_AT_FPR),
             brier: brier(&p, test_y),
             ece: expected_calibration_error(&p, test_y),
-            method: method.clone(),
             train_s,
             predict_us,
-        });
+        };
+        self.rows.push(MethodRow::new(method.clone(), metrics));
         self.probs.push(MethodProbabilities { method, probs: p });
     }
 }
 
-/// Scores a predictor trained on `data`'s training jobs (`info`: what its training
-/// measured) on the test jobs, beside the two baselines.
-pub fn score_failure(
-    data: &FailureData<'_>,
-    predictor: &FailurePredictor,
-    info: TrainingInfo,
-) -> FailureEvaluation {
+/// Scores a predictor trained on `data`'s training jobs on its test jobs, beside the two
+/// baselines (so `augur train` evaluates the model it saves without training twice).
+pub fn score_failure(data: &FailureData<'_>, predictor: &FailurePredictor) -> FailureEvaluation {
     let (train_rows, test_rows) = (&data.train_rows, &data.test_rows);
     let test_y: Vec<bool> = test_rows.iter().map(|&i| data.label(i)).collect();
     let base_rate_train =
@@ -204,7 +156,7 @@ pub fn score_failure(
     let base_rate_test = failed_test as f64 / test_y.len() as f64;
     let mut scored = Scored::default();
     push_baselines(&mut scored, data, &test_y, base_rate_train);
-    let raw_test_auc = push_models(&mut scored, data, predictor, &info, &test_y);
+    let raw_test_auc = push_models(&mut scored, data, predictor, &test_y);
     let (svm_sv, trees) = predictor.sizes();
     FailureEvaluation {
         raw_test_auc,
@@ -221,10 +173,9 @@ pub fn score_failure(
         svm_calibration: predictor.svm_calibration.describe(),
         svm_support_vectors: svm_sv,
         gbdt_trees: trees,
-        training: info,
+        training: predictor.training.clone(),
         test_labels: test_y,
         test_probs: scored.probs,
-        predictor: None,
     }
 }
 
@@ -268,9 +219,9 @@ fn push_models(
     scored: &mut Scored,
     data: &FailureData<'_>,
     predictor: &FailurePredictor,
-    info: &TrainingInfo,
     test_y: &[bool],
 ) -> (f64, f64) {
+    let info = &predictor.training;
     let d = data.schema.len();
     let n_test = data.test_rows.len();
     let tx = gather(&data.x, d, &data.test_rows);

@@ -19,23 +19,27 @@
 //! Both are fitted on the training period minus its last 20% (by submit time), and
 //! calibrated on that last 20% ([`Calibrator`]: Platt scaling, or isotonic regression when
 //! the slice has at least [`ISOTONIC_MIN_CLASS`] jobs of each class). When the slice holds
-//! fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class (MLPerf's newest 20% holds one failed
-//! run), no slope can be fitted on it: the calibrators then also get forward-chained
+//! fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class, no slope can be fitted on it: the
+//! calibrators then also get forward-chained
 //! out-of-fold scores of the later training period (each block scored by models fitted on
 //! everything before it). The served model is the one with the higher ROC-AUC on those
 //! out-of-sample scores.
 //!
-//! Labels ([`augur_features::failure_label`]): `failed` = 1; `completed` and `killed` = 0; `unknown` (still
-//! running or pending when the trace ended, or no status) is censored — never a label, in
-//! training or in evaluation; such jobs still count as submitted in the features.
+//! Labels ([`augur_features::failure_label`]): `failed` = 1; `completed` and `killed` = 0;
+//! `unknown` (still running or pending when the trace ended, or no status) is censored —
+//! never a label, in training or in evaluation; such jobs still count as submitted in the
+//! features.
 //!
-//! [`evaluate_failure`] runs the shared protocol (time-ordered 80/20 split of all jobs by
-//! submit time; the labelled ones train and test) with two trivial baselines: the training
-//! base rate, and the past failure rate of the job's user (or group, queue, cluster when the
-//! trace has no users).
+//! [`FailureTrainer::train`] fits on a [`FailureData`] (the shared time-ordered 80/20 split
+//! of all jobs by submit time; the labelled ones train and test); [`score_failure`] scores
+//! the fitted predictor on the test jobs beside two trivial baselines: the training base
+//! rate, and the past failure rate of the job's user (or group, queue, cluster when the
+//! trace has no users); [`evaluate_failure`] does both. [`FailureOnline`] serves it.
 
 mod artifact;
+mod data;
 mod evaluate;
+mod online;
 mod predictor;
 mod svm;
 mod trainer;
@@ -47,10 +51,12 @@ pub use crate::metrics::classification::{
     average_precision, brier, expected_calibration_error, pr_curve, recall_at_fpr, reliability,
     roc_auc, roc_auc_interval, roc_curve, ReliabilityBin,
 };
+pub use data::FailureData;
 pub use evaluate::{
-    evaluate_failure, FailureEvalRow, FailureEvaluation, MethodProbabilities, METHOD_BASE_RATE,
-    METHOD_GBDT, METHOD_SVM,
+    evaluate_failure, score_failure, train_and_evaluate_failure, FailureEvalRow, FailureEvaluation,
+    FailureMetrics, MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
 };
+pub use online::{FailureAnswer, FailureOnline};
 pub use predictor::{FailurePrediction, FailurePredictor};
 pub use svm::{KernelSvm, SvmScratch, SvmSettings};
 pub use trainer::{FailureTrainer, TrainingInfo};

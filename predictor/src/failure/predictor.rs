@@ -8,7 +8,7 @@ use augur_models::Predict;
 use serde::{Deserialize, Serialize};
 
 use super::svm::{KernelSvm, SvmScratch};
-use super::FailureModel;
+use super::{FailureModel, TrainingInfo};
 use crate::calibration::platt::Calibrator;
 use crate::PredictorError;
 
@@ -38,6 +38,9 @@ pub struct FailurePredictor {
     pub train_base_rate: f64,
     /// ROC-AUC of each model on the calibration slice (how `served` was chosen).
     pub validation_auc: (f64, f64),
+    /// What its training measured.
+    #[serde(default)]
+    pub training: TrainingInfo,
 }
 
 impl FailurePredictor {

@@ -1,6 +1,8 @@
 //! The failure predictor's class-weighted Gaussian-kernel SVM: fitted with `linfa-svm`'s SMO
 //! solver on a bounded row sample, then copied out and served in plain Rust ([`KernelSvm`]).
 
+use std::cell::RefCell;
+
 use augur_features::FailureSchema;
 use augur_models::preprocess::{PreprocessParams, Preprocessor};
 use augur_models::{Matrix, ModelError};
@@ -85,6 +87,19 @@ impl KernelSvm {
 pub struct SvmScratch {
     input: Vec<f32>,
     z: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<SvmScratch> = RefCell::new(SvmScratch::default());
+}
+
+/// Calls `f` with this thread's SVM scratch (a fresh one if the thread's is in use): online
+/// predictions under a shared borrow allocate nothing per prediction.
+pub(super) fn with_svm_scratch<T>(f: impl FnOnce(&mut SvmScratch) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut scratch),
+        Err(_) => f(&mut SvmScratch::default()),
+    })
 }
 
 /// The columns of a failure-feature row the SVM reads: the request features (the runtime

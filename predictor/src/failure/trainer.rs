@@ -8,11 +8,12 @@ use augur_datasets::JobRecord;
 use augur_features::{failure_label, FailureSchema};
 use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
 use augur_models::{Matrix, Predict, TrainSet};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::svm::{fit_svm, svm_columns, KernelSvm, SvmScratch, SvmSettings};
-use super::{FailureModel, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
+use super::{FailureData, FailureModel, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
 use crate::calibration::platt::Calibrator;
+use crate::feature_rows::gather;
 use crate::metrics::classification::roc_auc;
 use crate::PredictorError;
 
@@ -47,7 +48,7 @@ impl Default for FailureTrainer {
 }
 
 /// What training measured on the way (for reports and registry notes).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainingInfo {
     pub fit_jobs: usize,
     /// Jobs the calibrators were fitted on (and the served model chosen by).
@@ -62,15 +63,21 @@ pub struct TrainingInfo {
 }
 
 impl FailureTrainer {
-    /// Trains on the labelled jobs among `train_rows` (indices into `x`'s rows, in submit
-    /// order), `x` being [`augur_features::failure_batch_features`] of the whole trace under `schema`.
-    pub fn train(
+    /// Fits the predictor on `data`'s labelled training jobs.
+    pub fn train(&self, data: &FailureData<'_>) -> Result<FailurePredictor, PredictorError> {
+        self.train_rows(&data.schema, &data.x, data.jobs, &data.train_rows)
+    }
+
+    /// Fits on the labelled jobs among `train_rows` (indices into `x`'s rows, in submit
+    /// order), `x` being [`augur_features::failure_batch_features`] of the whole trace under
+    /// `schema`.
+    pub fn train_rows(
         &self,
         schema: &FailureSchema,
         x: &[f32],
         jobs: &[JobRecord],
         train_rows: &[usize],
-    ) -> Result<(FailurePredictor, TrainingInfo), PredictorError> {
+    ) -> Result<FailurePredictor, PredictorError> {
         let d = schema.len();
         let labelled: Vec<usize> = train_rows
             .iter()
@@ -149,19 +156,17 @@ impl FailureTrainer {
             svm_train_s,
             gbdt_train_s,
         };
-        Ok((
-            FailurePredictor {
-                schema: schema.clone(),
-                gbdt,
-                gbdt_calibration,
-                svm,
-                svm_calibration,
-                served,
-                train_base_rate,
-                validation_auc: (auc_s, auc_g),
-            },
-            info,
-        ))
+        Ok(FailurePredictor {
+            schema: schema.clone(),
+            gbdt,
+            gbdt_calibration,
+            svm,
+            svm_calibration,
+            served,
+            train_base_rate,
+            validation_auc: (auc_s, auc_g),
+            training: info,
+        })
     }
 }
 
@@ -249,12 +254,4 @@ impl FailureTrainer {
         }
         Ok((g, s, y))
     }
-}
-
-pub(super) fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows.len() * d);
-    for &i in rows {
-        out.extend_from_slice(&x[i * d..(i + 1) * d]);
-    }
-    out
 }

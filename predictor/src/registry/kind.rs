@@ -60,14 +60,6 @@ pub trait Artifact: Serialize + DeserializeOwned {
     fn feature_schema_version(&self) -> u32;
 }
 
-impl Artifact for crate::ConvergencePredictor {
-    const KIND: &'static str = "convergence";
-    const CURRENT_FEATURE_SCHEMA_VERSION: u32 = crate::convergence::CONVERGENCE_FEATURE_VERSION;
-    fn feature_schema_version(&self) -> u32 {
-        self.feature_version
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

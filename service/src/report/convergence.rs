@@ -39,14 +39,14 @@ fn cell(s: &PrefixScores, method: &str) -> String {
     s.methods
         .iter()
         .find(|m| m.method == method)
-        .map_or("-".into(), |m| format!("{:.3}", m.median_rel_error))
+        .map_or("-".into(), |m| format!("{:.3}", m.metrics.median_rel_error))
 }
 
 fn coverage_cell(s: &PrefixScores) -> String {
     s.methods
         .iter()
         .find(|m| m.method == METHOD_AUGUR)
-        .and_then(|m| m.coverage)
+        .and_then(|m| m.metrics.coverage)
         .map_or("-".into(), |c| format!("{:.1}%", 100.0 * c))
 }
 
@@ -377,7 +377,7 @@ fn plot_errors(area: &Area, eval: &ConvergenceEvaluation) -> anyhow::Result<()> 
         .scores
         .iter()
         .filter(|s| s.group == "all")
-        .flat_map(|s| s.methods.iter().map(|m| m.q75_rel_error))
+        .flat_map(|s| s.methods.iter().map(|m| m.metrics.q75_rel_error))
         .filter(|v| v.is_finite())
         .fold(1.0f64, f64::max)
         .min(3.0)

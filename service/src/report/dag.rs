@@ -49,12 +49,12 @@ pub fn table(eval: &DagEvaluation) -> String {
             s,
             "  {:<42} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
             r.method,
-            num(Some(r.makespan_mae_log), 3),
-            pct(Some(r.makespan_within2x)),
-            num(r.stage_mae_log, 3),
-            pct(r.stage_within2x),
-            num(r.train_s, 2),
-            num(r.predict_us, 1),
+            num(Some(r.metrics.makespan_mae_log), 3),
+            pct(Some(r.metrics.makespan_within2x)),
+            num(r.metrics.stage_mae_log, 3),
+            pct(r.metrics.stage_within2x),
+            num(r.metrics.train_s, 2),
+            num(r.metrics.predict_us, 1),
         );
     }
     let _ = writeln!(s, "  (mk = makespan; mae = mae_log; w2x = within2x)");
@@ -82,12 +82,12 @@ pub fn write_report(dir: &Path, eval: &DagEvaluation) -> anyhow::Result<PathBuf>
             md,
             "| {} | {} | {} | {} | {} | {} | {} |",
             r.method,
-            num(Some(r.makespan_mae_log), 3),
-            pct(Some(r.makespan_within2x)),
-            num(r.stage_mae_log, 3),
-            pct(r.stage_within2x),
-            num(r.train_s, 2),
-            num(r.predict_us, 1)
+            num(Some(r.metrics.makespan_mae_log), 3),
+            pct(Some(r.metrics.makespan_within2x)),
+            num(r.metrics.stage_mae_log, 3),
+            pct(r.metrics.stage_within2x),
+            num(r.metrics.train_s, 2),
+            num(r.metrics.predict_us, 1)
         );
     }
     let _ = writeln!(

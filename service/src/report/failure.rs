@@ -77,7 +77,8 @@ fn pct(v: f64) -> String {
 
 /// `0.91–0.97`, or `-`.
 fn interval(r: &FailureEvalRow) -> String {
-    r.roc_auc_95
+    r.metrics
+        .roc_auc_95
         .map_or("-".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}"))
 }
 
@@ -138,14 +139,14 @@ pub fn table(name: &str, eval: &FailureEvaluation) -> String {
             s,
             "  {:<44} {:>7} {:>11} {:>7} {:>10} {:>7} {:>6} {:>8} {:>10}",
             r.method,
-            num(r.roc_auc, 3),
+            num(r.metrics.roc_auc, 3),
             interval(r),
-            num(r.pr_auc, 3),
-            pct(r.recall_at_10fpr),
-            num(r.brier, 4),
-            num(r.ece, 3),
-            r.train_s.map_or("-".into(), |v| num(v, 2)),
-            r.predict_us.map_or("-".into(), |v| num(v, 2)),
+            num(r.metrics.pr_auc, 3),
+            pct(r.metrics.recall_at_10fpr),
+            num(r.metrics.brier, 4),
+            num(r.metrics.ece, 3),
+            r.metrics.train_s.map_or("-".into(), |v| num(v, 2)),
+            r.metrics.predict_us.map_or("-".into(), |v| num(v, 2)),
         );
     }
     let _ = writeln!(s, "{}", served_line(eval));
@@ -181,14 +182,14 @@ fn markdown(name: &str, eval: &FailureEvaluation) -> String {
             s,
             "| {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} |",
             r.method,
-            num(r.roc_auc, 3),
+            num(r.metrics.roc_auc, 3),
             interval(r),
-            num(r.pr_auc, 3),
-            100.0 * r.recall_at_10fpr,
-            num(r.brier, 4),
-            num(r.ece, 3),
-            r.train_s.map_or("-".into(), |v| num(v, 2)),
-            r.predict_us.map_or("-".into(), |v| num(v, 2)),
+            num(r.metrics.pr_auc, 3),
+            100.0 * r.metrics.recall_at_10fpr,
+            num(r.metrics.brier, 4),
+            num(r.metrics.ece, 3),
+            r.metrics.train_s.map_or("-".into(), |v| num(v, 2)),
+            r.metrics.predict_us.map_or("-".into(), |v| num(v, 2)),
         );
     }
     let _ = writeln!(
@@ -287,7 +288,11 @@ fn plot_roc(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(plot_err)?
-            .label(format!("{} (AUC {})", mp.method, num(row.roc_auc, 3)))
+            .label(format!(
+                "{} (AUC {})",
+                mp.method,
+                num(row.metrics.roc_auc, 3)
+            ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight, 14)
@@ -328,7 +333,7 @@ fn plot_pr(area: &Area, name: &str, eval: &FailureEvaluation) -> anyhow::Result<
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(plot_err)?
-            .label(format!("{} (AP {})", mp.method, num(row.pr_auc, 3)))
+            .label(format!("{} (AP {})", mp.method, num(row.metrics.pr_auc, 3)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     let pos = if base > 0.5 {

@@ -15,12 +15,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
-use augur_features::{FailureFeatureState, JobHandle};
 use augur_predictor::contract::MetricPoint as EventPoint;
 use augur_predictor::convergence::{
-    ConvergencePrediction, JobContext, MetricPoint as ConvergencePoint,
+    ConvergenceAnswer as ConvergenceOnlineAnswer, ConvergenceOnline, ConvergencePrediction,
 };
-use augur_predictor::failure::SvmScratch;
+use augur_predictor::failure::{FailureAnswer as FailureOnlineAnswer, FailureOnline};
 use augur_predictor::queue_wait::QueueWaitAnswer;
 use augur_predictor::runtime::{IntervalSource, RuntimeAnswer as RuntimeOnlineAnswer};
 use augur_predictor::{
@@ -116,9 +115,23 @@ pub struct FailureAnswer {
     pub probability: f64,
     /// Which model is served: `gbdt` or `svm`.
     pub model: &'static str,
+    /// The served model's calibration: `platt` or `isotonic`.
+    pub calibration: &'static str,
 }
 
-/// A convergence prediction as served (intervals are 80%).
+impl From<FailureOnlineAnswer> for FailureAnswer {
+    fn from(a: FailureOnlineAnswer) -> FailureAnswer {
+        FailureAnswer {
+            model_version: a.model_version,
+            probability: a.probability,
+            model: a.model,
+            calibration: a.calibration,
+        }
+    }
+}
+
+/// A convergence prediction as served: the remaining seconds' interval is
+/// `[remaining_lower_s, remaining_upper_s]` with nominal coverage `coverage`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ConvergenceAnswer {
     pub model_version: u32,
@@ -126,9 +139,27 @@ pub struct ConvergenceAnswer {
     pub metric: &'static str,
     /// Points used.
     pub points: usize,
+    /// Nominal coverage of the remaining-time interval.
+    pub coverage: f64,
+    /// What produced the interval: `binned_conformal` (the models' band on a known
+    /// benchmark) or `curve_spread` (the curve families' plateaus on an unknown one).
+    pub calibration: &'static str,
     #[serde(flatten)]
     #[schema(value_type = Object)]
     pub prediction: ConvergencePrediction,
+}
+
+impl From<ConvergenceOnlineAnswer> for ConvergenceAnswer {
+    fn from(a: ConvergenceOnlineAnswer) -> ConvergenceAnswer {
+        ConvergenceAnswer {
+            model_version: a.model_version,
+            metric: a.metric,
+            points: a.points,
+            coverage: a.interval.coverage,
+            calibration: a.calibration,
+            prediction: a.prediction,
+        }
+    }
 }
 
 /// Why a convergence prediction could not be made.
@@ -162,8 +193,6 @@ pub struct JobInfo {
     pub metric_points_total: u64,
     /// Events that did not fit the job's story (a second submit, a start after the finish).
     pub anomalies: Vec<String>,
-    #[serde(skip)]
-    fl_handle: Option<JobHandle>,
 }
 
 /// Metric points kept per job.
@@ -215,15 +244,16 @@ pub struct Online {
     runtime: Option<RuntimeOnline>,
     /// The served queue-wait predictor's online state.
     queue_wait: Option<QueueWaitOnline>,
-    fl_features: Option<FailureFeatureState>,
-    scratch: SvmScratch,
+    /// The served failure predictor's online state.
+    failure: Option<FailureOnline>,
+    /// The served convergence predictor's online state.
+    convergence: Option<ConvergenceOnline>,
     pub jobs: HashMap<String, JobInfo>,
     /// Latest event time seen (the service's notion of "now" on the events' clock).
     pub clock: Option<f64>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     pub counts: EventCounts,
-    buf: Vec<f32>,
 }
 
 impl Online {
@@ -237,10 +267,17 @@ impl Online {
             .queue_wait
             .as_ref()
             .map(|s| Arc::clone(&s.model).online(s.meta.version));
-        let fl_features = models.failure.as_ref().map(|s| s.model.new_state());
+        let failure = models
+            .failure
+            .as_ref()
+            .map(|s| Arc::clone(&s.model).online(s.meta.version));
+        let convergence = models
+            .convergence
+            .as_ref()
+            .map(|s| Arc::clone(&s.model).online(s.meta.version));
         Online {
-            fl_features,
-            scratch: SvmScratch::default(),
+            failure,
+            convergence,
             models,
             runtime,
             queue_wait,
@@ -249,7 +286,6 @@ impl Online {
             last_seq: 0,
             last_snapshot: None,
             counts: EventCounts::default(),
-            buf: Vec::new(),
         }
     }
 
@@ -299,7 +335,6 @@ impl Online {
                 metric_points: Vec::new(),
                 metric_points_total: 0,
                 anomalies: Vec::new(),
-                fl_handle: None,
             })
     }
 
@@ -399,6 +434,10 @@ impl Online {
             }
             Event::ClusterSnapshot(s) => JobEvent::Clock { at: s.at },
         };
+        if let Some(o) = self.convergence.as_mut() {
+            // the convergence state records curves and answers nothing at a submit
+            let _ = o.observe(&job_event);
+        }
         IssuedAtSubmit {
             runtime: self
                 .runtime
@@ -412,6 +451,12 @@ impl Online {
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
                 .map(WaitAnswer::from),
+            failure: self
+                .failure
+                .as_mut()
+                .and_then(|o| o.observe(&job_event))
+                .and_then(Result::ok)
+                .map(FailureAnswer::from),
         }
     }
 
@@ -432,12 +477,8 @@ impl Online {
             note(job, format!("second submit at {at} ignored"));
             return;
         }
-        let record = profile.to_record(job_id, at);
-        let failure = self.predict_failure_record(&record, at).ok();
-        let fl_handle = self.fl_features.as_mut().map(|s| s.observe_submit(&record));
         let job = self.job_entry(job_id);
-        job.failure_at_submit = failure;
-        job.fl_handle = fl_handle;
+        job.failure_at_submit = issued.failure;
         job.profile = Some(profile.clone());
         job.dag = dag.cloned();
         job.submitted_at = Some(at);
@@ -461,7 +502,6 @@ impl Online {
         job.status = Some(status);
         let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
         job.duration = dur;
-        let fl_handle = job.fl_handle.take();
         let actual_wait = job
             .started_at
             .zip(job.submitted_at)
@@ -475,9 +515,6 @@ impl Online {
             actual_wait,
             queue_wait: job.queue_wait_at_submit,
         };
-        if let (Some(h), Some(fs)) = (fl_handle, &mut self.fl_features) {
-            let _ = fs.observe_finish(h, at, dur, status.into());
-        }
         Some(outcome)
     }
 
@@ -508,32 +545,18 @@ impl Online {
 
     /// Failure probability for a job with `profile`, submitted at `at`.
     pub fn predict_failure(
-        &mut self,
+        &self,
         job_id: &str,
         profile: &JobProfile,
         at: f64,
     ) -> Result<FailureAnswer, PredictError> {
+        let online = self
+            .failure
+            .as_ref()
+            .ok_or(PredictError::NotAvailable("failure"))?;
         let record = profile.to_record(job_id, at);
-        self.predict_failure_record(&record, at)
-    }
-
-    fn predict_failure_record(
-        &mut self,
-        record: &JobRecord,
-        at: f64,
-    ) -> Result<FailureAnswer, PredictError> {
-        let (Some(served), Some(fs)) = (&self.models.failure, &mut self.fl_features) else {
-            return Err(PredictError::NotAvailable("failure"));
-        };
-        let p = served
-            .model
-            .predict(fs, record, at, &mut self.buf, &mut self.scratch)
-            .map_err(|e| PredictError::Internal(e.to_string()))?;
-        Ok(FailureAnswer {
-            model_version: served.meta.version,
-            probability: p.probability,
-            model: served.model.served.name(),
-        })
+        let answer = online.predict(&JobQuery { job: &record, at })?;
+        Ok(answer.into())
     }
 
     /// Convergence of an ingested running job from its metric points (accuracy when it
@@ -543,58 +566,16 @@ impl Online {
         &self,
         job_id: &str,
     ) -> Result<ConvergenceAnswer, ConvergenceFailure> {
-        let Some(served) = &self.models.convergence else {
-            return Err(ConvergenceFailure::Predict(PredictError::NotAvailable(
+        let online = self
+            .convergence
+            .as_ref()
+            .ok_or(ConvergenceFailure::Predict(PredictError::NotAvailable(
                 "convergence",
-            )));
-        };
-        let Some(job) = self.jobs.get(job_id) else {
-            return Err(ConvergenceFailure::Input(format!(
-                "no job `{job_id}` has been ingested"
-            )));
-        };
-        let Some(start) = job.started_at.or(job.submitted_at) else {
-            return Err(ConvergenceFailure::Input(format!(
-                "job `{job_id}` has no start or submit event"
-            )));
-        };
-        let use_accuracy = job.metric_points.iter().any(|p| p.accuracy.is_some());
-        let points: Vec<ConvergencePoint> = job
-            .metric_points
-            .iter()
-            .filter_map(|p| {
-                let value = if use_accuracy { p.accuracy } else { p.loss }?;
-                Some(ConvergencePoint {
-                    wall_time_s: p.at? - start,
-                    epoch: Some(p.step as f64),
-                    samples: None,
-                    value,
-                })
-            })
-            .collect();
-        if points.is_empty() {
-            return Err(ConvergenceFailure::Input(format!(
-                "job `{job_id}` has no metric points with a time (`at`) and a {}",
-                if use_accuracy { "accuracy" } else { "loss" }
-            )));
-        }
-        let profile = job.profile.clone().unwrap_or_default();
-        let ctx = JobContext {
-            benchmark: profile.job_name.unwrap_or_default(),
-            accelerators: profile.num_gpus.map(|g| g.round().max(0.0) as u64),
-            global_batch_size: None,
-            accelerator_model: profile.gpu_type,
-        };
-        let p = served
-            .model
-            .predict(&ctx, &points)
-            .map_err(|e| ConvergenceFailure::Input(e.to_string()))?;
-        Ok(ConvergenceAnswer {
-            model_version: served.meta.version,
-            metric: if use_accuracy { "accuracy" } else { "loss" },
-            points: points.len(),
-            prediction: p,
-        })
+            )))?;
+        online
+            .predict_job(job_id)
+            .map(ConvergenceAnswer::from)
+            .map_err(|e| ConvergenceFailure::Input(e.to_string()))
     }
 
     /// Queue-wait prediction for a job with `profile`, submitted at `at`, behind the
@@ -628,6 +609,7 @@ impl Online {
 struct IssuedAtSubmit {
     runtime: Option<RuntimeAnswer>,
     queue_wait: Option<WaitAnswer>,
+    failure: Option<FailureAnswer>,
 }
 
 /// A service metric point as the predictors' contract carries it.

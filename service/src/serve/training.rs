@@ -18,7 +18,7 @@ use augur_predictor::metrics::mae_log;
 use augur_predictor::queue_wait::{known_wait, replay_queue_features, QueueJob};
 use augur_predictor::registry::Selector;
 use augur_predictor::{
-    evaluate_convergence, evaluate_failure, train_and_evaluate_queue_wait,
+    train_and_evaluate_convergence, train_and_evaluate_failure, train_and_evaluate_queue_wait,
     train_and_evaluate_runtime, ArtifactMeta, ConvergencePredictor, FailurePredictor,
     ModelRegistry, QueueWaitPredictor, RegistryError, RuntimePredictor,
 };
@@ -427,14 +427,10 @@ pub fn train_failure_with(
     promotion: Promotion,
 ) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
     let trainer = trainers::failure(trees);
-    let mut eval = match evaluate_failure(jobs, &trainer) {
+    let (predictor, eval) = match train_and_evaluate_failure(jobs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the failure evaluation returned no trained predictor")?;
     let metrics = failure_metrics(&eval);
     let decision = decide(
         registry,
@@ -489,14 +485,10 @@ pub fn train_convergence(
         Err(e) => return Ok(Err(e.to_string())),
     };
     let trainer = trainers::convergence(trees);
-    let mut eval = match evaluate_convergence(&runs, &trainer) {
+    let (predictor, eval) = match train_and_evaluate_convergence(&runs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the convergence evaluation returned no trained predictor")?;
     let metrics = convergence_metrics(&eval);
     let notes = notes(&trainer.trees.to_string(), eval.n_test_runs);
     let meta = save_artifact(

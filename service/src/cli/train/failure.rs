@@ -4,8 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
-use augur_predictor::{evaluate_failure, PredictorError};
+use augur_predictor::{train_and_evaluate_failure, PredictorError};
 
 use super::{print_saved_json, trace_and_registry};
 use crate::cli::evaluate::failure::no_labels_reason;
@@ -18,18 +17,14 @@ use crate::trainers;
 /// `augur train --task failure`.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let (name, jobs, registry) = trace_and_registry(args)?;
-    let mut eval =
-        evaluate_failure(&jobs, &trainers::failure(args.trees)).map_err(|e| match &e {
+    let (predictor, eval) = train_and_evaluate_failure(&jobs, &trainers::failure(args.trees))
+        .map_err(|e| match &e {
             PredictorError::NotEnoughData { .. } => anyhow::anyhow!(
                 "cannot train the failure predictor on {name}: {}",
                 no_labels_reason(&name, &jobs, &e)
             ),
             _ => anyhow::Error::new(e).context(format!("training on {name}")),
         })?;
-    let predictor = eval
-        .predictor
-        .take()
-        .context("the evaluation returned no trained predictor")?;
     let metrics = failure_metrics(&eval);
     let mut notes = BTreeMap::new();
     notes.insert("served".to_string(), eval.served.name().to_string());

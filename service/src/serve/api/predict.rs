@@ -198,17 +198,17 @@ fn predict_profiles<T: Serialize>(
     req: PredictRequest,
     kind: &'static str,
     version: impl Fn(&Online) -> Option<u32>,
-    predict: impl Fn(&mut Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
+    predict: impl Fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
 ) -> Result<Json<Predictions<T>>, ApiError> {
     let started = Instant::now();
     let (single, jobs) = request_jobs(req, state.config.max_batch)?;
     let (version, preds) = {
-        let mut o = state.online();
+        let o = state.online();
         let version = version(&o);
         let mut preds = Vec::with_capacity(jobs.len());
         for (path, j) in &jobs {
             let r = resolve(&o, path, j)?;
-            preds.push(predict(&mut o, &r.id, &r.profile, r.at).map_err(predict_error)?);
+            preds.push(predict(&o, &r.id, &r.profile, r.at).map_err(predict_error)?);
         }
         (version, preds)
     };
@@ -236,7 +236,7 @@ pub async fn predict_runtime(
         req,
         "runtime",
         |o| o.models.runtime.as_ref().map(|s| s.meta.version),
-        |o: &mut Online, id: &str, p: &JobProfile, at: f64| o.predict_runtime(id, p, at),
+        Online::predict_runtime,
     )
 }
 
@@ -261,7 +261,7 @@ pub async fn predict_queue_wait(
         req,
         "queue_wait",
         |o| o.models.queue_wait.as_ref().map(|s| s.meta.version),
-        |o: &mut Online, id: &str, p: &JobProfile, at: f64| o.predict_wait(id, p, at),
+        Online::predict_wait,
     )
 }
 
