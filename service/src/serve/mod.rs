@@ -24,6 +24,7 @@ pub mod live;
 pub mod metrics;
 pub mod online;
 pub mod openapi;
+pub mod process_metrics;
 pub mod retrain;
 pub mod routes;
 mod run;
