@@ -152,9 +152,9 @@ const SET_WORKERS_IDLE: &str =
     r#"augur_controller_actions_total{action="set_workers",reason="idle_gpus",outcome="#;
 
 #[test]
-fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
+fn serve_with_the_kubernetes_backend_leads_ingests_scales_and_writes_predictions_back() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let api = rt.block_on(FakeApi::start(&[]));
+    let api = rt.block_on(FakeApi::start(&[EVENTS]));
     seed(&api);
     let dir = tempfile::tempdir().unwrap();
     let (_server, addr) = start(&api, dir.path(), &[]);
@@ -184,15 +184,74 @@ fn serve_with_the_kubernetes_backend_leads_ingests_and_scales_through_scale() {
         job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
         json!(replicas)
     );
-    // nothing but /scale and the lease was written
+    // the scaling decision is an Event on the job (kubectl describe)
+    let event = wait_for("the decision's Event", 60, || {
+        api.list(EVENTS)
+            .into_iter()
+            .find(|e| e["involvedObject"]["name"] == "a")
+    });
+    assert_eq!(event["reason"], "AugurScaled", "{event}");
+    assert_eq!(event["involvedObject"]["kind"], "PyTorchJob");
+    assert!(
+        event["message"].as_str().unwrap().contains("idle_gpus"),
+        "{event}"
+    );
+    // the predictions are annotations on the running job
+    let annotations = wait_for("predictions written onto ml/a", 60, || {
+        let a = api.get(JOBS, "ml", "a")?["metadata"]["annotations"].clone();
+        a.get("predicted.augur.dev/runtime-s")
+            .is_some()
+            .then_some(a)
+    });
+    let runtime: f64 = annotations["predicted.augur.dev/runtime-s"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(runtime > 0.0, "{annotations}");
+    assert!(
+        annotations["predicted.augur.dev/eta"].is_string(),
+        "{annotations}"
+    );
+    assert!(
+        annotations["predicted.augur.dev/model-versions"]
+            .as_str()
+            .unwrap()
+            .starts_with("runtime="),
+        "{annotations}"
+    );
+    // the user's own annotation is kept
+    assert_eq!(annotations["augur.dev/predicted-runtime-s"], "72000");
+    // nothing but /scale, the lease, annotations and Events was written
     for r in api.requests() {
-        if r.method != "GET" {
-            assert!(
-                r.path.ends_with("/scale") || r.path.contains("/leases"),
+        match r.method.as_str() {
+            "GET" => {}
+            "PATCH" if r.path.ends_with("/scale") => {}
+            "PATCH" => {
+                let body = r.body.as_ref().unwrap();
+                assert_eq!(
+                    body.as_object().unwrap().keys().collect::<Vec<_>>(),
+                    ["metadata"],
+                    "{} {body}",
+                    r.path
+                );
+                assert_eq!(
+                    body["metadata"]
+                        .as_object()
+                        .unwrap()
+                        .keys()
+                        .collect::<Vec<_>>(),
+                    ["annotations"],
+                    "{} {body}",
+                    r.path
+                );
+            }
+            _ => assert!(
+                r.path.contains("/leases") || r.path.ends_with("/events"),
                 "{} {}",
                 r.method,
                 r.path
-            );
+            ),
         }
     }
 

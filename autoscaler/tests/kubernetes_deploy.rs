@@ -84,7 +84,7 @@ fn every_overlay_renders_and_passes_strict_schema_validation() {
 }
 
 #[test]
-fn rbac_reads_what_is_watched_and_writes_only_scale_and_the_lease() {
+fn rbac_reads_what_is_watched_and_writes_scale_annotations_events_and_the_lease() {
     let docs = render("overlays/single");
     let cr = find(&docs, "ClusterRole", "augur-controller");
     let mut writes = BTreeSet::new();
@@ -106,7 +106,12 @@ fn rbac_reads_what_is_watched_and_writes_only_scale_and_the_lease() {
     }
     assert_eq!(
         writes.into_iter().collect::<Vec<_>>(),
-        vec!["patch kubeflow.org/pytorchjobs/scale"]
+        vec![
+            "create /events",
+            "patch kubeflow.org/pytorchjobs",
+            "patch kubeflow.org/pytorchjobs/scale",
+            "patch kueue.x-k8s.io/workloads",
+        ]
     );
     for r in [
         "/nodes",

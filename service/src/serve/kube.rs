@@ -17,6 +17,9 @@
 //!   outcomes), `POST /v1/autoscaler/pause|resume|dry-run` and the `/metrics` controller and
 //!   cluster gauges describe and steer this cluster. `--dry-run` starts the loop in dry-run
 //!   (decide and log, never patch) until `POST /v1/autoscaler/dry-run {"enabled": false}`.
+//! - The leader writes each job's predictions onto its `PyTorchJob` and Kueue `Workload` as
+//!   annotations every [`RECONCILE_EVERY`], and an Event for each scaling decision carried out
+//!   ([`super::writeback`]); nothing in dry-run.
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
 //!   are `namespace/name`), so predictions learn from the live cluster; the runtime predicted
@@ -41,7 +44,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::config::Backend;
 use super::events::{self, Event, FinishStatus, JobProfile};
 use super::live::{publish, Counted, Driven, KubeLoop};
-use super::AppState;
+use super::{writeback, AppState};
 
 /// Wall time between two ticks of the loop (each reads the watch caches; no API request).
 pub const TICK: Duration = Duration::from_secs(1);
@@ -200,6 +203,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Instant::now();
     let mut last_snapshot = f64::NEG_INFINITY;
+    let mut last_writeback: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -213,6 +217,13 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         last = now;
         if !control(&state, wall, &mut counted).await {
             break;
+        }
+        if last_writeback.is_none_or(|t| now.duration_since(t) >= RECONCILE_EVERY) {
+            last_writeback = Some(now);
+            if let Some(Driven::Kube(l)) = state.ext.live.running.lock().await.as_mut() {
+                let dry_run = l.dry_run();
+                writeback::write_predictions(&state, l.backend_mut(), dry_run).await;
+            }
         }
         let batch = store_events(&mut rx, &mut last_snapshot);
         if !batch.is_empty() {
@@ -307,6 +318,13 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
     // lifecycle events come through the sink (with the jobs' names), see `store_events`
     l.advance(wall);
     let report = l.control().await;
+    let carried_out: Vec<_> = l
+        .decisions()
+        .rev()
+        .take(report.decisions)
+        .cloned()
+        .collect();
+    writeback::post_decision_events(l.backend(), &carried_out).await;
     if let Some(e) = &report.error {
         tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
     }

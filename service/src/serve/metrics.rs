@@ -100,6 +100,20 @@ where
     metric
 }
 
+/// `augur_build_info{version} 1`.
+fn register_build_info(r: &mut Registry) {
+    registered(
+        r,
+        "build_info",
+        "The running build: 1, labelled with the version",
+        Family::<BuildLabels, Gauge>::default(),
+    )
+    .get_or_create(&BuildLabels {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    })
+    .set(1);
+}
+
 /// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
 #[derive(Debug, Default)]
 struct Rolling {
@@ -165,16 +179,7 @@ impl Metrics {
         let mut root = Registry::default();
         root.register_collector(Box::new(super::process_metrics::ProcessCollector));
         let r = root.sub_registry_with_prefix("augur");
-        registered(
-            r,
-            "build_info",
-            "The running build: 1, labelled with the version",
-            Family::<BuildLabels, Gauge>::default(),
-        )
-        .get_or_create(&BuildLabels {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        })
-        .set(1);
+        register_build_info(r);
         Metrics {
             http: registered(
                 r,

@@ -31,6 +31,7 @@ mod run;
 pub mod status;
 pub mod store;
 pub mod training;
+pub mod writeback;
 
 #[cfg(test)]
 mod tests;
