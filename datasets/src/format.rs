@@ -169,6 +169,29 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
     }
     let first_line = trimmed.lines().next().unwrap_or("").trim();
     let header = first_line.to_ascii_lowercase();
+    if let Some(fmt) = detect_header(&header) {
+        return Ok(fmt);
+    }
+    if first_line.starts_with(';') || name.ends_with(".swf") || name.ends_with(".swf.gz") {
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("installation: mira") || lower.contains("alcf") {
+            return Ok(TraceFormat::SwfAlcf);
+        }
+        return Ok(TraceFormat::Swf);
+    }
+    let numeric_fields = first_line
+        .split_whitespace()
+        .filter(|f| f.parse::<f64>().is_ok())
+        .count();
+    if numeric_fields == 18 {
+        return Ok(TraceFormat::Swf);
+    }
+    Err(unknown("unrecognised header"))
+}
+
+/// The format a lower-cased first line names: a CSV header (by prefix, or by column set for
+/// the Sia step-time tables) or a `sacct -P` header.
+fn detect_header(header: &str) -> Option<TraceFormat> {
     let csv_formats: [(&str, TraceFormat); 9] = [
         ("timestamp,duration,num_gpus", TraceFormat::Philly),
         ("job_id,submission_time,duration,num_gpu", TraceFormat::Itp),
@@ -188,7 +211,7 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
     ];
     for (prefix, fmt) in csv_formats {
         if header.starts_with(prefix) {
-            return Ok(fmt);
+            return Some(fmt);
         }
     }
     // Most Sia step-time tables put the columns in another order
@@ -198,36 +221,22 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, DatasetError> {
     let has = |c: &str| columns.contains(&c);
     if has("local_bsz") && has("step_time") && has("sync_time") {
         if has("placement") {
-            return Ok(TraceFormat::PolluxPlacements);
+            return Some(TraceFormat::PolluxPlacements);
         }
         if has("num_nodes") && has("num_replicas") {
-            return Ok(TraceFormat::PolluxScalability);
+            return Some(TraceFormat::PolluxScalability);
         }
     }
     if header.starts_with("id,") && header.contains("job_num") {
-        return Ok(TraceFormat::ClusterSummary);
+        return Some(TraceFormat::ClusterSummary);
     }
     if header.contains("job_id") && header.contains("gpu_num") && header.contains("state") {
-        return Ok(TraceFormat::Helios);
+        return Some(TraceFormat::Helios);
     }
-    if is_sacct_header(&header) {
-        return Ok(TraceFormat::Sacct);
+    if is_sacct_header(header) {
+        return Some(TraceFormat::Sacct);
     }
-    if first_line.starts_with(';') || name.ends_with(".swf") || name.ends_with(".swf.gz") {
-        let lower = text.to_ascii_lowercase();
-        if lower.contains("installation: mira") || lower.contains("alcf") {
-            return Ok(TraceFormat::SwfAlcf);
-        }
-        return Ok(TraceFormat::Swf);
-    }
-    let numeric_fields = first_line
-        .split_whitespace()
-        .filter(|f| f.parse::<f64>().is_ok())
-        .count();
-    if numeric_fields == 18 {
-        return Ok(TraceFormat::Swf);
-    }
-    Err(unknown("unrecognised header"))
+    None
 }
 
 /// `sacct -P` output: `|`-separated, naming a job id, the submit time and the state.
