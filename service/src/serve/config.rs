@@ -17,6 +17,7 @@
 //! | `body_limit_bytes` | `AUGUR_SERVE_BODY_LIMIT` | — | 4 MiB |
 //! | `max_batch` | `AUGUR_SERVE_MAX_BATCH` | — | 10000 |
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
+//! | `min_test_jobs` | `AUGUR_SERVE_MIN_TEST_JOBS` | — | 50 |
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
 //! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
 
@@ -55,6 +56,9 @@ pub struct ServeConfig {
     pub max_batch: usize,
     /// Finished jobs needed in the ingested history before a retrain is accepted.
     pub min_retrain_jobs: usize,
+    /// Labelled jobs a retrained version must be scored on (in the newest 20% of the
+    /// history) before it may replace the served one (see [`super::model_gate`]).
+    pub min_test_jobs: usize,
     /// Retrain in the background on the ingested history after this many newly finished
     /// jobs since the last retrain (0 = never; see [`super::retrain`]).
     pub retrain_every_jobs: usize,
@@ -116,6 +120,7 @@ impl Default for ServeConfig {
             body_limit_bytes: 4 * 1024 * 1024,
             max_batch: 10_000,
             min_retrain_jobs: 200,
+            min_test_jobs: 50,
             retrain_every_jobs: 2000,
             backend: Backend::Sim,
         }
@@ -137,6 +142,7 @@ pub struct PartialConfig {
     pub body_limit_bytes: Option<usize>,
     pub max_batch: Option<usize>,
     pub min_retrain_jobs: Option<usize>,
+    pub min_test_jobs: Option<usize>,
     pub retrain_every_jobs: Option<usize>,
     pub backend: Option<Backend>,
 }
@@ -191,6 +197,7 @@ impl PartialConfig {
             body_limit_bytes: parse(env, "AUGUR_SERVE_BODY_LIMIT")?,
             max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
+            min_test_jobs: parse(env, "AUGUR_SERVE_MIN_TEST_JOBS")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
             backend: parse(env, "AUGUR_SERVE_BACKEND")?,
         })
@@ -210,6 +217,7 @@ impl PartialConfig {
             body_limit_bytes: later.body_limit_bytes.or(self.body_limit_bytes),
             max_batch: later.max_batch.or(self.max_batch),
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
+            min_test_jobs: later.min_test_jobs.or(self.min_test_jobs),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
             backend: later.backend.or(self.backend),
         }
@@ -230,6 +238,7 @@ impl PartialConfig {
             body_limit_bytes: self.body_limit_bytes.unwrap_or(d.body_limit_bytes),
             max_batch: self.max_batch.unwrap_or(d.max_batch),
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
+            min_test_jobs: self.min_test_jobs.unwrap_or(d.min_test_jobs),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
             backend: self.backend.unwrap_or(d.backend),
         };

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod kube;
 pub mod live;
 pub mod metrics;
+pub mod model_gate;
 pub mod online;
 pub mod openapi;
 pub mod retrain;
@@ -187,7 +188,8 @@ impl AppState {
         let registry = training::open_registry(&config.data_dir)?;
         let needs_bootstrap = training::registry_is_empty(&registry)?;
         let needs_convergence = training::needs_convergence(&registry)?;
-        let models = training::load_serving(&registry)?;
+        let ext = Arc::new(Extensions::new(&config));
+        let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
         let online = Arc::new(Mutex::new(Online::new(models)));
         let (events_tx, _) = broadcast::channel(4096);
@@ -227,7 +229,6 @@ impl AppState {
         }
         let finished_at_open = lock(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let ext = Arc::new(Extensions::new(&config));
         let state = AppState {
             config: Arc::new(config),
             store,

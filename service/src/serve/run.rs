@@ -97,7 +97,7 @@ fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
             let started = std::time::Instant::now();
             let result =
                 training::train_convergence(&state.registry, state.config.trees).and_then(|r| {
-                    let models = training::load_serving(&state.registry)?;
+                    let models = training::load_serving(&state.registry, &state.ext.metrics)?;
                     state.swap_models(models);
                     Ok(r)
                 });
@@ -122,7 +122,7 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
             let jobs = training::bundled_jobs(dataset, state.config.bootstrap_limit)?;
             let report =
                 training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
-            let models = training::load_serving(&state.registry)?;
+            let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
             Ok(report)
         })();

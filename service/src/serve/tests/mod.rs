@@ -5,8 +5,10 @@
 //!   intervals and ETAs, the queue-wait risk groups adapt online;
 //! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
 //!   route table, no input answers 500;
-//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule.
+//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
+//! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused.
 
+mod lifecycle;
 mod predictions;
 mod retrain;
 mod routes;
