@@ -198,14 +198,15 @@ impl AppState {
             let tx = events_tx.clone();
             Box::new(move |stored: &[store::StoredEvent]| {
                 let mut outcomes = Vec::new();
-                {
+                let records = {
                     let mut o = lock(&online);
                     for e in stored {
                         if let Some(out) = o.apply(e) {
                             outcomes.push(out);
                         }
                     }
-                }
+                    o.take_issued()
+                };
                 if tx.receiver_count() > 0 {
                     if let Some(first) = stored.first() {
                         let _ = tx.send(ServeEvent::Ingested {
@@ -217,15 +218,21 @@ impl AppState {
                         let _ = tx.send(ServeEvent::JobFinished(Arc::new(out)));
                     }
                 }
+                records
             })
         };
         let store_path = config.data_dir.join("events.sqlite");
         let (store, existing) = Store::open(&store_path, on_commit)?;
         {
+            let records = store.read_predictions()?;
             let mut o = lock(&online);
+            o.use_records(&records);
             for e in &existing {
                 o.apply(e);
             }
+            // submits stored before their answers were recorded are answered by the models
+            // served now; those answers are not records of what was said then
+            let _ = o.take_issued();
         }
         let finished_at_open = lock(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -278,6 +285,7 @@ impl AppState {
             if let Err(e) = self.replay_store(&mut fresh, i64::MAX) {
                 tracing::error!(error = %e, "catching up with the event store failed");
             }
+            fresh.keep_answers_of(&o);
             *o = fresh;
         }
         self.ready.store(runtime.is_some(), Ordering::SeqCst);

@@ -9,7 +9,8 @@
 //! Events are applied in the store's sequence order (the store's writer calls
 //! [`Online::apply`] right after each commit); an event whose sequence number was already
 //! applied is skipped. A model swap rebuilds the state for the new models by replaying the
-//! store ([`super::AppState::swap_models`]).
+//! store ([`super::AppState::swap_models`]); what was answered at each submit is a stored
+//! record ([`super::store::PredictionRecord`]) that replays and swaps keep.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,10 +28,10 @@ use augur_predictor::{
     PredictorError, QueueWaitOnline, QueueWaitPredictor, RiskGroup, RuntimeOnline,
     RuntimePredictor,
 };
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, MetricPoint};
-use super::store::StoredEvent;
+use super::store::{PredictionRecord, StoredEvent};
 
 /// A model being served and its registry metadata.
 #[derive(Debug, Clone)]
@@ -48,9 +49,34 @@ pub struct ServedModels {
     pub convergence: Option<Served<ConvergencePredictor>>,
 }
 
+/// The labels answers carry (interval and calibration kinds, model names), so a stored
+/// answer reads back into the same `&'static str`.
+const LABELS: &[&str] = &[
+    "online_conformal",
+    "static_conformal",
+    "gbdt",
+    "svm",
+    "platt",
+    "isotonic",
+];
+
+/// A fixed label of an answer (one of [`LABELS`]). A named type so that serde reads it
+/// with [`label`] instead of borrowing it from the input.
+pub type Label = &'static str;
+
+/// Reads a label of [`LABELS`] (an unknown one reads as `unknown`).
+fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
+    let s = String::deserialize(d)?;
+    Ok(LABELS
+        .iter()
+        .find(|l| **l == s)
+        .copied()
+        .unwrap_or("unknown"))
+}
+
 /// A runtime prediction as served: the runtime predictor's answer in the HTTP shape (its
 /// interval flattened, the calibration named).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuntimeAnswer {
     pub model_version: u32,
     pub seconds: f64,
@@ -59,7 +85,8 @@ pub struct RuntimeAnswer {
     /// Nominal coverage of `[lower, upper]`.
     pub coverage: f64,
     /// `online_conformal` (recalibrated on finished jobs) or `static_conformal`.
-    pub interval: &'static str,
+    #[serde(deserialize_with = "label")]
+    pub interval: Label,
 }
 
 impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
@@ -79,7 +106,7 @@ impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
 }
 
 /// A queue-wait prediction as served: the queue-wait predictor's answer in the HTTP shape.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitAnswer {
     pub model_version: u32,
     pub seconds: f64,
@@ -89,7 +116,7 @@ pub struct WaitAnswer {
     pub coverage: f64,
     /// The job's risk group when the model's bound is risk-split (`coverage` is then that
     /// group's level; the two groups together hold the model's overall level).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub risk_group: Option<RiskGroup>,
 }
@@ -108,15 +135,17 @@ impl From<QueueWaitAnswer> for WaitAnswer {
 }
 
 /// A failure prediction as served (a calibrated probability; no interval).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FailureAnswer {
     pub model_version: u32,
     /// Calibrated probability that the job ends failed (from the served model).
     pub probability: f64,
     /// Which model is served: `gbdt` or `svm`.
-    pub model: &'static str,
+    #[serde(deserialize_with = "label")]
+    pub model: Label,
     /// The served model's calibration: `platt` or `isotonic`.
-    pub calibration: &'static str,
+    #[serde(deserialize_with = "label")]
+    pub calibration: Label,
 }
 
 impl From<FailureOnlineAnswer> for FailureAnswer {
@@ -182,7 +211,8 @@ pub struct JobInfo {
     pub status: Option<FinishStatus>,
     /// Seconds it ran (given, else finish − start).
     pub duration: Option<f64>,
-    /// The runtime prediction made when it was submitted.
+    /// The runtime prediction issued when it was submitted, by the model served then: a
+    /// stored record, never recomputed (a later model swap or restart keeps it).
     pub runtime_at_submit: Option<RuntimeAnswer>,
     /// The queue-wait prediction made when it was submitted.
     pub queue_wait_at_submit: Option<WaitAnswer>,
@@ -254,6 +284,11 @@ pub struct Online {
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     pub counts: EventCounts,
+    /// Stored answers at submit, by submit sequence number, still to be replayed: a
+    /// replayed submit takes its answers from here instead of issuing new ones.
+    recorded: HashMap<i64, AnswersAtSubmit>,
+    /// Answers issued at submits since the last [`Online::take_issued`], to be stored.
+    issued: Vec<PredictionRecord>,
 }
 
 impl Online {
@@ -286,7 +321,46 @@ impl Online {
             last_seq: 0,
             last_snapshot: None,
             counts: EventCounts::default(),
+            recorded: HashMap::new(),
+            issued: Vec::new(),
         }
+    }
+
+    /// Uses the stored answers at submit when their submits are replayed (records that do
+    /// not parse are skipped with a warning: those submits are answered again).
+    pub fn use_records(&mut self, records: &[PredictionRecord]) {
+        for r in records {
+            match serde_json::from_str::<AnswersAtSubmit>(&r.body) {
+                Ok(a) => {
+                    self.recorded.insert(r.submit_seq, a);
+                }
+                Err(e) => tracing::warn!(submit_seq = r.submit_seq, job_id = %r.job_id, error = %e,
+                    "a stored prediction record cannot be read; the submit is answered again"),
+            }
+        }
+    }
+
+    /// The answers issued at submits since the last call, as records to store.
+    pub fn take_issued(&mut self) -> Vec<PredictionRecord> {
+        std::mem::take(&mut self.issued)
+    }
+
+    /// Keeps the answers at submit `old` holds for the jobs it knows (what was answered
+    /// then, not what this state's models answer now); only answers issued for submits
+    /// `old` has not seen stay to be stored.
+    pub fn keep_answers_of(&mut self, old: &Online) {
+        for (id, job) in &mut self.jobs {
+            let Some(prev) = old.jobs.get(id) else {
+                continue;
+            };
+            if prev.submitted_at == job.submitted_at {
+                job.runtime_at_submit = prev.runtime_at_submit;
+                job.queue_wait_at_submit = prev.queue_wait_at_submit;
+                job.failure_at_submit = prev.failure_at_submit;
+            }
+        }
+        self.issued.retain(|r| r.submit_seq > old.last_seq);
+        self.recorded.clear();
     }
 
     /// The jobs known, as trace records with what the events told (for retraining).
@@ -357,7 +431,14 @@ impl Online {
                 dag,
             } => {
                 self.counts.job_submitted += 1;
-                self.on_submit(job_id, *at, profile, dag.as_ref(), issued);
+                let answers = match self.recorded.remove(&stored.seq) {
+                    Some(recorded) => recorded,
+                    None => {
+                        self.record_issued(stored.seq, job_id, &issued);
+                        issued
+                    }
+                };
+                self.on_submit(job_id, *at, profile, dag.as_ref(), answers);
                 None
             }
             Event::JobStarted { job_id, at } => {
@@ -400,7 +481,7 @@ impl Online {
 
     /// Hands `event` to every served predictor's online state (a cluster snapshot as the
     /// clock reaching its time); returns the answers they issued when it is a submit.
-    fn route(&mut self, event: &Event) -> IssuedAtSubmit {
+    fn route(&mut self, event: &Event) -> AnswersAtSubmit {
         let record;
         let points: Vec<EventPoint>;
         let job_event = match event {
@@ -438,7 +519,7 @@ impl Online {
             // the convergence state records curves and answers nothing at a submit
             let _ = o.observe(&job_event);
         }
-        IssuedAtSubmit {
+        AnswersAtSubmit {
             runtime: self
                 .runtime
                 .as_mut()
@@ -460,13 +541,29 @@ impl Online {
         }
     }
 
+    fn record_issued(&mut self, submit_seq: i64, job_id: &str, answers: &AnswersAtSubmit) {
+        if answers.runtime.is_none() && answers.queue_wait.is_none() && answers.failure.is_none() {
+            return;
+        }
+        match serde_json::to_string(answers) {
+            Ok(body) => self.issued.push(PredictionRecord {
+                submit_seq,
+                job_id: job_id.to_string(),
+                body,
+            }),
+            Err(e) => {
+                tracing::error!(submit_seq, job_id, error = %e, "an answer at submit cannot be recorded")
+            }
+        }
+    }
+
     fn on_submit(
         &mut self,
         job_id: &str,
         at: f64,
         profile: &JobProfile,
         dag: Option<&Dag>,
-        issued: IssuedAtSubmit,
+        issued: AnswersAtSubmit,
     ) {
         if self
             .jobs
@@ -604,11 +701,15 @@ impl Online {
     }
 }
 
-/// The answers the served predictors issued for a job at its submit.
-#[derive(Debug, Default)]
-struct IssuedAtSubmit {
+/// The answers the served predictors issued for a job at its submit (stored as its
+/// prediction record).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct AnswersAtSubmit {
+    #[serde(default)]
     runtime: Option<RuntimeAnswer>,
+    #[serde(default)]
     queue_wait: Option<WaitAnswer>,
+    #[serde(default)]
     failure: Option<FailureAnswer>,
 }
 

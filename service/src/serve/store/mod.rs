@@ -15,6 +15,13 @@
 //! there, so memory follows the log's order), and then answers each request. A request's
 //! events are stored together or not at all.
 //!
+//! **Predictions at submit.** What the served predictors answered when a job was submitted
+//! is a record, not a value recomputed later: `on_commit` returns the answers it issued for
+//! the group's submits ([`PredictionRecord`], keyed by the submit's sequence number) and the
+//! writer stores them in the `predictions` table before it acknowledges the group. A crash
+//! between the two commits loses only those records (the answers are issued again, by the
+//! model then served, when the events are replayed).
+//!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
 //! SQLite's check after an unclean stop is refused at open with the reason, and
@@ -92,6 +99,11 @@ fn create_schema(conn: &Connection) -> Result<(), rusqlite::Error> {
             body TEXT NOT NULL
         );
         CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+        CREATE TABLE IF NOT EXISTS predictions (
+            submit_seq INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            body TEXT NOT NULL
+        );
         CREATE TABLE IF NOT EXISTS losses (
             first_seq INTEGER NOT NULL,
             last_seq INTEGER NOT NULL,
@@ -178,8 +190,18 @@ struct WriteRequest {
     reply: Reply,
 }
 
-/// Called by the writer with each committed group, in sequence order.
-pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) + Send>;
+/// The answers issued at a job's submit, stored with it: the submit event's sequence
+/// number, the job and the answers as JSON (their shape belongs to the online state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictionRecord {
+    pub submit_seq: i64,
+    pub job_id: String,
+    pub body: String,
+}
+
+/// Called by the writer with each committed group, in sequence order; returns the
+/// predictions issued at the group's submits, to be stored before the group is acknowledged.
+pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) -> Vec<PredictionRecord> + Send>;
 
 /// Handle to the store (cheap to clone).
 #[derive(Clone)]
@@ -286,6 +308,28 @@ impl Store {
     pub fn read_after(&self, after: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         read_after(&conn, &self.path, after, limit)
+    }
+
+    /// Every stored prediction record, by submit sequence number (a blocking read).
+    pub fn read_predictions(&self) -> Result<Vec<PredictionRecord>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = conn
+            .prepare_cached("SELECT submit_seq, job_id, body FROM predictions ORDER BY submit_seq")
+            .map_err(err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(PredictionRecord {
+                    submit_seq: r.get(0)?,
+                    job_id: r.get(1)?,
+                    body: r.get(2)?,
+                })
+            })
+            .map_err(err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(err)
     }
 
     /// Number of events stored.
@@ -430,7 +474,10 @@ fn writer_loop(
                         });
                     }
                 }
-                on_commit(&stored);
+                let records = on_commit(&stored);
+                if let Err(e) = write_predictions(&mut conn, &records) {
+                    tracing::error!(store = %path.display(), error = %e, records = records.len(), "storing the predictions issued at submit failed; they are issued again on the next replay");
+                }
                 for (req, s) in group.into_iter().zip(seqs) {
                     let _ = req.reply.send(Ok(s));
                 }
@@ -444,6 +491,25 @@ fn writer_loop(
         }
     }
     tracing::debug!(store = %path.display(), "event store writer stopped");
+}
+
+fn write_predictions(
+    conn: &mut Connection,
+    records: &[PredictionRecord],
+) -> Result<(), rusqlite::Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)",
+        )?;
+        for r in records {
+            stmt.execute(params![r.submit_seq, r.job_id, r.body])?;
+        }
+    }
+    tx.commit()
 }
 
 fn write_group(
@@ -491,7 +557,10 @@ mod tests {
         let s2 = seen.clone();
         let (store, existing) = Store::open(
             &path,
-            Box::new(move |evs| s2.lock().unwrap().extend(evs.iter().map(|e| e.seq))),
+            Box::new(move |evs| {
+                s2.lock().unwrap().extend(evs.iter().map(|e| e.seq));
+                Vec::new()
+            }),
         )
         .unwrap();
         assert!(existing.is_empty());
@@ -520,7 +589,7 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), (1..=40).collect::<Vec<i64>>());
         assert_eq!(store.count().unwrap(), 40);
         store.close();
-        let (store, existing) = Store::open(&path, Box::new(|_| {})).unwrap();
+        let (store, existing) = Store::open(&path, Box::new(|_| Vec::new())).unwrap();
         assert_eq!(existing.len(), 40);
         assert_eq!(existing[3].seq, 4);
         let more = store.append(vec![started("c", 3.0)]).await.unwrap();
@@ -547,7 +616,7 @@ mod damage_tests {
     /// store is open: what `kill -9` leaves) in a new folder; returns that folder's database.
     async fn crashed_store(dir: &Path) -> PathBuf {
         let live = dir.join("live/events.sqlite");
-        let (store, _) = Store::open(&live, Box::new(|_| {})).unwrap();
+        let (store, _) = Store::open(&live, Box::new(|_| Vec::new())).unwrap();
         for g in 0..40 {
             let seqs = store
                 .append((0..50).map(|i| started(g * 50 + i)).collect())
@@ -571,7 +640,7 @@ mod damage_tests {
     }
 
     fn refused(db: &Path) -> IntegrityReport {
-        match Store::open(db, Box::new(|_| {})) {
+        match Store::open(db, Box::new(|_| Vec::new())) {
             Err(StoreError::Damaged(r)) => *r,
             Err(e) => panic!("refused with another error: {e}"),
             Ok(_) => panic!("a damaged store was opened"),
@@ -582,7 +651,7 @@ mod damage_tests {
     async fn repair_and_append(db: &Path) -> (RepairReport, usize, i64) {
         let report = repair(db).unwrap();
         assert!(check(db).unwrap().is_sound(), "repaired store checks sound");
-        let (store, existing) = Store::open(db, Box::new(|_| {})).unwrap();
+        let (store, existing) = Store::open(db, Box::new(|_| Vec::new())).unwrap();
         let seq = store.append(vec![started(99_999)]).await.unwrap()[0];
         store.close();
         (report, existing.len(), seq)
@@ -592,7 +661,7 @@ mod damage_tests {
     async fn a_crash_image_reopens_whole() {
         let dir = tempfile::tempdir().unwrap();
         let db = crashed_store(dir.path()).await;
-        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
+        let (store, existing) = Store::open(&db, Box::new(|_| Vec::new())).unwrap();
         assert_eq!(existing.len(), 2000);
         assert_eq!(store.append(vec![started(1)]).await.unwrap(), vec![2001]);
     }
@@ -686,7 +755,7 @@ mod damage_tests {
             conn.execute("UPDATE events SET body = 'not json' WHERE seq = 777", [])
                 .unwrap();
         }
-        match Store::open(&db, Box::new(|_| {})) {
+        match Store::open(&db, Box::new(|_| Vec::new())) {
             Err(StoreError::BadRow { seq, .. }) => assert_eq!(seq, 777),
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("opened"),
@@ -705,11 +774,11 @@ mod damage_tests {
     async fn a_clean_shutdown_is_marked_and_the_next_start_consumes_the_mark() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("events.sqlite");
-        let (store, _) = Store::open(&db, Box::new(|_| {})).unwrap();
+        let (store, _) = Store::open(&db, Box::new(|_| Vec::new())).unwrap();
         store.append(vec![started(1)]).await.unwrap();
         store.close();
         assert!(clean_marker(&db).exists());
-        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
+        let (store, existing) = Store::open(&db, Box::new(|_| Vec::new())).unwrap();
         assert!(
             !clean_marker(&db).exists(),
             "an unclean stop must not look clean"

@@ -6,10 +6,12 @@
 //! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
 //!   route table, no input answers 500;
 //! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
-//! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused.
+//! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
+//! - [`records`]: the answers at submit are stored records that swaps and restarts keep.
 
 mod lifecycle;
 mod predictions;
+mod records;
 mod retrain;
 mod routes;
 
