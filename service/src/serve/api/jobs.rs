@@ -60,7 +60,11 @@ pub struct JobView {
     pub now: f64,
     pub eta: Eta,
     pub actual: Actual,
-    /// A fresh runtime prediction from what is known now (jobs not finished).
+    /// "Now": the runtime answer for this job's profile at `now`, from everything ingested
+    /// so far (the job's own submit included in its user's history) and the model served
+    /// now; the same answer as `POST /v1/predict/runtime` with its `job_id`, or with its
+    /// profile and no `at` (jobs not finished). "At submit" is `job.runtime_at_submit`: the
+    /// stored answer issued when the submit was ingested, by the model served then.
     pub runtime_now: Option<RuntimeAnswer>,
 }
 
@@ -140,12 +144,11 @@ pub async fn job(
         .started_at
         .zip(info.submitted_at)
         .map(|(s, b)| (s - b).max(0.0));
-    // a fresh runtime prediction for a job not yet finished, from what is known now
+    // the "now" answer for a job not yet finished (see `JobView::runtime_now`)
     let runtime_now = if phase != Phase::Finished {
-        info.profile.as_ref().and_then(|p| {
-            o.predict_runtime(&id, p, info.submitted_at.unwrap_or(now))
-                .ok()
-        })
+        info.profile
+            .as_ref()
+            .and_then(|p| o.predict_runtime(&id, p, now).ok())
     } else {
         None
     };

@@ -25,7 +25,10 @@ pub struct PredictJob {
     #[serde(default)]
     #[schema(max_length = 256)]
     pub job_id: Option<String>,
-    /// Submit time on the events' clock (default: the latest event time).
+    /// The moment to answer for (default: now, the service's clock). The answer is "now":
+    /// from everything ingested so far and the model served now, for a job with this
+    /// profile submitted at `at`; the answer stored at an ingested job's submit is
+    /// `runtime_at_submit` of `GET /v1/jobs/{id}`.
     #[serde(default)]
     pub at: Option<f64>,
     #[serde(default)]

@@ -7,8 +7,10 @@
 //!   route table, no input answers 500;
 //! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
 //! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
-//! - [`records`]: the answers at submit are stored records that swaps and restarts keep.
+//! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
+//! - [`answers`]: the ways of asking one job's runtime at one moment agree.
 
+mod answers;
 mod lifecycle;
 mod predictions;
 mod records;
