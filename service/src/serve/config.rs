@@ -19,6 +19,7 @@
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
 //! | `min_test_jobs` | `AUGUR_SERVE_MIN_TEST_JOBS` | — | 50 |
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
+//! | `max_future_skew_seconds` | `AUGUR_SERVE_MAX_FUTURE_SKEW` | — | 300 |
 //! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
 
 use std::collections::HashMap;
@@ -62,6 +63,9 @@ pub struct ServeConfig {
     /// Retrain in the background on the ingested history after this many newly finished
     /// jobs since the last retrain (0 = never; see [`super::retrain`]).
     pub retrain_every_jobs: usize,
+    /// On the live backends (`none`, `kubernetes`), events whose time is more than this
+    /// many seconds after the wall clock are refused.
+    pub max_future_skew_seconds: f64,
     /// The cluster the service observes and acts on.
     pub backend: Backend,
 }
@@ -82,6 +86,12 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Whether events come from a real cluster on the wall clock (the simulator runs its
+    /// own, accelerated clock).
+    pub fn is_live(self) -> bool {
+        self != Backend::Sim
+    }
+
     /// The name used in flags, files and the data folder's identity.
     pub fn name(self) -> &'static str {
         match self {
@@ -122,6 +132,7 @@ impl Default for ServeConfig {
             min_retrain_jobs: 200,
             min_test_jobs: 50,
             retrain_every_jobs: 2000,
+            max_future_skew_seconds: 300.0,
             backend: Backend::Sim,
         }
     }
@@ -143,6 +154,7 @@ pub struct PartialConfig {
     pub max_batch: Option<usize>,
     pub min_retrain_jobs: Option<usize>,
     pub min_test_jobs: Option<usize>,
+    pub max_future_skew_seconds: Option<f64>,
     pub retrain_every_jobs: Option<usize>,
     pub backend: Option<Backend>,
 }
@@ -198,6 +210,7 @@ impl PartialConfig {
             max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
             min_test_jobs: parse(env, "AUGUR_SERVE_MIN_TEST_JOBS")?,
+            max_future_skew_seconds: parse(env, "AUGUR_SERVE_MAX_FUTURE_SKEW")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
             backend: parse(env, "AUGUR_SERVE_BACKEND")?,
         })
@@ -218,6 +231,9 @@ impl PartialConfig {
             max_batch: later.max_batch.or(self.max_batch),
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
             min_test_jobs: later.min_test_jobs.or(self.min_test_jobs),
+            max_future_skew_seconds: later
+                .max_future_skew_seconds
+                .or(self.max_future_skew_seconds),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
             backend: later.backend.or(self.backend),
         }
@@ -239,6 +255,9 @@ impl PartialConfig {
             max_batch: self.max_batch.unwrap_or(d.max_batch),
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
             min_test_jobs: self.min_test_jobs.unwrap_or(d.min_test_jobs),
+            max_future_skew_seconds: self
+                .max_future_skew_seconds
+                .unwrap_or(d.max_future_skew_seconds),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
             backend: self.backend.unwrap_or(d.backend),
         };
@@ -249,6 +268,12 @@ impl PartialConfig {
             anyhow::bail!(
                 "body_limit_bytes must be at least 1024, got {}",
                 cfg.body_limit_bytes
+            );
+        }
+        if !(cfg.max_future_skew_seconds.is_finite() && cfg.max_future_skew_seconds >= 0.0) {
+            anyhow::bail!(
+                "max_future_skew_seconds must be a number of seconds >= 0, got {}",
+                cfg.max_future_skew_seconds
             );
         }
         if cfg.max_batch == 0 {

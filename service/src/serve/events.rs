@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{field_and_message, ApiError, FIELD_MARK};
+use super::event_time::{optional_time, time};
 
 /// Longest accepted string (ids, names).
 pub const MAX_STRING: usize = 256;
@@ -103,8 +104,9 @@ pub struct MetricPoint {
     pub loss: Option<f64>,
     #[serde(default)]
     pub accuracy: Option<f64>,
-    /// When it was measured, seconds (same clock as the job events).
-    #[serde(default)]
+    /// When it was measured, seconds (same clock as the job events; epoch seconds or an
+    /// RFC 3339 string).
+    #[serde(default, deserialize_with = "optional_time")]
     pub at: Option<f64>,
 }
 
@@ -112,6 +114,8 @@ pub struct MetricPoint {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSnapshot {
+    /// Epoch seconds or an RFC 3339 string.
+    #[serde(deserialize_with = "time")]
     pub at: f64,
     #[schema(minimum = 0, maximum = 1e12)]
     pub total_gpus: f64,
@@ -125,7 +129,8 @@ pub struct ClusterSnapshot {
     pub nodes: Option<u64>,
 }
 
-/// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock).
+/// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock),
+/// given as numbers or as RFC 3339 strings (stored as epoch seconds).
 ///
 /// Deserialised by hand ([`TryFrom<serde_json::Value>`]) so that an error inside an event
 /// still names its field (serde's internally tagged enums lose the path).
@@ -179,6 +184,7 @@ pub enum Event {
 #[serde(deny_unknown_fields)]
 struct SubmittedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
     #[serde(default)]
     profile: JobProfile,
@@ -190,6 +196,7 @@ struct SubmittedBody {
 #[serde(deny_unknown_fields)]
 struct StartedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
 }
 
@@ -197,6 +204,7 @@ struct StartedBody {
 #[serde(deny_unknown_fields)]
 struct FinishedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
     status: FinishStatus,
     #[serde(default)]
@@ -333,6 +341,39 @@ impl Event {
             }
             Event::ClusterSnapshot(s) => Some(s.at),
         }
+    }
+
+    /// Refuses a time after `limit` (epoch seconds), naming the field; `prefix` as in
+    /// [`Event::validate`].
+    pub fn check_not_after(&self, prefix: &str, limit: f64, why: &str) -> Result<(), ApiError> {
+        let f = |name: &str| {
+            if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            }
+        };
+        let late = |field: String, t: f64| {
+            Err(ApiError::invalid(
+                field,
+                format!("{t} is {:.0} s after {limit} ({why})", t - limit),
+            ))
+        };
+        match self {
+            Event::MetricPoints { points, .. } => {
+                for (i, p) in points.iter().enumerate() {
+                    if let Some(t) = p.at.filter(|&t| t > limit) {
+                        return late(f(&format!("points[{i}].at")), t);
+                    }
+                }
+            }
+            other => {
+                if let Some(t) = other.at().filter(|&t| t > limit) {
+                    return late(f("at"), t);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks every field; `prefix` is the event's path in the request (`""` or `events[3]`).

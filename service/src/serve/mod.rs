@@ -17,6 +17,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod event_time;
 pub mod events;
 pub mod identity;
 pub mod kube;
@@ -191,7 +192,8 @@ impl AppState {
         let ext = Arc::new(Extensions::new(&config));
         let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
-        let online = Arc::new(Mutex::new(Online::new(models)));
+        let live = config.backend.is_live();
+        let online = Arc::new(Mutex::new(Online::new(models).with_wall_clock(live)));
         let (events_tx, _) = broadcast::channel(4096);
         let on_commit = {
             let online = online.clone();
@@ -276,7 +278,7 @@ impl AppState {
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
         let failure = models.failure.as_ref().map(|s| s.meta.version);
         let upto = self.online().last_seq;
-        let mut fresh = Online::new(models);
+        let mut fresh = Online::new(models).with_wall_clock(self.config.backend.is_live());
         if let Err(e) = self.replay_store(&mut fresh, upto) {
             tracing::error!(error = %e, "replaying the event store for the new models failed");
         }

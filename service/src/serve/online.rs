@@ -30,6 +30,7 @@ use augur_predictor::{
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::event_time::wall_now;
 use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, MetricPoint};
 use super::store::{PredictionRecord, StoredEvent};
 
@@ -203,6 +204,9 @@ pub enum ConvergenceFailure {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobInfo {
     pub job_id: String,
+    /// 1 for the first run of this id; a submit after the job finished starts run 2, ...
+    /// (e.g. a Kubernetes job re-created with the same name).
+    pub run: u32,
     pub profile: Option<JobProfile>,
     pub dag: Option<Dag>,
     pub submitted_at: Option<f64>,
@@ -221,7 +225,8 @@ pub struct JobInfo {
     /// Training-metric points received (the last [`KEEP_POINTS`]).
     pub metric_points: Vec<MetricPoint>,
     pub metric_points_total: u64,
-    /// Events that did not fit the job's story (a second submit, a start after the finish).
+    /// Events that did not fit the job's story (a second submit while it has not finished,
+    /// a start after the finish).
     pub anomalies: Vec<String>,
 }
 
@@ -278,9 +283,14 @@ pub struct Online {
     failure: Option<FailureOnline>,
     /// The served convergence predictor's online state.
     convergence: Option<ConvergenceOnline>,
+    /// The latest run of every job id.
     pub jobs: HashMap<String, JobInfo>,
-    /// Latest event time seen (the service's notion of "now" on the events' clock).
+    /// Earlier runs of job ids submitted again after they finished, oldest first.
+    pub earlier_runs: HashMap<String, Vec<JobInfo>>,
+    /// Latest event time seen (the events' clock).
     pub clock: Option<f64>,
+    /// "Now" is the wall clock (live backends), not the events' clock (the simulator).
+    wall_clock: bool,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     pub counts: EventCounts,
@@ -317,13 +327,22 @@ impl Online {
             runtime,
             queue_wait,
             jobs: HashMap::new(),
+            earlier_runs: HashMap::new(),
             clock: None,
+            wall_clock: false,
             last_seq: 0,
             last_snapshot: None,
             counts: EventCounts::default(),
             recorded: HashMap::new(),
             issued: Vec::new(),
         }
+    }
+
+    /// This state with "now" on the wall clock (`true`: live backends) or on the events'
+    /// clock (`false`: the simulator's accelerated time).
+    pub fn with_wall_clock(mut self, on: bool) -> Online {
+        self.wall_clock = on;
+        self
     }
 
     /// Uses the stored answers at submit when their submits are replayed (records that do
@@ -349,32 +368,43 @@ impl Online {
     /// then, not what this state's models answer now); only answers issued for submits
     /// `old` has not seen stay to be stored.
     pub fn keep_answers_of(&mut self, old: &Online) {
-        for (id, job) in &mut self.jobs {
-            let Some(prev) = old.jobs.get(id) else {
-                continue;
-            };
-            if prev.submitted_at == job.submitted_at {
+        let keep = |job: &mut JobInfo, prev: &JobInfo| {
+            if prev.run == job.run && prev.submitted_at == job.submitted_at {
                 job.runtime_at_submit = prev.runtime_at_submit;
                 job.queue_wait_at_submit = prev.queue_wait_at_submit;
                 job.failure_at_submit = prev.failure_at_submit;
+            }
+        };
+        for (id, job) in &mut self.jobs {
+            if let Some(prev) = old.jobs.get(id) {
+                keep(job, prev);
+            }
+        }
+        for (id, runs) in &mut self.earlier_runs {
+            if let Some(prev) = old.earlier_runs.get(id) {
+                for (job, prev) in runs.iter_mut().zip(prev) {
+                    keep(job, prev);
+                }
             }
         }
         self.issued.retain(|r| r.submit_seq > old.last_seq);
         self.recorded.clear();
     }
 
-    /// The jobs known, as trace records with what the events told (for retraining).
+    /// The jobs known (every run), as trace records with what the events told (for
+    /// retraining); a later run's id is `id#run`.
     pub fn history_records(&self) -> Vec<JobRecord> {
         let mut out: Vec<JobRecord> = self
             .jobs
             .values()
+            .chain(self.earlier_runs.values().flatten())
             .filter_map(|j| {
                 let submit = j.submitted_at?;
                 let mut r = j
                     .profile
                     .clone()
                     .unwrap_or_default()
-                    .to_record(&j.job_id, submit);
+                    .to_record(&run_id(&j.job_id, j.run), submit);
                 r.start_time = j.started_at;
                 r.end_time = j.finished_at;
                 r.duration = j.duration;
@@ -396,6 +426,7 @@ impl Online {
             .entry(job_id.to_string())
             .or_insert_with(|| JobInfo {
                 job_id: job_id.to_string(),
+                run: 1,
                 profile: None,
                 dag: None,
                 submitted_at: None,
@@ -422,7 +453,13 @@ impl Online {
         if let Some(t) = stored.event.at() {
             self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
         }
-        let issued = self.route(&stored.event);
+        self.start_new_run(&stored.event);
+        let predictor_id = stored
+            .event
+            .job_id()
+            .and_then(|id| self.jobs.get(id))
+            .map(|j| run_id(&j.job_id, j.run));
+        let issued = self.route(&stored.event, predictor_id.as_deref());
         match &stored.event {
             Event::JobSubmitted {
                 job_id,
@@ -479,11 +516,33 @@ impl Online {
         }
     }
 
+    /// A submit of a job id whose latest run finished starts a new run: the finished one
+    /// moves to [`Online::earlier_runs`].
+    fn start_new_run(&mut self, event: &Event) {
+        let Event::JobSubmitted { job_id, .. } = event else {
+            return;
+        };
+        let Some(done) = self.jobs.get(job_id).filter(|j| j.finished_at.is_some()) else {
+            return;
+        };
+        let run = done.run + 1;
+        if let Some(done) = self.jobs.remove(job_id) {
+            self.earlier_runs
+                .entry(job_id.clone())
+                .or_default()
+                .push(done);
+        }
+        self.job_entry(job_id).run = run;
+    }
+
     /// Hands `event` to every served predictor's online state (a cluster snapshot as the
-    /// clock reaching its time); returns the answers they issued when it is a submit.
-    fn route(&mut self, event: &Event) -> AnswersAtSubmit {
+    /// clock reaching its time) under the id of the job's current run (`predictor_id`);
+    /// returns the answers they issued when it is a submit.
+    fn route(&mut self, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
         let record;
         let points: Vec<EventPoint>;
+        let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
+        let owned_id;
         let job_event = match event {
             Event::JobSubmitted {
                 job_id,
@@ -491,25 +550,35 @@ impl Online {
                 profile,
                 ..
             } => {
-                record = profile.to_record(job_id, *at);
+                record = profile.to_record(&id(job_id), *at);
                 JobEvent::Submitted { job: &record }
             }
-            Event::JobStarted { job_id, at } => JobEvent::Started { job_id, at: *at },
+            Event::JobStarted { job_id, at } => {
+                owned_id = id(job_id);
+                JobEvent::Started {
+                    job_id: &owned_id,
+                    at: *at,
+                }
+            }
             Event::JobFinished {
                 job_id,
                 at,
                 status,
                 duration,
-            } => JobEvent::Finished {
-                job_id,
-                at: *at,
-                status: (*status).into(),
-                duration: *duration,
-            },
+            } => {
+                owned_id = id(job_id);
+                JobEvent::Finished {
+                    job_id: &owned_id,
+                    at: *at,
+                    status: (*status).into(),
+                    duration: *duration,
+                }
+            }
             Event::MetricPoints { job_id, points: p } => {
                 points = p.iter().map(event_point).collect();
+                owned_id = id(job_id);
                 JobEvent::MetricPoints {
-                    job_id,
+                    job_id: &owned_id,
                     points: &points,
                 }
             }
@@ -615,13 +684,13 @@ impl Online {
         Some(outcome)
     }
 
-    /// "Now" on the events' clock: the latest event time, else the wall clock.
+    /// "Now": the wall clock on live backends; on the simulator the latest event time
+    /// (its accelerated clock), else the wall clock.
     pub fn now(&self) -> f64 {
-        self.clock.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64())
-        })
+        if self.wall_clock {
+            return wall_now();
+        }
+        self.clock.unwrap_or_else(wall_now)
     }
 
     /// Runtime prediction for a job with `profile`, submitted at `at`.
@@ -720,6 +789,15 @@ fn event_point(p: &MetricPoint) -> EventPoint {
         loss: p.loss,
         accuracy: p.accuracy,
         at: p.at,
+    }
+}
+
+/// The id the predictors know a job's run by: the job id for the first run, `id#run` after.
+fn run_id(job_id: &str, run: u32) -> String {
+    if run <= 1 {
+        job_id.to_string()
+    } else {
+        format!("{job_id}#{run}")
     }
 }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::event_time::wall_now;
 use crate::serve::events::{Event, EventBatch};
 use crate::serve::store::{StoreError, StoredEvent};
 use crate::serve::AppState;
@@ -42,21 +43,40 @@ fn store_error(e: StoreError) -> ApiError {
     ))
 }
 
+/// On a live backend, the latest accepted event time (wall clock plus the allowed skew) and
+/// how it is explained; none on the simulator (its clock is its own).
+fn future_limit(state: &AppState) -> Option<(f64, String)> {
+    let cfg = &state.config;
+    cfg.backend.is_live().then(|| {
+        let skew = cfg.max_future_skew_seconds;
+        (
+            wall_now() + skew,
+            format!("the wall clock plus max_future_skew_seconds = {skew}: events may not come from the future"),
+        )
+    })
+}
+
 /// `POST /v1/events`: one event, stored durably before the answer.
 #[utoipa::path(
     post,
     path = "/v1/events",
     tag = "ingest",
-    summary = "Ingest one event; answered once it is stored durably",
+    summary = "Ingest one event; answered once it is stored durably. Times are epoch seconds or RFC 3339 strings; on a live backend an event more than max_future_skew_seconds after the wall clock is refused",
     request_body = Event,
     security(("bearer" = [])),
-    responses((status = 200, description = "stored", body = Ingested))
+    responses(
+        (status = 200, description = "stored", body = Ingested),
+        (status = 422, description = "a field is invalid (named), or a time is in the future")
+    )
 )]
 pub async fn ingest_one(
     State(state): State<AppState>,
     ApiJson(event): ApiJson<Event>,
 ) -> Result<Json<Ingested>, ApiError> {
     event.validate("")?;
+    if let Some((limit, why)) = future_limit(&state) {
+        event.check_not_after("", limit, &why)?;
+    }
     let seqs = state.store.append(vec![event]).await.map_err(store_error)?;
     Ok(Json(Ingested {
         seq: seqs.first().copied(),
@@ -69,10 +89,13 @@ pub async fn ingest_one(
     post,
     path = "/v1/events/batch",
     tag = "ingest",
-    summary = "Ingest a batch of events, stored together (all or none)",
+    summary = "Ingest a batch of events, stored together (all or none); a refused event (named by its index and field) stores none",
     request_body = EventBatch,
     security(("bearer" = [])),
-    responses((status = 200, description = "stored", body = IngestedBatch))
+    responses(
+        (status = 200, description = "stored", body = IngestedBatch),
+        (status = 422, description = "a field of `events[i]` is invalid, or a time is in the future")
+    )
 )]
 pub async fn ingest_batch(
     State(state): State<AppState>,
@@ -85,8 +108,12 @@ pub async fn ingest_batch(
             format!("must hold 1 to {} events, got {n}", state.config.max_batch),
         ));
     }
+    let future = future_limit(&state);
     for (i, e) in batch.events.iter().enumerate() {
         e.validate(&format!("events[{i}]"))?;
+        if let Some((limit, why)) = &future {
+            e.check_not_after(&format!("events[{i}]"), *limit, why)?;
+        }
     }
     let seqs = state
         .store

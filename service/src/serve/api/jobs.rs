@@ -53,8 +53,10 @@ pub struct Actual {
 /// What Augur knows and predicts about a job.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
-    /// Events seen and the predictions made at its submit.
+    /// Events seen and the predictions made at its submit (the latest run of this id).
     pub job: JobInfo,
+    /// Earlier runs of this id (it was submitted again after it finished), oldest first.
+    pub earlier_runs: Vec<JobInfo>,
     pub phase: Phase,
     /// "Now" on the events' clock.
     pub now: f64,
@@ -119,7 +121,7 @@ fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    summary = "What Augur knows and predicts about a job: events seen, predictions made at submit, ETA to start and to finish",
+    summary = "What Augur knows and predicts about a job (its latest run; earlier runs of a re-used id are listed): events seen, the answers stored at submit (`runtime_at_submit`, ...), the runtime answer now (`runtime_now`), ETA to start and to finish",
     params(("id" = String, Path, description = "The job's id in the ingested events")),
     responses(
         (status = 200, description = "the job", body = JobView),
@@ -137,6 +139,7 @@ pub async fn job(
             "no job `{id}` has been ingested"
         )));
     };
+    let earlier_runs = o.earlier_runs.get(&id).cloned().unwrap_or_default();
     // a job not submitted yet has no prediction; one seen only through a finish neither
     let phase = phase_of(&info);
     let eta = eta_of(&info, phase, now);
@@ -159,6 +162,7 @@ pub async fn job(
     };
     Ok(Json(JobView {
         job: info,
+        earlier_runs,
         phase,
         now,
         eta,

@@ -8,7 +8,8 @@
 //! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
 //! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
 //! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
-//! - [`answers`]: the ways of asking one job's runtime at one moment agree.
+//! - [`answers`]: the ways of asking one job's runtime at one moment agree;
+//! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids.
 
 mod answers;
 mod lifecycle;
@@ -16,6 +17,7 @@ mod predictions;
 mod records;
 mod retrain;
 mod routes;
+mod time_identity;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
