@@ -11,6 +11,7 @@
 //! | `token` | `AUGUR_SERVE_TOKEN` | — | generated on first start |
 //! | `insecure` | `AUGUR_SERVE_INSECURE` | `--insecure` | `false` |
 //! | `bootstrap_dataset` | `AUGUR_SERVE_BOOTSTRAP` | `--bootstrap` | `philly` |
+//! | `bootstrap_format` | `AUGUR_SERVE_BOOTSTRAP_FORMAT` | `--bootstrap-format` | detected |
 //! | `bootstrap_limit` | `AUGUR_SERVE_BOOTSTRAP_LIMIT` | `--bootstrap-limit` | all jobs |
 //! | `trees` | `AUGUR_SERVE_TREES` | `--trees` | 1000 (the trainer's default) |
 //! | `speed` | `AUGUR_SERVE_SPEED` | `--speed` | 60 |
@@ -42,8 +43,12 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// Turn authentication off (only this turns it off).
     pub insecure: bool,
-    /// Bundled dataset the models are trained on at first start, when the registry is empty.
+    /// What the models are trained on at first start, when the registry is empty: bundled
+    /// dataset names, trace files and folders, comma-separated (the simulator replays a
+    /// bundled name).
     pub bootstrap_dataset: String,
+    /// Format of the bootstrap trace files when it cannot be detected.
+    pub bootstrap_format: Option<String>,
     /// Train on only the first N jobs (by submit time) of the bootstrap dataset (quicker).
     pub bootstrap_limit: Option<usize>,
     /// Maximum boosting rounds when training (first start and retraining); lower is quicker.
@@ -124,6 +129,7 @@ impl Default for ServeConfig {
             token: None,
             insecure: false,
             bootstrap_dataset: "philly".to_string(),
+            bootstrap_format: None,
             bootstrap_limit: None,
             trees: None,
             speed: 60.0,
@@ -147,6 +153,7 @@ pub struct PartialConfig {
     pub token: Option<String>,
     pub insecure: Option<bool>,
     pub bootstrap_dataset: Option<String>,
+    pub bootstrap_format: Option<String>,
     pub bootstrap_limit: Option<usize>,
     pub trees: Option<usize>,
     pub speed: Option<f64>,
@@ -203,6 +210,7 @@ impl PartialConfig {
                 .cloned(),
             insecure,
             bootstrap_dataset: env.get("AUGUR_SERVE_BOOTSTRAP").cloned(),
+            bootstrap_format: env.get("AUGUR_SERVE_BOOTSTRAP_FORMAT").cloned(),
             bootstrap_limit: parse(env, "AUGUR_SERVE_BOOTSTRAP_LIMIT")?,
             trees: parse(env, "AUGUR_SERVE_TREES")?,
             speed: parse(env, "AUGUR_SERVE_SPEED")?,
@@ -224,6 +232,7 @@ impl PartialConfig {
             token: later.token.or(self.token),
             insecure: later.insecure.or(self.insecure),
             bootstrap_dataset: later.bootstrap_dataset.or(self.bootstrap_dataset),
+            bootstrap_format: later.bootstrap_format.or(self.bootstrap_format),
             bootstrap_limit: later.bootstrap_limit.or(self.bootstrap_limit),
             trees: later.trees.or(self.trees),
             speed: later.speed.or(self.speed),
@@ -248,6 +257,7 @@ impl PartialConfig {
             token: self.token.or(d.token),
             insecure: self.insecure.unwrap_or(d.insecure),
             bootstrap_dataset: self.bootstrap_dataset.unwrap_or(d.bootstrap_dataset),
+            bootstrap_format: self.bootstrap_format.or(d.bootstrap_format),
             bootstrap_limit: self.bootstrap_limit.or(d.bootstrap_limit),
             trees: self.trees.or(d.trees),
             speed: self.speed.unwrap_or(d.speed),

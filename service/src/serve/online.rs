@@ -12,7 +12,7 @@
 //! store ([`super::AppState::swap_models`]); what was answered at each submit is a stored
 //! record ([`super::store::PredictionRecord`]) that replays and swaps keep.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
@@ -262,6 +262,8 @@ pub struct EventCounts {
 pub enum PredictError {
     /// The model is not loaded (still training at first start, or training failed).
     NotAvailable(&'static str),
+    /// The history it was to be trained on cannot train it (`reason` names what it lacks).
+    NotTrained { kind: &'static str, reason: String },
     /// The features could not be computed (an internal inconsistency).
     Internal(String),
 }
@@ -291,6 +293,9 @@ pub struct Online {
     pub clock: Option<f64>,
     /// "Now" is the wall clock (live backends), not the events' clock (the simulator).
     wall_clock: bool,
+    /// Why a kind has no served model when its training was skipped, by kind (e.g. the
+    /// history has no start times, so no queue waits).
+    pub not_trained: BTreeMap<String, String>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     pub counts: EventCounts,
@@ -330,6 +335,7 @@ impl Online {
             earlier_runs: HashMap::new(),
             clock: None,
             wall_clock: false,
+            not_trained: BTreeMap::new(),
             last_seq: 0,
             last_snapshot: None,
             counts: EventCounts::default(),
@@ -388,6 +394,7 @@ impl Online {
             }
         }
         self.issued.retain(|r| r.submit_seq > old.last_seq);
+        self.not_trained = old.not_trained.clone();
         self.recorded.clear();
     }
 
@@ -693,6 +700,17 @@ impl Online {
         self.clock.unwrap_or_else(wall_now)
     }
 
+    /// Why `kind` cannot answer: the reason its training was skipped, when known.
+    fn not_available(&self, kind: &'static str) -> PredictError {
+        match self.not_trained.get(kind) {
+            Some(reason) => PredictError::NotTrained {
+                kind,
+                reason: reason.clone(),
+            },
+            None => PredictError::NotAvailable(kind),
+        }
+    }
+
     /// Runtime prediction for a job with `profile`, submitted at `at`.
     pub fn predict_runtime(
         &self,
@@ -703,7 +721,7 @@ impl Online {
         let online = self
             .runtime
             .as_ref()
-            .ok_or(PredictError::NotAvailable("runtime"))?;
+            .ok_or_else(|| self.not_available("runtime"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -719,7 +737,7 @@ impl Online {
         let online = self
             .failure
             .as_ref()
-            .ok_or(PredictError::NotAvailable("failure"))?;
+            .ok_or_else(|| self.not_available("failure"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -755,7 +773,7 @@ impl Online {
         let online = self
             .queue_wait
             .as_ref()
-            .ok_or(PredictError::NotAvailable("queue_wait"))?;
+            .ok_or_else(|| self.not_available("queue_wait"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())

@@ -10,9 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use augur_datasets::bundled::Dataset;
-use augur_datasets::{JobRecord, ReadOptions};
+use augur_datasets::JobRecord;
+use augur_features::failure_label;
 use augur_predictor::convergence::load_bundled_mlperf;
+use augur_predictor::queue_wait::known_wait;
 use augur_predictor::registry::{Artifact, Selector};
 use augur_predictor::{
     train_and_evaluate_convergence, train_and_evaluate_failure, train_and_evaluate_queue_wait,
@@ -30,6 +31,7 @@ use super::online::{Served, ServedModels};
 use crate::model_store::{
     convergence_metrics, failure_metrics, queue_wait_metrics, runtime_metrics, save_artifact,
 };
+use crate::trace_sources::load_sources;
 use crate::trainers;
 
 /// Registry kind of the queue-wait predictor.
@@ -54,8 +56,11 @@ pub struct TrainReport {
     pub queue_wait: Option<ArtifactMeta>,
     #[schema(value_type = Option<Object>)]
     pub failure: Option<ArtifactMeta>,
-    /// Why a model was not trained (e.g. too few jobs with a known wait).
+    /// Why a model was not trained (e.g. too few jobs with a known wait): `kind: why`.
     pub skipped: Vec<String>,
+    /// The same by kind.
+    #[serde(default)]
+    pub not_trained: BTreeMap<String, String>,
     /// Trained and saved but not promoted, with the reason (`kind vN: why`).
     #[serde(default)]
     pub kept: Vec<String>,
@@ -170,16 +175,60 @@ pub fn registry_is_empty(registry: &ModelRegistry) -> anyhow::Result<bool> {
 
 /// The jobs of a bundled dataset, the first `limit` by submit time if given.
 pub fn bundled_jobs(name: &str, limit: Option<usize>) -> anyhow::Result<Vec<JobRecord>> {
-    let ds = Dataset::parse(name)?;
-    let (table, _) = ds
-        .load(&ReadOptions::default())
-        .with_context(|| format!("reading the bundled {name} trace"))?;
-    let mut jobs = table.to_records()?;
+    bootstrap_jobs(&[name.to_string()], None, limit)
+}
+
+/// The sources named by the `bootstrap_dataset` setting: comma-separated bundled dataset
+/// names, trace files and folders.
+pub fn bootstrap_sources(setting: &str) -> Vec<String> {
+    setting
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The jobs of every source together (read as `format` when given, else detected), the
+/// first `limit` by submit time if given.
+pub fn bootstrap_jobs(
+    sources: &[String],
+    format: Option<&str>,
+    limit: Option<usize>,
+) -> anyhow::Result<Vec<JobRecord>> {
+    let mut jobs: Vec<JobRecord> = load_sources(sources, format)?
+        .into_iter()
+        .flat_map(|(_, jobs)| jobs)
+        .collect();
     jobs.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
     if let Some(n) = limit {
         jobs.truncate(n);
     }
     Ok(jobs)
+}
+
+/// What the history lacks for a kind, when it lacks a field entirely or mostly (fewer than
+/// one job in ten has it): the reason a kind cannot be trained, named by the field (start
+/// times for queue wait, statuses for failure, durations for run time).
+pub fn missing_field(kind: &str, jobs: &[JobRecord]) -> Option<String> {
+    let n = jobs.len();
+    let count = |has: &dyn Fn(&JobRecord) -> bool| jobs.iter().filter(|j| has(j)).count();
+    let (field, have) = match kind {
+        RUNTIME_KIND => (
+            "run times (a duration, or start and end times)",
+            count(&|j| j.duration.is_some_and(f64::is_finite)),
+        ),
+        QUEUE_WAIT_KIND => (
+            "start times (a queue wait is start − submit)",
+            count(&|j| known_wait(j).is_some()),
+        ),
+        FAILURE_KIND => (
+            "job statuses (completed / failed / killed)",
+            count(&|j| failure_label(j.status).is_some()),
+        ),
+        _ => return None,
+    };
+    (have * 10 < n.max(1)).then(|| format!("only {have} of {n} jobs have {field}"))
 }
 
 /// Trains the predictors on `jobs` (80/20 by submit time, metrics on the 20%), saves them
@@ -212,22 +261,30 @@ pub fn train_and_save_with(
         queue_wait: None,
         failure: None,
         skipped: Vec::new(),
+        not_trained: BTreeMap::new(),
         kept: Vec::new(),
         verdicts: Vec::new(),
     };
-    let mut record = |kind: &str, trained: Result<(ArtifactMeta, Verdict), String>| match trained {
-        Ok((meta, verdict)) => {
-            if !verdict.promoted {
-                report
-                    .kept
-                    .push(format!("{kind} v{}: {}", meta.version, verdict.reason));
+    let mut record = |kind: &str, trained: Result<(ArtifactMeta, Verdict), String>| {
+        let trained = trained.map_err(|why| match missing_field(kind, jobs) {
+            Some(missing) => format!("{missing}; {why}"),
+            None => why,
+        });
+        match trained {
+            Ok((meta, verdict)) => {
+                if !verdict.promoted {
+                    report
+                        .kept
+                        .push(format!("{kind} v{}: {}", meta.version, verdict.reason));
+                }
+                report.verdicts.push(verdict);
+                Some(meta)
             }
-            report.verdicts.push(verdict);
-            Some(meta)
-        }
-        Err(why) => {
-            report.skipped.push(format!("{kind}: {why}"));
-            None
+            Err(why) => {
+                report.skipped.push(format!("{kind}: {why}"));
+                report.not_trained.insert(kind.to_string(), why);
+                None
+            }
         }
     };
     let rt = train_runtime_with(registry, source, jobs, trees, promotion, served)?;

@@ -159,6 +159,9 @@ pub(super) fn predict_error(e: PredictError) -> ApiError {
             kind,
             "not trained or loaded yet (first-start training still running, or it failed: see the logs and GET /readyz)",
         ),
+        PredictError::NotTrained { kind, reason } => {
+            ApiError::model_not_available(kind, format!("not trained: {reason}"))
+        }
         PredictError::Internal(m) => ApiError::internal(m),
     }
 }
