@@ -8,6 +8,7 @@ use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::bounds;
 use super::error::{field_and_message, ApiError, FIELD_MARK};
 use super::event_time::{optional_time, time};
 
@@ -343,9 +344,15 @@ impl Event {
         }
     }
 
-    /// Refuses a time after `limit` (epoch seconds), naming the field; `prefix` as in
-    /// [`Event::validate`].
-    pub fn check_not_after(&self, prefix: &str, limit: f64, why: &str) -> Result<(), ApiError> {
+    /// Refuses a time before `earliest` or after `limit` (epoch seconds), naming the field;
+    /// `prefix` as in [`Event::validate`], `why` explains the limit.
+    pub fn check_within(
+        &self,
+        prefix: &str,
+        earliest: f64,
+        limit: f64,
+        why: &str,
+    ) -> Result<(), ApiError> {
         let f = |name: &str| {
             if prefix.is_empty() {
                 name.to_string()
@@ -353,23 +360,32 @@ impl Event {
                 format!("{prefix}.{name}")
             }
         };
-        let late = |field: String, t: f64| {
-            Err(ApiError::invalid(
-                field,
-                format!("{t} is {:.0} s after {limit} ({why})", t - limit),
-            ))
+        let check = |field: String, t: f64| {
+            if t > limit {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{t} is {:.0} s after {limit} ({why})", t - limit),
+                ));
+            }
+            if t < earliest {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{t} is before {earliest} (2000-01-01): give epoch seconds or an RFC 3339 time"),
+                ));
+            }
+            Ok(())
         };
         match self {
             Event::MetricPoints { points, .. } => {
                 for (i, p) in points.iter().enumerate() {
-                    if let Some(t) = p.at.filter(|&t| t > limit) {
-                        return late(f(&format!("points[{i}].at")), t);
+                    if let Some(t) = p.at {
+                        check(f(&format!("points[{i}].at")), t)?;
                     }
                 }
             }
             other => {
-                if let Some(t) = other.at().filter(|&t| t > limit) {
-                    return late(f("at"), t);
+                if let Some(t) = other.at() {
+                    check(f("at"), t)?;
                 }
             }
         }
@@ -395,6 +411,9 @@ impl Event {
                 check_id(&f("job_id"), job_id)?;
                 check_time(&f("at"), *at)?;
                 profile.validate(&f("profile"))?;
+                if dag.is_none() || profile != &JobProfile::default() {
+                    bounds::check_profile(profile, &f("profile"))?;
+                }
                 if let Some(d) = dag {
                     d.validate(&f("dag"))?;
                 }
@@ -412,6 +431,10 @@ impl Event {
                 check_id(&f("job_id"), job_id)?;
                 check_time(&f("at"), *at)?;
                 check_nonneg(&f("duration"), *duration)?;
+                // zero is a job that ended before it ran
+                if duration.is_some_and(|d| d > 0.0) {
+                    bounds::check_seconds(&f("duration"), *duration)?;
+                }
             }
             Event::MetricPoints { job_id, points } => {
                 check_id(&f("job_id"), job_id)?;

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bounds;
 pub mod config;
 pub mod error;
 pub mod event_time;

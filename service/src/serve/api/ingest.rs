@@ -1,11 +1,14 @@
 //! `POST /v1/events`, `POST /v1/events/batch`: events stored durably before the answer;
 //! `GET /v1/events`: the stored events in sequence order.
 
+use std::collections::HashMap;
+
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::serve::bounds::EARLIEST_LIVE_TIME;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::event_time::wall_now;
 use crate::serve::events::{Event, EventBatch};
@@ -56,6 +59,41 @@ fn future_limit(state: &AppState) -> Option<(f64, String)> {
     })
 }
 
+/// Refuses a start or finish before its job's submit (in the same request, else the
+/// ingested one of the job's unfinished run); `prefix(i)` is event `i`'s field path prefix.
+fn check_order(
+    state: &AppState,
+    events: &[Event],
+    prefix: impl Fn(usize) -> String,
+) -> Result<(), ApiError> {
+    let o = state.online();
+    let mut submits: HashMap<&str, f64> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let (job_id, at, what) = match e {
+            Event::JobSubmitted { job_id, at, .. } => {
+                submits.insert(job_id, *at);
+                continue;
+            }
+            Event::JobStarted { job_id, at } => (job_id, *at, "start"),
+            Event::JobFinished { job_id, at, .. } => (job_id, *at, "finish"),
+            _ => continue,
+        };
+        let submit = submits.get(job_id.as_str()).copied().or_else(|| {
+            o.jobs
+                .get(job_id)
+                .filter(|j| j.finished_at.is_none())
+                .and_then(|j| j.submitted_at)
+        });
+        if let Some(s) = submit.filter(|&s| at < s) {
+            return Err(ApiError::invalid(
+                format!("{}at", prefix(i)),
+                format!("the {what} at {at} is before the job's submit at {s}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/events`: one event, stored durably before the answer.
 #[utoipa::path(
     post,
@@ -75,8 +113,9 @@ pub async fn ingest_one(
 ) -> Result<Json<Ingested>, ApiError> {
     event.validate("")?;
     if let Some((limit, why)) = future_limit(&state) {
-        event.check_not_after("", limit, &why)?;
+        event.check_within("", EARLIEST_LIVE_TIME, limit, &why)?;
     }
+    check_order(&state, std::slice::from_ref(&event), |_| String::new())?;
     let seqs = state.store.append(vec![event]).await.map_err(store_error)?;
     Ok(Json(Ingested {
         seq: seqs.first().copied(),
@@ -112,9 +151,10 @@ pub async fn ingest_batch(
     for (i, e) in batch.events.iter().enumerate() {
         e.validate(&format!("events[{i}]"))?;
         if let Some((limit, why)) = &future {
-            e.check_not_after(&format!("events[{i}]"), *limit, why)?;
+            e.check_within(&format!("events[{i}]"), EARLIEST_LIVE_TIME, *limit, why)?;
         }
     }
+    check_order(&state, &batch.events, |i| format!("events[{i}]."))?;
     let seqs = state
         .store
         .append(batch.events)

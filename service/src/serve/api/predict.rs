@@ -9,6 +9,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::serve::bounds;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile, MAX_STRING};
 use crate::serve::online::{
@@ -214,6 +215,7 @@ fn predict_profiles<T: Serialize>(
         let mut preds = Vec::with_capacity(jobs.len());
         for (path, j) in &jobs {
             let r = resolve(&o, path, j)?;
+            bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
             preds.push(predict(&o, &r.id, &r.profile, r.at).map_err(predict_error)?);
         }
         (version, preds)

@@ -9,9 +9,11 @@
 //! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
 //! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
 //! - [`answers`]: the ways of asking one job's runtime at one moment agree;
-//! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids.
+//! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
+//! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused.
 
 mod answers;
+mod inputs;
 mod lifecycle;
 mod predictions;
 mod records;
