@@ -403,6 +403,10 @@ impl Online {
     /// clock reaching its time) under the id of the job's current run (`predictor_id`);
     /// returns the answers they issued when it is a submit.
     fn route(&mut self, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
+        let requested_time = match event {
+            Event::JobSubmitted { profile, .. } => profile.requested_time,
+            _ => None,
+        };
         let record;
         let points: Vec<EventPoint>;
         let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
@@ -458,7 +462,7 @@ impl Online {
                 .as_mut()
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
-                .map(RuntimeAnswer::from),
+                .map(|a| RuntimeAnswer::from(a).within_limit(requested_time)),
             queue_wait: self
                 .queue_wait
                 .as_mut()
@@ -581,7 +585,7 @@ impl Online {
             .ok_or_else(|| self.not_available("runtime"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
-        Ok(answer.into())
+        Ok(RuntimeAnswer::from(answer).within_limit(profile.requested_time))
     }
 
     /// Failure probability for a job with `profile`, submitted at `at`.

@@ -49,6 +49,27 @@ pub struct RuntimeAnswer {
     /// `online_conformal` (recalibrated on finished jobs) or `static_conformal`.
     #[serde(deserialize_with = "label")]
     pub interval: Label,
+    /// The job's `requested_time` cut the point or the interval: the scheduler ends the job
+    /// there, so it cannot run longer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped_by_requested_time: bool,
+}
+
+impl RuntimeAnswer {
+    /// This answer with its point and interval no longer than `limit`, the job's requested
+    /// time (a wall-time limit the scheduler enforces); unchanged without one.
+    pub fn within_limit(mut self, limit: Option<f64>) -> RuntimeAnswer {
+        let Some(limit) = limit.filter(|l| l.is_finite() && *l > 0.0) else {
+            return self;
+        };
+        if self.upper > limit || self.seconds > limit {
+            self.upper = self.upper.min(limit);
+            self.seconds = self.seconds.min(limit);
+            self.lower = self.lower.min(limit);
+            self.capped_by_requested_time = true;
+        }
+        self
+    }
 }
 
 impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
@@ -63,6 +84,7 @@ impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
                 IntervalSource::OnlineConformal => "online_conformal",
                 IntervalSource::StaticConformal => "static_conformal",
             },
+            capped_by_requested_time: false,
         }
     }
 }
