@@ -264,4 +264,16 @@ fn serve_trains_on_its_own_history_file_and_keeps_its_models_honest() {
         );
     }
     drop(server);
+
+    // after a restart, the kind the history could not train still says why
+    let server = start(dir.path());
+    let (st, v) = post(
+        server.addr,
+        "/v1/predict/failure",
+        &json!({ "job": probe }),
+        token,
+    );
+    assert_eq!(st, 503, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("jobs have job statuses"), "{msg}");
 }

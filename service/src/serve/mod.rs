@@ -194,7 +194,9 @@ impl AppState {
         let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
         let live = config.backend.is_live();
-        let online = Arc::new(Mutex::new(Online::new(models).with_wall_clock(live)));
+        let mut online = Online::new(models).with_wall_clock(live);
+        online.not_trained = training::load_not_trained(&registry);
+        let online = Arc::new(Mutex::new(online));
         let (events_tx, _) = broadcast::channel(4096);
         let on_commit = {
             let online = online.clone();

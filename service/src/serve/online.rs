@@ -121,6 +121,8 @@ pub enum PredictError {
     NotAvailable(&'static str),
     /// The history it was to be trained on cannot train it (`reason` names what it lacks).
     NotTrained { kind: &'static str, reason: String },
+    /// The job cannot fit the cluster (the profile `field` asks for more than it has).
+    CannotFit { field: &'static str, reason: String },
     /// The features could not be computed (an internal inconsistency).
     Internal(String),
 }
@@ -155,6 +157,8 @@ pub struct Online {
     pub not_trained: BTreeMap<String, String>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
+    /// The most GPUs any cluster snapshot reported: a job asking for more cannot fit.
+    pub largest_gpus: Option<f64>,
     pub counts: EventCounts,
     /// Stored answers at submit, by submit sequence number, still to be replayed: a
     /// replayed submit takes its answers from here instead of issuing new ones.
@@ -195,6 +199,7 @@ impl Online {
             not_trained: BTreeMap::new(),
             last_seq: 0,
             last_snapshot: None,
+            largest_gpus: None,
             counts: EventCounts::default(),
             recorded: HashMap::new(),
             issued: Vec::new(),
@@ -375,6 +380,10 @@ impl Online {
             Event::ClusterSnapshot(s) => {
                 self.counts.cluster_snapshot += 1;
                 self.last_snapshot = Some(s.clone());
+                self.largest_gpus = Some(
+                    self.largest_gpus
+                        .map_or(s.total_gpus, |g| g.max(s.total_gpus)),
+                );
                 None
             }
         }
@@ -635,6 +644,16 @@ impl Online {
             .queue_wait
             .as_ref()
             .ok_or_else(|| self.not_available("queue_wait"))?;
+        if let (Some(want), Some(total)) = (profile.num_gpus, self.largest_gpus) {
+            if want > total {
+                return Err(PredictError::CannotFit {
+                    field: "num_gpus",
+                    reason: format!(
+                        "{want} GPUs is more than the cluster has ({total}, the largest cluster snapshot): the job cannot fit, it would wait forever"
+                    ),
+                });
+            }
+        }
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())

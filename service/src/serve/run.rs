@@ -129,6 +129,7 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
             let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
             state.online().not_trained = report.not_trained.clone();
+            training::save_not_trained(&state.registry, &report.not_trained)?;
             Ok(report)
         })();
         match result {

@@ -519,6 +519,38 @@ pub fn train_convergence(
     Ok(Ok(meta))
 }
 
+/// Where the reasons the first-start training skipped kinds are kept, so a restart still
+/// answers them in the 503 of those kinds.
+fn not_trained_path(registry: &ModelRegistry) -> std::path::PathBuf {
+    registry.root().join("not-trained.json")
+}
+
+/// Keeps `not_trained` (kind → reason) beside the registry.
+pub fn save_not_trained(
+    registry: &ModelRegistry,
+    not_trained: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let path = not_trained_path(registry);
+    std::fs::write(&path, serde_json::to_vec_pretty(not_trained)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The reasons kept by [`save_not_trained`], for the kinds that still have no version
+/// (none when there is no such file or it cannot be read).
+pub fn load_not_trained(registry: &ModelRegistry) -> BTreeMap<String, String> {
+    let Ok(bytes) = std::fs::read(not_trained_path(registry)) else {
+        return BTreeMap::new();
+    };
+    let mut map: BTreeMap<String, String> = serde_json::from_slice(&bytes).unwrap_or_default();
+    map.retain(|kind, _| {
+        registry
+            .version_numbers(kind)
+            .map(|v| v.is_empty())
+            .unwrap_or(false)
+    });
+    map
+}
+
 /// Opens the registry under the data folder.
 pub fn open_registry(data_dir: &Path) -> anyhow::Result<ModelRegistry> {
     ModelRegistry::open(data_dir.join("models")).context("opening the model registry")

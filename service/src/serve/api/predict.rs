@@ -163,6 +163,9 @@ pub(super) fn predict_error(e: PredictError) -> ApiError {
         PredictError::NotTrained { kind, reason } => {
             ApiError::model_not_available(kind, format!("not trained: {reason}"))
         }
+        PredictError::CannotFit { field, reason } => {
+            ApiError::invalid(format!("profile.{field}"), reason)
+        }
         PredictError::Internal(m) => ApiError::internal(m),
     }
 }
@@ -216,7 +219,13 @@ fn predict_profiles<T: Serialize>(
         for (path, j) in &jobs {
             let r = resolve(&o, path, j)?;
             bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
-            preds.push(predict(&o, &r.id, &r.profile, r.at).map_err(predict_error)?);
+            let answer = predict(&o, &r.id, &r.profile, r.at).map_err(|e| match e {
+                PredictError::CannotFit { field, reason } => {
+                    ApiError::invalid(format!("{path}.profile.{field}"), reason)
+                }
+                e => predict_error(e),
+            })?;
+            preds.push(answer);
         }
         (version, preds)
     };
@@ -257,6 +266,7 @@ pub async fn predict_runtime(
     request_body = PredictRequest,
     responses(
         (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<WaitAnswer>),
+        (status = 422, description = "a field is invalid, or the job asks for more GPUs than the cluster has (it cannot fit)"),
         (status = 503, description = "model not available yet (first-start training)")
     )
 )]

@@ -160,3 +160,39 @@ async fn one_users_outlier_jobs_do_not_move_another_users_answer_by_orders_of_ma
         "another user's answer moved {ratio:.1}x ({before} s -> {after} s)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_larger_than_the_cluster_cannot_fit_and_gets_no_wait() {
+    let (state, _dir) = service(true);
+    let snapshot =
+        json!({ "type": "cluster_snapshot", "at": 1e9, "total_gpus": 64, "busy_gpus": 8 });
+    let (st, v) = call(&state, "POST", "/v1/events", Some(snapshot), true).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let ask = |gpus: f64| json!({ "jobs": [{ "profile": { "num_gpus": 1 } }, { "profile": { "num_gpus": gpus } }] });
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/queue-wait",
+        Some(ask(64.0)),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/queue-wait",
+        Some(ask(65.0)),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "jobs[1].profile.num_gpus", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot fit"),
+        "{v}"
+    );
+}
