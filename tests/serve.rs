@@ -185,6 +185,19 @@ fn serve_ingests_a_real_trace_predicts_and_loses_nothing_acknowledged_when_kille
     let (st, body) = http(addr, "GET", "/metrics", None, None).unwrap();
     assert_eq!(st, 200, "{body}");
     assert!(body.contains("# TYPE"), "{body}");
+    let build = format!(
+        "augur_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(body.contains(&build), "{body}");
+    let rss: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no process_resident_memory_bytes in {body}"));
+    assert!(rss > 1e6, "resident memory {rss}");
+    assert!(body.contains("process_cpu_seconds_total "), "{body}");
+    assert_eq!(body.matches("# EOF").count(), 1, "{body}");
 
     // kill -9 under concurrent ingest: every acknowledged event must survive
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));

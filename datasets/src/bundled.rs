@@ -3,8 +3,9 @@
 //!
 //! The data folder is found, in order, at `$AUGUR_DATASETS_DIR` (or its older name
 //! `$AUGUR_DATA_DIR`), the install path `/usr/share/augur/datasets` (where the container
-//! image puts it), `../share/augur/datasets` from the executable's folder, `./datasets/data`
-//! under the current directory, or the `data/` folder of this crate's source tree.
+//! image puts it), `../share/augur/datasets` from the executable's folder, `datasets/data`
+//! under the current directory or one of its two parents, or the `data/` folder of this
+//! crate's source tree.
 
 use std::path::{Path, PathBuf};
 
@@ -134,7 +135,8 @@ pub enum DataDirSource {
     Install,
     /// [`BESIDE_EXECUTABLE`], from the running executable's folder.
     BesideExecutable,
-    /// `datasets/data` under the current directory (a checkout of the repository).
+    /// `datasets/data` under the current directory or one of its two parents (a checkout of
+    /// the repository, or a crate's folder in it).
     WorkingDirectory,
     /// The `data/` folder of this crate's source tree (compile-time path).
     SourceTree,
@@ -164,7 +166,8 @@ impl DataDirSource {
 
 /// The folders the bundled data is looked for in, in order: `$AUGUR_DATASETS_DIR`,
 /// `$AUGUR_DATA_DIR`, [`INSTALL_DIR`], [`BESIDE_EXECUTABLE`] from `executable`'s folder,
-/// `datasets/data` under the current directory, this crate's source tree. `env` reads an
+/// `datasets/data` under the current directory and its two parents, this crate's source tree
+/// (a compile-time path: stale when the build came from another checkout). `env` reads an
 /// environment variable (unset and empty are the same).
 pub fn data_dir_candidates(
     env: impl Fn(&str) -> Option<std::ffi::OsString>,
@@ -186,10 +189,13 @@ pub fn data_dir_candidates(
             bin_dir.join(BESIDE_EXECUTABLE),
         ));
     }
-    out.push((
-        DataDirSource::WorkingDirectory,
-        PathBuf::from("datasets/data"),
-    ));
+    // a checkout's root or one of its crates' folders (where `cargo test` runs a crate's tests)
+    for up in ["", "../", "../../"] {
+        out.push((
+            DataDirSource::WorkingDirectory,
+            PathBuf::from(format!("{up}datasets/data")),
+        ));
+    }
     out.push((
         DataDirSource::SourceTree,
         Path::new(env!("CARGO_MANIFEST_DIR")).join("data"),
@@ -255,6 +261,8 @@ mod tests {
                 DataDirSource::Install,
                 DataDirSource::BesideExecutable,
                 DataDirSource::WorkingDirectory,
+                DataDirSource::WorkingDirectory,
+                DataDirSource::WorkingDirectory,
                 DataDirSource::SourceTree,
             ]
         );
@@ -267,7 +275,9 @@ mod tests {
             Path::new("/opt/augur/bin/../share/augur/datasets")
         );
         assert_eq!(paths[4], Path::new("datasets/data"));
-        assert_eq!(paths[5], Path::new(env!("CARGO_MANIFEST_DIR")).join("data"));
+        assert_eq!(paths[5], Path::new("../datasets/data"));
+        assert_eq!(paths[6], Path::new("../../datasets/data"));
+        assert_eq!(paths[7], Path::new(env!("CARGO_MANIFEST_DIR")).join("data"));
     }
 
     #[test]
@@ -281,6 +291,8 @@ mod tests {
             sources,
             [
                 DataDirSource::Install,
+                DataDirSource::WorkingDirectory,
+                DataDirSource::WorkingDirectory,
                 DataDirSource::WorkingDirectory,
                 DataDirSource::SourceTree,
             ]

@@ -1,5 +1,5 @@
 //! The resources the fake serves ([`Kind`]): nodes, pods, PyTorchJobs, Volcano PodGroups,
-//! Kueue Workloads and Leases.
+//! Kueue Workloads, Leases and Events.
 
 /// A served resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,5 +62,12 @@ pub const LEASES: Kind = Kind {
     group: "coordination.k8s.io",
     version: "v1",
     kind: "Lease",
+    namespaced: true,
+};
+pub const EVENTS: Kind = Kind {
+    plural: "events",
+    group: "",
+    version: "v1",
+    kind: "Event",
     namespaced: true,
 };

@@ -5,7 +5,8 @@
 //! real API: lists (`metadata.resourceVersion`), watches as newline-delimited `WatchEvent`s
 //! resumed from a `resourceVersion`, with `BOOKMARK`s when asked and `410 Expired` for a
 //! compacted version; GET/PATCH of a `PyTorchJob`'s `/scale` (merge patch, `resourceVersion`
-//! precondition → 409); `Lease` get/create/replace. Objects are built from k8s-openapi types
+//! precondition → 409); JSON merge patches of any object (annotations); `Lease`
+//! get/create/replace; Events created with `generateName`. Objects are built from k8s-openapi types
 //! where they exist. Faults (status codes, delays) can be injected per request, and every
 //! request is recorded so tests can assert what the backend sent.
 //!
@@ -22,7 +23,7 @@ mod store;
 mod watch;
 
 pub use clock::VClock;
-pub use kinds::{Kind, JOBS, LEASES, NODES, PODGROUPS, PODS, WORKLOADS};
+pub use kinds::{Kind, EVENTS, JOBS, LEASES, NODES, PODGROUPS, PODS, WORKLOADS};
 pub use objects::{
     node, podgroup, pytorchjob, rfc3339, set_started, set_succeeded, worker_pod, workload,
 };

@@ -1,6 +1,7 @@
 //! Serving the API ([`FakeApi::start`]): each request is recorded, answered with an injected
 //! fault when one matches, else routed (`/api/v1/...`, `/apis/G/V/...`, optionally namespaced)
-//! to list, watch, get, create, replace, or a PyTorchJob's `/scale` get and merge patch.
+//! to list, watch, get, create (with `generateName`), replace, merge-patch an object, or a
+//! PyTorchJob's `/scale` get and merge patch.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -208,6 +209,12 @@ impl FakeApi {
                 }
                 self.patch_scale(in_ns, &n, call.body)
             }
+            ("PATCH", Some(n), None) => {
+                if call.content_type.as_deref() != Some("application/merge-patch+json") {
+                    return error(415, "UnsupportedMediaType", "expected a merge patch");
+                }
+                self.merge_patch(kind, in_ns, &n, call.body)
+            }
             ("POST", None, None) => self.create(kind, ns.unwrap_or_default(), call.body),
             ("PUT", Some(n), None) => self.replace(kind, ns.unwrap_or_default(), &n, call.body),
             _ => error(405, "MethodNotAllowed", "not supported by the fake"),
@@ -219,7 +226,13 @@ impl FakeApi {
         let Some(mut o) = body else {
             return error(400, "BadRequest", "no body");
         };
-        let n = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let mut n = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if n.is_empty() {
+            if let Some(prefix) = o["metadata"]["generateName"].as_str() {
+                n = format!("{prefix}{:05}", self.rv() + 1);
+                o["metadata"]["name"] = json!(n);
+            }
+        }
         if self.get(kind, &ns, &n).is_some() {
             return error(
                 409,
@@ -276,6 +289,23 @@ impl FakeApi {
         }))
     }
 
+    /// PATCH with a JSON merge patch (RFC 7386) of the object itself.
+    fn merge_patch(&self, kind: Kind, ns: &str, name: &str, body: Option<Value>) -> Response {
+        let Some(mut obj) = self.get(kind, ns, name) else {
+            return error(
+                404,
+                "NotFound",
+                &format!("{} \"{name}\" not found", kind.plural),
+            );
+        };
+        let Some(body) = body else {
+            return error(400, "BadRequest", "no body");
+        };
+        merge(&mut obj, &body);
+        self.put(kind, obj);
+        ok_json(&self.get(kind, ns, name).unwrap_or(Value::Null))
+    }
+
     fn patch_scale(&self, ns: &str, name: &str, body: Option<Value>) -> Response {
         let Some(mut job) = self.get(JOBS, ns, name) else {
             return error(
@@ -302,5 +332,46 @@ impl FakeApi {
         job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(replicas);
         self.put(JOBS, job);
         ok_json(&scale_of(&self.get(JOBS, ns, name).unwrap_or(Value::Null)))
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7386): objects merge key by key, `null` removes a key,
+/// anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patches_follow_rfc_7386() {
+        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}, "keep": [1, 2]});
+        merge(
+            &mut t,
+            &json!({"a": "z", "c": {"f": null, "h": 1}, "new": {"x": 1}}),
+        );
+        assert_eq!(
+            t,
+            json!({"a": "z", "c": {"d": "e", "h": 1}, "keep": [1, 2], "new": {"x": 1}})
+        );
+        merge(&mut t, &json!({"keep": [3]}));
+        assert_eq!(t["keep"], json!([3]));
     }
 }

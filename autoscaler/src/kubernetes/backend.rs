@@ -19,6 +19,7 @@ use super::objects::{pytorchjob_view, JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
+use super::writeback::WriteBackLimiter;
 use crate::cluster::{ClusterSnapshot, JobId};
 use crate::error::{BackendError, ErrorKind};
 
@@ -48,6 +49,8 @@ pub struct KubeBackend {
     pub(super) snapshot_time: Option<f64>,
     pub(super) budget: ActionBudget,
     pub(super) scales: Vec<ScaleRecord>,
+    /// What the write-back last gave each object, and its patch budget.
+    pub(super) writeback: WriteBackLimiter,
     tasks: Vec<JoinHandle<()>>,
     /// Live loop: the watches' resource versions at the last tick that asked the policy, and
     /// the wall time since.
@@ -162,6 +165,7 @@ impl KubeBackend {
             volcano.then(|| spawn_watch("podgroups", pg_api, pg_ar, t, |_| {}, &mut tasks));
         let workloads =
             kueue.then(|| spawn_watch("workloads", wl_api, wl_ar, t, |_| {}, &mut tasks));
+        let writeback = WriteBackLimiter::new(cfg.writeback);
         Ok(KubeBackend {
             cfg,
             hooks,
@@ -177,6 +181,7 @@ impl KubeBackend {
             snapshot_time: None,
             budget: ActionBudget::default(),
             scales: Vec::new(),
+            writeback,
             tasks,
             seen_rvs: Vec::new(),
             since_asked: Duration::ZERO,
@@ -257,6 +262,19 @@ impl KubeBackend {
     /// What the backend knows about a job of the last snapshot.
     pub fn facts(&self, job: JobId) -> Option<&JobFacts> {
         self.facts.get(&job)
+    }
+
+    /// The `PyTorchJob`s in the watch cache.
+    pub(super) fn job_objects(&self) -> Vec<Arc<DynamicObject>> {
+        self.jobs.store.state()
+    }
+
+    /// The Kueue `Workload`s in the watch cache (none when Kueue is not watched).
+    pub(super) fn workload_objects(&self) -> Vec<Arc<DynamicObject>> {
+        self.workloads
+            .as_ref()
+            .map(|w| w.store.state())
+            .unwrap_or_default()
     }
 
     /// The backend's clock now.

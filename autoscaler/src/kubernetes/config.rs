@@ -8,6 +8,7 @@ use super::events::EventSink;
 use super::lease::LeaderGate;
 use super::objects::{ObserveConfig, RuntimeHint};
 use super::safety::Safety;
+use super::writeback::WriteBackConfig;
 
 /// What the backend watches and how it acts.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +23,8 @@ pub struct KubeConfig {
     /// Under the live loop: ask the policy at least this often even when no watch saw a change
     /// (waits grow, runs age).
     pub resync: Duration,
+    /// Rate limits of writing predictions onto the objects.
+    pub writeback: WriteBackConfig,
 }
 
 impl Default for KubeConfig {
@@ -32,6 +35,7 @@ impl Default for KubeConfig {
             safety: Safety::default(),
             watch_timeout_s: 290,
             resync: Duration::from_secs(15),
+            writeback: WriteBackConfig::default(),
         }
     }
 }

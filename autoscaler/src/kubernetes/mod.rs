@@ -18,6 +18,9 @@
 //!   re-read and retry), 429/5xx/timeouts back off with full jitter; actions are refused when
 //!   the snapshot they were planned on is too old or the job's replicas changed since, or when
 //!   a watch is not in sync; only the lease holder acts ([`lease`]).
+//! - **Write-back** ([`writeback`]): the leader writes predictions onto the `PyTorchJob`s and
+//!   their Kueue `Workload`s as annotations (merge patches of `metadata.annotations` only,
+//!   rate-limited, none in dry-run) and posts a Kubernetes Event for each scaling decision.
 //! - **Events** ([`events`]): job submitted / started / finished and every snapshot go to a
 //!   callback the service hooks into its ingest path.
 //! - **Live loop**: it is a [`LiveBackend`](crate::live::LiveBackend), so
@@ -40,6 +43,7 @@ pub mod safety;
 mod scale;
 pub mod snapshot;
 mod watch;
+pub mod writeback;
 
 pub use api::{client, podgroup_resource, pytorchjob_resource, workload_resource};
 pub use backend::{KubeBackend, ScaleRecord};
@@ -53,3 +57,6 @@ pub use objects::{
 };
 pub use safety::Safety;
 pub use watch::WatchSync;
+pub use writeback::{
+    JobPhase, JobPredictions, Span, WriteBackConfig, WriteBackReport, WRITEBACK_PREFIX,
+};

@@ -24,8 +24,8 @@ pub fn sources(dir: &Path) -> String {
     out
 }
 
-/// The source file of `augur serve`'s metrics registry (found by its prefix, wherever the
-/// service keeps it).
+/// The source file of `augur serve`'s metrics registry (found by its `augur` prefix, a
+/// registry's or a sub-registry's, wherever the service keeps it).
 pub fn metrics_source() -> String {
     let mut stack = vec![repo_dir().join("service/src")];
     while let Some(d) = stack.pop() {
@@ -35,13 +35,15 @@ pub fn metrics_source() -> String {
                 stack.push(p);
             } else if p.extension().is_some_and(|e| e == "rs") {
                 let text = read(&p);
-                if text.contains("Registry::with_prefix(\"augur\")") {
+                if text.contains("Registry::with_prefix(\"augur\")")
+                    || text.contains("sub_registry_with_prefix(\"augur\")")
+                {
                     return text;
                 }
             }
         }
     }
-    panic!("no Registry::with_prefix(\"augur\") under service/src")
+    panic!("no registry with the prefix \"augur\" under service/src")
 }
 
 /// Metric names in the metrics module's doc table.

@@ -14,6 +14,8 @@
 //! | `augur_cluster_queue_length` | gauge | (queued jobs) |
 //! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
 //! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
+//! | `augur_build_info` | gauge (1) | `version` |
+//! | `process_*` | the standard process metrics ([`super::process_metrics`]) |
 //!
 //! Request latency is recorded by the [`track`] middleware (labelled by the matched route
 //! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
@@ -72,6 +74,11 @@ struct ActionLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -161,100 +168,112 @@ impl Default for Metrics {
 impl Metrics {
     /// Every family registered, all empty.
     pub fn new() -> Metrics {
-        let mut r = Registry::with_prefix("augur");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(super::process_metrics::ProcessCollector));
+        let r = root.sub_registry_with_prefix("augur");
+        registered(
+            r,
+            "build_info",
+            "The running build: 1, labelled with the version",
+            Family::<BuildLabels, Gauge>::default(),
+        )
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .set(1);
         Metrics {
             http: registered(
-                &mut r,
+                r,
                 "http_request_duration_seconds",
                 "HTTP request latency by route, method and status",
                 HistogramFamily::<HttpLabels>::new_with_constructor(latency_histogram),
             ),
             prediction_latency: registered(
-                &mut r,
+                r,
                 "prediction_duration_seconds",
                 "Time to compute the predictions of one request, by predictor",
                 HistogramFamily::<PredictorLabels>::new_with_constructor(latency_histogram),
             ),
             predictions: registered(
-                &mut r,
+                r,
                 "predictions",
                 "Predictions served by predictor and model version",
                 Family::<ModelLabels, Counter>::default(),
             ),
             outcomes: registered(
-                &mut r,
+                r,
                 "prediction_outcomes",
                 "Finished jobs whose prediction at submit was scored, by predictor",
                 Family::<PredictorLabels, Counter>::default(),
             ),
             mae: registered(
-                &mut r,
+                r,
                 "prediction_mae_seconds",
                 "Rolling mean absolute error of the prediction made at submit, over the last 500 finished jobs",
                 Family::<PredictorLabels, F64Gauge>::default(),
             ),
             coverage: registered(
-                &mut r,
+                r,
                 "prediction_interval_coverage",
                 "Rolling share of the last 500 finished jobs whose actual value fell inside the predicted interval",
                 Family::<PredictorLabels, F64Gauge>::default(),
             ),
             actions: registered(
-                &mut r,
+                r,
                 "controller_actions",
                 "Controller decisions by action, reason and outcome (applied, failed, dry_run)",
                 Family::<ActionLabels, Counter>::default(),
             ),
             retrains: registered(
-                &mut r,
+                r,
                 "retrains",
                 "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs)",
                 Family::<RetrainLabels, Counter>::default(),
             ),
             retrain_duration: registered(
-                &mut r,
+                r,
                 "retrain_duration_seconds",
                 "Time a retrain on the ingested history took (training, saving, swapping), succeeded or failed",
                 Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             ),
             model_load_failures: registered(
-                &mut r,
+                r,
                 "model_load_failures",
                 "Saved model versions that could not be loaded when choosing the served version, by kind (the previous good version is served instead)",
                 Family::<KindLabels, Counter>::default(),
             ),
             utilisation: registered(
-                &mut r,
+                r,
                 "cluster_utilisation",
                 "Allocated share of the healthy GPUs of the cluster the controller acts on",
                 F64Gauge::default(),
             ),
             queue_length: registered(
-                &mut r,
+                r,
                 "cluster_queue_length",
                 "Jobs waiting in the queue",
                 Gauge::default(),
             ),
             queued_gpus: registered(
-                &mut r,
+                r,
                 "cluster_queued_gpus",
                 "GPUs the queued jobs ask for",
                 Gauge::default(),
             ),
             running_jobs: registered(
-                &mut r,
+                r,
                 "cluster_running_jobs",
                 "Jobs holding GPUs",
                 Gauge::default(),
             ),
             live_tick: registered(
-                &mut r,
+                r,
                 "live_tick_duration_seconds",
                 "Time one tick of the live simulator and controller loop takes (ingest excluded)",
                 latency_histogram(),
             ),
             rolling: Mutex::new(HashMap::new()),
-            registry: r,
+            registry: root,
         }
     }
 

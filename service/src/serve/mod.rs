@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod model_gate;
 pub mod online;
 pub mod openapi;
+pub mod process_metrics;
 pub mod retrain;
 pub mod routes;
 mod run;

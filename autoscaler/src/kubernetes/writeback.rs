@@ -1,0 +1,508 @@
+//! Writing Augur's predictions onto the objects users already look at (`kubectl get`,
+//! `kubectl describe`): annotations on each `PyTorchJob` and on the Kueue `Workload` that
+//! queues it, and a Kubernetes `Event` for each scaling decision carried out.
+//!
+//! - Only annotations are written, with JSON merge patches of `metadata.annotations` (never
+//!   the spec), under [`WRITEBACK_PREFIX`] — a prefix distinct from the annotations the
+//!   backend reads (`augur.dev/...`), so what Augur writes never feeds back into what it reads.
+//! - Only the lease holder writes, never in dry-run.
+//! - Rate-limited ([`WriteBackConfig`]): an object is patched only when what it would show
+//!   changed, at most once per `min_interval_s`, and at most `max_patches_per_minute` patches
+//!   go out per minute over all objects (the rest wait for the next round).
+//!
+//! Annotations (times RFC 3339, UTC, whole seconds):
+//!
+//! | key | value |
+//! |---|---|
+//! | `predicted.augur.dev/runtime-s` | predicted run time, seconds |
+//! | `predicted.augur.dev/runtime-interval-s` | `lower-upper` seconds, its coverage in `runtime-coverage` |
+//! | `predicted.augur.dev/start`, `start-bound` | queued jobs: median predicted start, and the time it starts before with `start-coverage` |
+//! | `predicted.augur.dev/eta` | predicted end |
+//! | `predicted.augur.dev/failure-probability` | calibrated probability of ending failed |
+//! | `predicted.augur.dev/model-versions` | e.g. `runtime=3,queue_wait=2` |
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::api::workload_resource;
+use super::backend::KubeBackend;
+use super::objects::{pytorchjob_view, JobKey, JobState};
+use super::safety::{into_error, with_timeout};
+use crate::error::BackendError;
+
+/// Prefix of every annotation Augur writes.
+pub const WRITEBACK_PREFIX: &str = "predicted.augur.dev/";
+
+/// An interval with its nominal coverage (0.8 = 80%).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub lower: f64,
+    pub upper: f64,
+    pub coverage: f64,
+}
+
+/// Where a job is, as the write-back sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPhase {
+    Queued,
+    Running,
+}
+
+/// What Augur predicts for one job, to be written onto its objects.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobPredictions {
+    /// Run time, seconds, with its interval.
+    pub runtime: Option<(f64, Span)>,
+    /// Queued jobs: the median predicted start (Unix seconds) and the bound it starts before
+    /// (`Span::upper`) with its coverage.
+    pub start: Option<(f64, Span)>,
+    /// Predicted end, Unix seconds.
+    pub eta: Option<f64>,
+    pub failure_probability: Option<f64>,
+    /// `(predictor, model version)` of every answer above.
+    pub model_versions: Vec<(&'static str, u32)>,
+}
+
+fn rfc3339(t: f64) -> String {
+    Timestamp::from_second(t.round() as i64)
+        .map(|ts| ts.to_string())
+        .unwrap_or_else(|_| format!("{t:.0}"))
+}
+
+impl JobPredictions {
+    /// The annotations of the job object (rounded so that noise does not cause patches).
+    pub fn job_annotations(&self) -> BTreeMap<String, String> {
+        let mut a = BTreeMap::new();
+        let mut put = |k: &str, v: String| {
+            a.insert(format!("{WRITEBACK_PREFIX}{k}"), v);
+        };
+        if let Some((s, span)) = self.runtime {
+            put("runtime-s", format!("{s:.0}"));
+            put(
+                "runtime-interval-s",
+                format!("{:.0}-{:.0}", span.lower, span.upper),
+            );
+            put("runtime-coverage", format!("{:.2}", span.coverage));
+        }
+        self.put_start(&mut put);
+        if let Some(p) = self.failure_probability {
+            put("failure-probability", format!("{p:.3}"));
+        }
+        self.put_versions(&mut put);
+        a
+    }
+
+    /// The annotations of the Kueue `Workload` queueing the job: when it starts and ends.
+    pub fn workload_annotations(&self) -> BTreeMap<String, String> {
+        let mut a = BTreeMap::new();
+        let mut put = |k: &str, v: String| {
+            a.insert(format!("{WRITEBACK_PREFIX}{k}"), v);
+        };
+        self.put_start(&mut put);
+        self.put_versions(&mut put);
+        a
+    }
+
+    fn put_start(&self, put: &mut impl FnMut(&str, String)) {
+        if let Some((median, span)) = self.start {
+            put("start", rfc3339(median));
+            put("start-bound", rfc3339(span.upper));
+            put("start-coverage", format!("{:.2}", span.coverage));
+        }
+        if let Some(t) = self.eta {
+            put("eta", rfc3339(t));
+        }
+    }
+
+    fn put_versions(&self, put: &mut impl FnMut(&str, String)) {
+        if !self.model_versions.is_empty() {
+            let v: Vec<String> = self
+                .model_versions
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            put("model-versions", v.join(","));
+        }
+    }
+}
+
+/// How often the write-back may patch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteBackConfig {
+    /// An object is patched at most once per this many seconds.
+    pub min_interval_s: f64,
+    /// Patches per minute over all objects.
+    pub max_patches_per_minute: usize,
+}
+
+impl Default for WriteBackConfig {
+    fn default() -> Self {
+        WriteBackConfig {
+            min_interval_s: 60.0,
+            max_patches_per_minute: 60,
+        }
+    }
+}
+
+/// An object the write-back patches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WriteTarget {
+    PyTorchJob(JobKey),
+    /// A Kueue `Workload` (its own namespace and name).
+    Workload(JobKey),
+}
+
+/// Why a target was or was not patched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Write,
+    /// It already shows these annotations.
+    Unchanged,
+    /// Patched less than `min_interval_s` ago.
+    TooSoon,
+    /// The per-minute budget is spent.
+    OverBudget,
+}
+
+/// The write-back's memory: what each object was last given, and when patches went out.
+#[derive(Debug, Default)]
+pub struct WriteBackLimiter {
+    cfg: WriteBackConfig,
+    last: HashMap<WriteTarget, (f64, BTreeMap<String, String>)>,
+    sent: VecDeque<f64>,
+}
+
+impl WriteBackLimiter {
+    pub fn new(cfg: WriteBackConfig) -> WriteBackLimiter {
+        WriteBackLimiter {
+            cfg,
+            ..WriteBackLimiter::default()
+        }
+    }
+
+    /// Whether `target` may be given `annotations` at `now`.
+    pub fn admit(
+        &mut self,
+        now: f64,
+        target: &WriteTarget,
+        annotations: &BTreeMap<String, String>,
+    ) -> Admission {
+        if let Some((at, shown)) = self.last.get(target) {
+            if shown == annotations {
+                return Admission::Unchanged;
+            }
+            if now - at < self.cfg.min_interval_s {
+                return Admission::TooSoon;
+            }
+        }
+        while self.sent.front().is_some_and(|&t| now - t >= 60.0) {
+            self.sent.pop_front();
+        }
+        if self.sent.len() >= self.cfg.max_patches_per_minute {
+            return Admission::OverBudget;
+        }
+        Admission::Write
+    }
+
+    /// `target` was patched with `annotations` at `now`.
+    pub fn written(
+        &mut self,
+        now: f64,
+        target: WriteTarget,
+        annotations: BTreeMap<String, String>,
+    ) {
+        self.sent.push_back(now);
+        self.last.insert(target, (now, annotations));
+    }
+
+    /// Forgets objects that no longer exist.
+    pub fn retain(&mut self, keep: impl Fn(&WriteTarget) -> bool) {
+        self.last.retain(|t, _| keep(t));
+    }
+}
+
+/// What one write-back round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBackReport {
+    pub patched: usize,
+    pub unchanged: usize,
+    pub deferred: usize,
+    pub failed: usize,
+    /// Why nothing was written (not the leader, dry-run), when so.
+    pub skipped: Option<&'static str>,
+}
+
+impl KubeBackend {
+    /// Writes `predict`'s answer for every queued or running `PyTorchJob` onto it (and onto
+    /// the Kueue `Workload` it owns, when Kueue is watched), within the rate limits; nothing
+    /// when this replica is not the leader or `dry_run`. `predict` is called for all jobs
+    /// before the first request goes out.
+    pub async fn write_back(
+        &mut self,
+        predict: impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
+        dry_run: bool,
+    ) -> WriteBackReport {
+        let now = self.now();
+        let mut report = WriteBackReport::default();
+        if dry_run {
+            report.skipped = Some("dry-run");
+            return report;
+        }
+        if self.hooks.leader.as_ref().is_some_and(|g| !g.may_act(now)) {
+            report.skipped = Some("not the leader");
+            return report;
+        }
+        let planned = self.plan_write_back(&predict);
+        self.writeback
+            .retain(|t| planned.iter().any(|(p, _)| p == t));
+        for (target, annotations) in planned {
+            match self.writeback.admit(now, &target, &annotations) {
+                Admission::Write => {}
+                Admission::Unchanged => {
+                    report.unchanged += 1;
+                    continue;
+                }
+                Admission::TooSoon | Admission::OverBudget => {
+                    report.deferred += 1;
+                    continue;
+                }
+            }
+            match self.patch_annotations(&target, &annotations).await {
+                Ok(()) => {
+                    report.patched += 1;
+                    self.writeback.written(now, target, annotations);
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    tracing::warn!(target = ?target, error = %e, "writing predictions failed; retried next round");
+                }
+            }
+        }
+        report
+    }
+
+    /// Every object to annotate and its annotations, from the watch caches.
+    fn plan_write_back(
+        &self,
+        predict: &impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
+    ) -> Vec<(WriteTarget, BTreeMap<String, String>)> {
+        let mut out = Vec::new();
+        let mut owners: HashMap<JobKey, JobPredictions> = HashMap::new();
+        let states: HashMap<&JobKey, JobState> =
+            self.facts.values().map(|f| (&f.key, f.state)).collect();
+        for obj in self.job_objects() {
+            let Some(v) = pytorchjob_view(&obj, &self.cfg.observe.gpu_resource) else {
+                continue;
+            };
+            if v.finished.is_some() {
+                continue;
+            }
+            // the last snapshot's view (Kueue admission, Volcano phase), else the job's start
+            let phase = match states.get(&v.key) {
+                Some(JobState::Running) => JobPhase::Running,
+                Some(JobState::Queued) => JobPhase::Queued,
+                None if v.start_time.is_some() => JobPhase::Running,
+                None => JobPhase::Queued,
+            };
+            let Some(p) = predict(&v.key, phase) else {
+                continue;
+            };
+            let a = p.job_annotations();
+            if !a.is_empty() {
+                out.push((WriteTarget::PyTorchJob(v.key.clone()), a));
+            }
+            if phase == JobPhase::Queued {
+                owners.insert(v.key, p);
+            }
+        }
+        for wl in self.workload_objects() {
+            let (Some(ns), Some(name)) = (&wl.metadata.namespace, &wl.metadata.name) else {
+                continue;
+            };
+            let owner = wl
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.kind == "PyTorchJob" && r.api_version.starts_with("kubeflow.org/"));
+            let Some(p) = owner.and_then(|r| {
+                owners.get(&JobKey {
+                    namespace: ns.clone(),
+                    name: r.name.clone(),
+                })
+            }) else {
+                continue;
+            };
+            let a = p.workload_annotations();
+            if !a.is_empty() {
+                let key = JobKey {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                };
+                out.push((WriteTarget::Workload(key), a));
+            }
+        }
+        out
+    }
+
+    /// A JSON merge patch of `metadata.annotations` only.
+    async fn patch_annotations(
+        &self,
+        target: &WriteTarget,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), BackendError> {
+        let (ar, key) = match target {
+            WriteTarget::PyTorchJob(k) => (self.jobs_ar.clone(), k),
+            WriteTarget::Workload(k) => (workload_resource(), k),
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &ar);
+        let patch = json!({ "metadata": { "annotations": annotations } });
+        with_timeout(
+            &self.cfg.safety,
+            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|f| into_error(f, None))
+    }
+
+    /// Posts a `Normal` Kubernetes Event on the `PyTorchJob` `job` (what `kubectl describe`
+    /// shows under Events), from the component `augur`. Only the leader posts.
+    pub async fn record_event(
+        &self,
+        job: &JobKey,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), BackendError> {
+        let now = self.now();
+        if self.hooks.leader.as_ref().is_some_and(|g| !g.may_act(now)) {
+            return Ok(());
+        }
+        let uid = self
+            .job_objects()
+            .into_iter()
+            .find(|o| {
+                o.metadata.namespace.as_deref() == Some(&job.namespace)
+                    && o.metadata.name.as_deref() == Some(&job.name)
+            })
+            .and_then(|o| o.metadata.uid.clone());
+        let ts = Timestamp::from_second(now as i64).unwrap_or(Timestamp::UNIX_EPOCH);
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", job.name)),
+                namespace: Some(job.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(self.jobs_ar.api_version.clone()),
+                kind: Some(self.jobs_ar.kind.clone()),
+                name: Some(job.name.clone()),
+                namespace: Some(job.namespace.clone()),
+                uid,
+                ..ObjectReference::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some("Normal".into()),
+            source: Some(EventSource {
+                component: Some("augur".into()),
+                host: None,
+            }),
+            reporting_component: Some("augur".into()),
+            first_timestamp: Some(Time(ts)),
+            last_timestamp: Some(Time(ts)),
+            count: Some(1),
+            ..Event::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &job.namespace);
+        with_timeout(&self.cfg.safety, api.create(&PostParams::default(), &event))
+            .await
+            .map(|_| ())
+            .map_err(|f| into_error(f, None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: &str) -> JobKey {
+        JobKey {
+            namespace: "ml".into(),
+            name: n.into(),
+        }
+    }
+
+    fn ann(v: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(format!("{WRITEBACK_PREFIX}runtime-s"), v.to_string())])
+    }
+
+    #[test]
+    fn annotations_are_rounded_and_named_under_the_prefix() {
+        let p = JobPredictions {
+            runtime: Some((
+                3600.4,
+                Span {
+                    lower: 2400.2,
+                    upper: 5400.9,
+                    coverage: 0.8,
+                },
+            )),
+            start: Some((
+                1_700_000_000.4,
+                Span {
+                    lower: 1_700_000_000.0,
+                    upper: 1_700_003_600.0,
+                    coverage: 0.95,
+                },
+            )),
+            eta: Some(1_700_003_600.0),
+            failure_probability: Some(0.03125),
+            model_versions: vec![("runtime", 3), ("queue_wait", 2)],
+        };
+        let a = p.job_annotations();
+        let get = |k: &str| a[&format!("{WRITEBACK_PREFIX}{k}")].as_str();
+        assert_eq!(get("runtime-s"), "3600");
+        assert_eq!(get("runtime-interval-s"), "2400-5401");
+        assert_eq!(get("runtime-coverage"), "0.80");
+        assert_eq!(get("start"), "2023-11-14T22:13:20Z");
+        assert_eq!(get("start-bound"), "2023-11-14T23:13:20Z");
+        assert_eq!(get("start-coverage"), "0.95");
+        assert_eq!(get("eta"), "2023-11-14T23:13:20Z");
+        assert_eq!(get("failure-probability"), "0.031");
+        assert_eq!(get("model-versions"), "runtime=3,queue_wait=2");
+        assert!(a.keys().all(|k| k.starts_with(WRITEBACK_PREFIX)));
+        let w = p.workload_annotations();
+        assert!(w.contains_key(&format!("{WRITEBACK_PREFIX}start-bound")));
+        assert!(!w.contains_key(&format!("{WRITEBACK_PREFIX}runtime-s")));
+        assert!(JobPredictions::default().job_annotations().is_empty());
+    }
+
+    #[test]
+    fn the_limiter_skips_unchanged_waits_out_the_interval_and_holds_the_budget() {
+        let mut l = WriteBackLimiter::new(WriteBackConfig {
+            min_interval_s: 60.0,
+            max_patches_per_minute: 2,
+        });
+        let a = WriteTarget::PyTorchJob(key("a"));
+        assert_eq!(l.admit(0.0, &a, &ann("1")), Admission::Write);
+        l.written(0.0, a.clone(), ann("1"));
+        assert_eq!(l.admit(1.0, &a, &ann("1")), Admission::Unchanged);
+        assert_eq!(l.admit(30.0, &a, &ann("2")), Admission::TooSoon);
+        let b = WriteTarget::PyTorchJob(key("b"));
+        l.written(10.0, b, ann("1"));
+        let c = WriteTarget::Workload(key("c"));
+        assert_eq!(l.admit(20.0, &c, &ann("1")), Admission::OverBudget);
+        // the first patch leaves the minute's window at t = 60
+        assert_eq!(l.admit(60.0, &c, &ann("1")), Admission::Write);
+        assert_eq!(l.admit(61.0, &a, &ann("2")), Admission::Write);
+        l.retain(|t| *t != a);
+        assert_eq!(l.admit(62.0, &a, &ann("1")), Admission::Write);
+    }
+}

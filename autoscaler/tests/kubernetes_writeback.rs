@@ -1,0 +1,230 @@
+//! Writing predictions back onto the cluster's objects, against the wire-level fake API: the
+//! exact PATCHes (merge patches of annotations only, on queued and running PyTorchJobs and
+//! the Kueue Workloads queueing them), only by the leader, none in dry-run, the rate limits,
+//! and the Events of scaling decisions.
+
+mod fixtures;
+
+use std::collections::BTreeSet;
+
+use augur_autoscaler::kubernetes::{
+    Hooks, JobKey, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
+    WriteBackConfig, WRITEBACK_PREFIX,
+};
+use augur_autoscaler::ClusterBackend;
+use augur_kube_fake::*;
+use fixtures::*;
+use serde_json::Value;
+
+/// Runtime 3,600 s [2,400, 5,400] for every job; queued jobs also get a start.
+fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
+    let runtime = Some((
+        3600.0,
+        Span {
+            lower: 2400.0,
+            upper: 5400.0,
+            coverage: 0.8,
+        },
+    ));
+    let start = (phase == JobPhase::Queued).then_some((
+        T0 + 600.0,
+        Span {
+            lower: T0,
+            upper: T0 + 1800.0,
+            coverage: 0.95,
+        },
+    ));
+    Some(JobPredictions {
+        runtime,
+        start,
+        eta: Some(T0 + 600.0 + 3600.0),
+        failure_probability: (k.name == "a").then_some(0.25),
+        model_versions: vec![("runtime", 1)],
+    })
+}
+
+fn patches(api: &FakeApi) -> Vec<augur_kube_fake::Request> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect()
+}
+
+async fn backend_with(
+    api: &FakeApi,
+    clock: &VClock,
+    cfg: WriteBackConfig,
+    hooks: Hooks,
+) -> KubeBackend {
+    let hooks = Hooks {
+        clock: clock.clock(),
+        ..hooks
+    };
+    let config = KubeConfig {
+        writeback: cfg,
+        ..config(fast_safety())
+    };
+    let b = KubeBackend::start(api.client(), config, hooks)
+        .await
+        .expect("backend starts");
+    b.wait_synced(std::time::Duration::from_secs(10))
+        .await
+        .expect("synced");
+    caught_up(&b, api).await;
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_workloads() {
+    let api = FakeApi::start(&[WORKLOADS, EVENTS]).await;
+    seed(&api);
+    // d: queued behind Kueue
+    api.put(JOBS, pytorchjob("ml", "d", 2, 1, Some((1, 4)), T0));
+    api.put(WORKLOADS, workload("ml", "d", false));
+    let clock = VClock::new(T0 + 100.0);
+    let mut b = backend_with(&api, &clock, WriteBackConfig::default(), Hooks::default()).await;
+    b.observe().await.expect("snapshot");
+    api.clear_requests();
+
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.failed, r.skipped), (4, 0, None), "{r:?}");
+    let sent = patches(&api);
+    let paths: BTreeSet<&str> = sent.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from([
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/d",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/pytorchjob-d",
+        ]),
+        "finished job c is not annotated"
+    );
+    for p in &sent {
+        assert_eq!(
+            p.content_type.as_deref(),
+            Some("application/merge-patch+json")
+        );
+        let body = p.body.as_ref().expect("body");
+        // only metadata.annotations, only Augur's keys
+        assert_eq!(
+            body.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["metadata"]
+        );
+        let meta = body["metadata"].as_object().unwrap();
+        assert_eq!(meta.keys().collect::<Vec<_>>(), ["annotations"]);
+        assert!(meta["annotations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k.starts_with(WRITEBACK_PREFIX)));
+    }
+    // what kubectl then shows on the objects
+    let ann = |kind, name: &str| -> Value {
+        api.get(kind, "ml", name).expect("object")["metadata"]["annotations"].clone()
+    };
+    let key = |k: &str| format!("{WRITEBACK_PREFIX}{k}");
+    let a = ann(JOBS, "a");
+    assert_eq!(a[key("runtime-s")], "3600");
+    assert_eq!(a[key("runtime-interval-s")], "2400-5400");
+    assert_eq!(a[key("failure-probability")], "0.250");
+    assert!(a.get(key("start")).is_none(), "a runs: no predicted start");
+    let d = ann(JOBS, "d");
+    assert_eq!(d[key("start")], "2026-01-01T00:10:00Z");
+    assert_eq!(d[key("start-bound")], "2026-01-01T00:30:00Z");
+    let w = ann(WORKLOADS, "pytorchjob-d");
+    assert_eq!(w[key("start-bound")], "2026-01-01T00:30:00Z");
+    assert_eq!(w[key("eta")], "2026-01-01T01:10:00Z");
+    assert!(w.get(key("runtime-s")).is_none());
+    // the spec is untouched
+    assert_eq!(
+        api.get(JOBS, "ml", "a").unwrap()["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"],
+        4
+    );
+
+    // the same predictions again: nothing to patch
+    api.clear_requests();
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.unchanged), (0, 4), "{r:?}");
+    assert!(patches(&api).is_empty());
+
+    // a Kubernetes Event on the job, for `kubectl describe`
+    b.record_event(
+        &JobKey {
+            namespace: "ml".into(),
+            name: "a".into(),
+        },
+        "ScaledUp",
+        "augur: 4 -> 6 workers (marginal_gain: idle GPUs)",
+    )
+    .await
+    .expect("event posted");
+    let events = api.list(EVENTS);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!(e["involvedObject"]["kind"], "PyTorchJob");
+    assert_eq!(e["involvedObject"]["name"], "a");
+    assert_eq!(e["reason"], "ScaledUp");
+    assert_eq!(e["type"], "Normal");
+    assert_eq!(e["source"]["component"], "augur");
+    assert!(e["metadata"]["name"].as_str().unwrap().starts_with("a."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
+    let api = FakeApi::start(&[EVENTS]).await;
+    seed(&api);
+    let clock = VClock::new(T0 + 100.0);
+    // a replica that does not hold the lease
+    let follower = Hooks {
+        leader: Some(LeaderGate::default()),
+        ..Hooks::default()
+    };
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower).await;
+    api.clear_requests();
+    let r = f.write_back(predict, false).await;
+    assert_eq!(r.skipped, Some("not the leader"));
+    let key_a = JobKey {
+        namespace: "ml".into(),
+        name: "a".into(),
+    };
+    f.record_event(&key_a, "ScaledUp", "x").await.unwrap();
+    assert!(
+        api.requests().iter().all(|r| r.method == "GET"),
+        "{:?}",
+        api.requests()
+    );
+
+    // the leader: dry-run writes nothing; then one patch a minute, each object once a minute
+    let limits = WriteBackConfig {
+        min_interval_s: 120.0,
+        max_patches_per_minute: 1,
+    };
+    let mut b = backend_with(&api, &clock, limits, Hooks::default()).await;
+    api.clear_requests();
+    assert_eq!(b.write_back(predict, true).await.skipped, Some("dry-run"));
+    assert!(patches(&api).is_empty());
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
+    clock.set(T0 + 130.0);
+    let r = b.write_back(predict, false).await;
+    assert_eq!(
+        (r.patched, r.deferred),
+        (0, 1),
+        "the minute's budget is spent: {r:?}"
+    );
+    clock.set(T0 + 161.0);
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.unchanged), (1, 1), "{r:?}");
+    // a changed prediction inside the object's interval waits
+    let longer = |k: &JobKey, p: JobPhase| {
+        predict(k, p).map(|mut x| {
+            x.runtime = x.runtime.map(|(s, i)| (s * 2.0, i));
+            x
+        })
+    };
+    clock.set(T0 + 230.0);
+    let r = b.write_back(longer, false).await;
+    assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
+    assert_eq!(patches(&api).len(), 3);
+}
