@@ -635,7 +635,7 @@ fn store_check_and_repair_report_exactly_what_a_torn_log_lost() {
         .worker_threads(2)
         .build()
         .unwrap();
-    let (store, _) = Store::open(&live.join("events.sqlite"), Box::new(|_| {})).unwrap();
+    let (store, _) = Store::open(&live.join("events.sqlite"), Box::new(|_| Vec::new())).unwrap();
     rt.block_on(async {
         for g in 0..20 {
             let events = (0..50)

@@ -43,7 +43,7 @@ mod zone;
 
 pub use error::DatasetError;
 pub use format::{detect_format, TraceFormat};
-pub use jobs::{load_jobs, read_jobs};
+pub use jobs::{load_jobs, load_jobs_many, read_jobs};
 pub use other::summarize_file;
 pub use report::{FileSummary, ReadOptions, ReadReport, RowIssue};
 pub use schema::{JobRecord, JobStatus, JobTable, TimeOrigin};

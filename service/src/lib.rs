@@ -26,4 +26,5 @@ pub mod cli;
 pub mod model_store;
 pub mod report;
 pub mod serve;
+pub mod trace_sources;
 pub mod trainers;

@@ -77,9 +77,10 @@ pub struct TrainArgs {
     /// Bundled dataset to train on: philly, itp, mira, ...
     #[arg(long, required_unless_present = "trace")]
     pub dataset: Option<String>,
-    /// A trace file to train on instead of a bundled dataset.
+    /// Trace files or folders to train on instead of a bundled dataset (repeat for several:
+    /// their jobs are trained on together).
     #[arg(long, conflicts_with = "dataset")]
-    pub trace: Option<PathBuf>,
+    pub trace: Vec<PathBuf>,
     /// Format of --trace when it cannot be detected.
     #[arg(long, requires = "trace")]
     pub format: Option<String>,
@@ -192,9 +193,10 @@ pub struct EvaluateArgs {
     /// Bundled datasets to evaluate on (repeat or comma-separate): philly, itp, mira, ...
     #[arg(long, value_delimiter = ',', default_value = "philly")]
     pub dataset: Vec<String>,
-    /// A trace file to evaluate on instead of bundled datasets.
+    /// Trace files or folders to evaluate on instead of bundled datasets (repeat for
+    /// several: one evaluation each).
     #[arg(long, conflicts_with = "dataset")]
-    pub trace: Option<PathBuf>,
+    pub trace: Vec<PathBuf>,
     /// Format of --trace when it cannot be detected.
     #[arg(long, requires = "trace")]
     pub format: Option<String>,
@@ -368,9 +370,13 @@ pub struct ServeArgs {
     /// Maximum boosting rounds when training (first start, retrain); lower is quicker.
     #[arg(long)]
     pub trees: Option<usize>,
-    /// Bundled dataset to train on at first start [default: philly].
+    /// What to train on at first start: a bundled dataset name, a trace file or a folder of
+    /// trace files (repeat for several; trained on together) [default: philly].
     #[arg(long)]
-    pub bootstrap: Option<String>,
+    pub bootstrap: Vec<String>,
+    /// Format of the --bootstrap trace files when it cannot be detected.
+    #[arg(long)]
+    pub bootstrap_format: Option<String>,
     /// Train on only the first N jobs of the bootstrap dataset (by submit time).
     #[arg(long)]
     pub bootstrap_limit: Option<usize>,

@@ -32,7 +32,11 @@ use crate::trainers;
 /// The trace of `--file PATH [--format F]`, else the bundled `--trace`, with its name.
 fn load(args: &SimulateArgs) -> anyhow::Result<(String, Vec<JobRecord>)> {
     let datasets = [args.trace.clone()];
-    let inputs = load_inputs(&datasets, args.file.as_deref(), args.format.as_deref())?;
+    let inputs = load_inputs(
+        &datasets,
+        &args.file.iter().cloned().collect::<Vec<_>>(),
+        args.format.as_deref(),
+    )?;
     inputs.into_iter().next().context("the trace to replay")
 }
 

@@ -1,36 +1,24 @@
-//! The job traces a command reads: a trace file (`--trace PATH [--format F]`) or bundled
-//! datasets by name.
+//! The job traces a command reads: trace files or folders (`--trace PATH`, repeatable,
+//! `--format F`) or bundled datasets by name ([`crate::trace_sources`]).
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use anyhow::Context;
-use augur_datasets::bundled::Dataset;
-use augur_datasets::{load_jobs, JobRecord, ReadOptions, TraceFormat};
+use augur_datasets::JobRecord;
 
-/// The jobs of the trace file `trace` (read as `format` when given), else of each bundled
+use crate::trace_sources::{load_path, load_sources};
+
+/// The jobs of each trace in `traces` (read as `format` when given), else of each bundled
 /// dataset in `datasets`, each with its name.
 pub fn load_inputs(
     datasets: &[String],
-    trace: Option<&Path>,
+    traces: &[PathBuf],
     format: Option<&str>,
 ) -> anyhow::Result<Vec<(String, Vec<JobRecord>)>> {
-    let opts = ReadOptions::default();
-    let mut inputs: Vec<(String, Vec<JobRecord>)> = Vec::new();
-    if let Some(path) = trace {
-        let format = match format {
-            Some(f) => Some(TraceFormat::parse(f).with_context(|| {
-                format!("unknown --format `{f}`; known: {}", TraceFormat::names())
-            })?),
-            None => None,
-        };
-        let (table, _) = load_jobs(path, format, &opts)?;
-        inputs.push((path.display().to_string(), table.to_records()?));
-    } else {
-        for name in datasets {
-            let ds = Dataset::parse(name)?;
-            let (table, _) = ds.load(&opts)?;
-            inputs.push((ds.name().to_string(), table.to_records()?));
-        }
+    if traces.is_empty() {
+        return load_sources(datasets, None);
     }
-    Ok(inputs)
+    traces
+        .iter()
+        .map(|p| Ok((p.display().to_string(), load_path(p, format)?)))
+        .collect()
 }

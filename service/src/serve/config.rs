@@ -11,13 +11,16 @@
 //! | `token` | `AUGUR_SERVE_TOKEN` | — | generated on first start |
 //! | `insecure` | `AUGUR_SERVE_INSECURE` | `--insecure` | `false` |
 //! | `bootstrap_dataset` | `AUGUR_SERVE_BOOTSTRAP` | `--bootstrap` | `philly` |
+//! | `bootstrap_format` | `AUGUR_SERVE_BOOTSTRAP_FORMAT` | `--bootstrap-format` | detected |
 //! | `bootstrap_limit` | `AUGUR_SERVE_BOOTSTRAP_LIMIT` | `--bootstrap-limit` | all jobs |
 //! | `trees` | `AUGUR_SERVE_TREES` | `--trees` | 1000 (the trainer's default) |
 //! | `speed` | `AUGUR_SERVE_SPEED` | `--speed` | 60 |
 //! | `body_limit_bytes` | `AUGUR_SERVE_BODY_LIMIT` | — | 4 MiB |
 //! | `max_batch` | `AUGUR_SERVE_MAX_BATCH` | — | 10000 |
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
+//! | `min_test_jobs` | `AUGUR_SERVE_MIN_TEST_JOBS` | — | 50 |
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
+//! | `max_future_skew_seconds` | `AUGUR_SERVE_MAX_FUTURE_SKEW` | — | 300 |
 //! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
 
 use std::collections::HashMap;
@@ -40,8 +43,12 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// Turn authentication off (only this turns it off).
     pub insecure: bool,
-    /// Bundled dataset the models are trained on at first start, when the registry is empty.
+    /// What the models are trained on at first start, when the registry is empty: bundled
+    /// dataset names, trace files and folders, comma-separated (the simulator replays a
+    /// bundled name).
     pub bootstrap_dataset: String,
+    /// Format of the bootstrap trace files when it cannot be detected.
+    pub bootstrap_format: Option<String>,
     /// Train on only the first N jobs (by submit time) of the bootstrap dataset (quicker).
     pub bootstrap_limit: Option<usize>,
     /// Maximum boosting rounds when training (first start and retraining); lower is quicker.
@@ -55,9 +62,15 @@ pub struct ServeConfig {
     pub max_batch: usize,
     /// Finished jobs needed in the ingested history before a retrain is accepted.
     pub min_retrain_jobs: usize,
+    /// Labelled jobs a retrained version must be scored on (in the newest 20% of the
+    /// history) before it may replace the served one (see [`super::model_gate`]).
+    pub min_test_jobs: usize,
     /// Retrain in the background on the ingested history after this many newly finished
     /// jobs since the last retrain (0 = never; see [`super::retrain`]).
     pub retrain_every_jobs: usize,
+    /// On the live backends (`none`, `kubernetes`), events whose time is more than this
+    /// many seconds after the wall clock are refused.
+    pub max_future_skew_seconds: f64,
     /// The cluster the service observes and acts on.
     pub backend: Backend,
 }
@@ -78,6 +91,12 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Whether events come from a real cluster on the wall clock (the simulator runs its
+    /// own, accelerated clock).
+    pub fn is_live(self) -> bool {
+        self != Backend::Sim
+    }
+
     /// The name used in flags, files and the data folder's identity.
     pub fn name(self) -> &'static str {
         match self {
@@ -110,13 +129,16 @@ impl Default for ServeConfig {
             token: None,
             insecure: false,
             bootstrap_dataset: "philly".to_string(),
+            bootstrap_format: None,
             bootstrap_limit: None,
             trees: None,
             speed: 60.0,
             body_limit_bytes: 4 * 1024 * 1024,
             max_batch: 10_000,
             min_retrain_jobs: 200,
+            min_test_jobs: 50,
             retrain_every_jobs: 2000,
+            max_future_skew_seconds: 300.0,
             backend: Backend::Sim,
         }
     }
@@ -131,12 +153,15 @@ pub struct PartialConfig {
     pub token: Option<String>,
     pub insecure: Option<bool>,
     pub bootstrap_dataset: Option<String>,
+    pub bootstrap_format: Option<String>,
     pub bootstrap_limit: Option<usize>,
     pub trees: Option<usize>,
     pub speed: Option<f64>,
     pub body_limit_bytes: Option<usize>,
     pub max_batch: Option<usize>,
     pub min_retrain_jobs: Option<usize>,
+    pub min_test_jobs: Option<usize>,
+    pub max_future_skew_seconds: Option<f64>,
     pub retrain_every_jobs: Option<usize>,
     pub backend: Option<Backend>,
 }
@@ -185,12 +210,15 @@ impl PartialConfig {
                 .cloned(),
             insecure,
             bootstrap_dataset: env.get("AUGUR_SERVE_BOOTSTRAP").cloned(),
+            bootstrap_format: env.get("AUGUR_SERVE_BOOTSTRAP_FORMAT").cloned(),
             bootstrap_limit: parse(env, "AUGUR_SERVE_BOOTSTRAP_LIMIT")?,
             trees: parse(env, "AUGUR_SERVE_TREES")?,
             speed: parse(env, "AUGUR_SERVE_SPEED")?,
             body_limit_bytes: parse(env, "AUGUR_SERVE_BODY_LIMIT")?,
             max_batch: parse(env, "AUGUR_SERVE_MAX_BATCH")?,
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
+            min_test_jobs: parse(env, "AUGUR_SERVE_MIN_TEST_JOBS")?,
+            max_future_skew_seconds: parse(env, "AUGUR_SERVE_MAX_FUTURE_SKEW")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
             backend: parse(env, "AUGUR_SERVE_BACKEND")?,
         })
@@ -204,12 +232,17 @@ impl PartialConfig {
             token: later.token.or(self.token),
             insecure: later.insecure.or(self.insecure),
             bootstrap_dataset: later.bootstrap_dataset.or(self.bootstrap_dataset),
+            bootstrap_format: later.bootstrap_format.or(self.bootstrap_format),
             bootstrap_limit: later.bootstrap_limit.or(self.bootstrap_limit),
             trees: later.trees.or(self.trees),
             speed: later.speed.or(self.speed),
             body_limit_bytes: later.body_limit_bytes.or(self.body_limit_bytes),
             max_batch: later.max_batch.or(self.max_batch),
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
+            min_test_jobs: later.min_test_jobs.or(self.min_test_jobs),
+            max_future_skew_seconds: later
+                .max_future_skew_seconds
+                .or(self.max_future_skew_seconds),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
             backend: later.backend.or(self.backend),
         }
@@ -224,12 +257,17 @@ impl PartialConfig {
             token: self.token.or(d.token),
             insecure: self.insecure.unwrap_or(d.insecure),
             bootstrap_dataset: self.bootstrap_dataset.unwrap_or(d.bootstrap_dataset),
+            bootstrap_format: self.bootstrap_format.or(d.bootstrap_format),
             bootstrap_limit: self.bootstrap_limit.or(d.bootstrap_limit),
             trees: self.trees.or(d.trees),
             speed: self.speed.unwrap_or(d.speed),
             body_limit_bytes: self.body_limit_bytes.unwrap_or(d.body_limit_bytes),
             max_batch: self.max_batch.unwrap_or(d.max_batch),
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
+            min_test_jobs: self.min_test_jobs.unwrap_or(d.min_test_jobs),
+            max_future_skew_seconds: self
+                .max_future_skew_seconds
+                .unwrap_or(d.max_future_skew_seconds),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
             backend: self.backend.unwrap_or(d.backend),
         };
@@ -240,6 +278,12 @@ impl PartialConfig {
             anyhow::bail!(
                 "body_limit_bytes must be at least 1024, got {}",
                 cfg.body_limit_bytes
+            );
+        }
+        if !(cfg.max_future_skew_seconds.is_finite() && cfg.max_future_skew_seconds >= 0.0) {
+            anyhow::bail!(
+                "max_future_skew_seconds must be a number of seconds >= 0, got {}",
+                cfg.max_future_skew_seconds
             );
         }
         if cfg.max_batch == 0 {

@@ -8,7 +8,9 @@ use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::bounds;
 use super::error::{field_and_message, ApiError, FIELD_MARK};
+use super::event_time::{optional_time, time};
 
 /// Longest accepted string (ids, names).
 pub const MAX_STRING: usize = 256;
@@ -103,8 +105,9 @@ pub struct MetricPoint {
     pub loss: Option<f64>,
     #[serde(default)]
     pub accuracy: Option<f64>,
-    /// When it was measured, seconds (same clock as the job events).
-    #[serde(default)]
+    /// When it was measured, seconds (same clock as the job events; epoch seconds or an
+    /// RFC 3339 string).
+    #[serde(default, deserialize_with = "optional_time")]
     pub at: Option<f64>,
 }
 
@@ -112,6 +115,8 @@ pub struct MetricPoint {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSnapshot {
+    /// Epoch seconds or an RFC 3339 string.
+    #[serde(deserialize_with = "time")]
     pub at: f64,
     #[schema(minimum = 0, maximum = 1e12)]
     pub total_gpus: f64,
@@ -125,7 +130,8 @@ pub struct ClusterSnapshot {
     pub nodes: Option<u64>,
 }
 
-/// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock).
+/// An ingested event. Times are seconds on one clock (Unix time, or a trace's own clock),
+/// given as numbers or as RFC 3339 strings (stored as epoch seconds).
 ///
 /// Deserialised by hand ([`TryFrom<serde_json::Value>`]) so that an error inside an event
 /// still names its field (serde's internally tagged enums lose the path).
@@ -179,6 +185,7 @@ pub enum Event {
 #[serde(deny_unknown_fields)]
 struct SubmittedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
     #[serde(default)]
     profile: JobProfile,
@@ -190,6 +197,7 @@ struct SubmittedBody {
 #[serde(deny_unknown_fields)]
 struct StartedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
 }
 
@@ -197,6 +205,7 @@ struct StartedBody {
 #[serde(deny_unknown_fields)]
 struct FinishedBody {
     job_id: String,
+    #[serde(deserialize_with = "time")]
     at: f64,
     status: FinishStatus,
     #[serde(default)]
@@ -335,6 +344,54 @@ impl Event {
         }
     }
 
+    /// Refuses a time before `earliest` or after `limit` (epoch seconds), naming the field;
+    /// `prefix` as in [`Event::validate`], `why` explains the limit.
+    pub fn check_within(
+        &self,
+        prefix: &str,
+        earliest: f64,
+        limit: f64,
+        why: &str,
+    ) -> Result<(), ApiError> {
+        let f = |name: &str| {
+            if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            }
+        };
+        let check = |field: String, t: f64| {
+            if t > limit {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{t} is {:.0} s after {limit} ({why})", t - limit),
+                ));
+            }
+            if t < earliest {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{t} is before {earliest} (2000-01-01): give epoch seconds or an RFC 3339 time"),
+                ));
+            }
+            Ok(())
+        };
+        match self {
+            Event::MetricPoints { points, .. } => {
+                for (i, p) in points.iter().enumerate() {
+                    if let Some(t) = p.at {
+                        check(f(&format!("points[{i}].at")), t)?;
+                    }
+                }
+            }
+            other => {
+                if let Some(t) = other.at() {
+                    check(f("at"), t)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks every field; `prefix` is the event's path in the request (`""` or `events[3]`).
     pub fn validate(&self, prefix: &str) -> Result<(), ApiError> {
         let f = |name: &str| {
@@ -354,6 +411,9 @@ impl Event {
                 check_id(&f("job_id"), job_id)?;
                 check_time(&f("at"), *at)?;
                 profile.validate(&f("profile"))?;
+                if dag.is_none() || profile != &JobProfile::default() {
+                    bounds::check_profile(profile, &f("profile"))?;
+                }
                 if let Some(d) = dag {
                     d.validate(&f("dag"))?;
                 }
@@ -371,6 +431,10 @@ impl Event {
                 check_id(&f("job_id"), job_id)?;
                 check_time(&f("at"), *at)?;
                 check_nonneg(&f("duration"), *duration)?;
+                // zero is a job that ended before it ran
+                if duration.is_some_and(|d| d > 0.0) {
+                    bounds::check_seconds(&f("duration"), *duration)?;
+                }
             }
             Event::MetricPoints { job_id, points } => {
                 check_id(&f("job_id"), job_id)?;

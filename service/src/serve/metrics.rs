@@ -72,6 +72,11 @@ struct ActionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
 }
@@ -153,6 +158,7 @@ pub struct Metrics {
     actions: Family<ActionLabels, Counter>,
     retrains: Family<RetrainLabels, Counter>,
     retrain_duration: Histogram,
+    model_load_failures: Family<KindLabels, Counter>,
     utilisation: F64Gauge,
     queue_length: Gauge,
     queued_gpus: Gauge,
@@ -235,6 +241,12 @@ impl Metrics {
                 "Time a retrain on the ingested history took (training, saving, swapping), succeeded or failed",
                 Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             ),
+            model_load_failures: registered(
+                r,
+                "model_load_failures",
+                "Saved model versions that could not be loaded when choosing the served version, by kind (the previous good version is served instead)",
+                Family::<KindLabels, Counter>::default(),
+            ),
             utilisation: registered(
                 r,
                 "cluster_utilisation",
@@ -281,6 +293,15 @@ impl Metrics {
         if let Some(s) = seconds {
             self.retrain_duration.observe(s);
         }
+    }
+
+    /// A saved version of `kind` could not be loaded when choosing the served one.
+    pub fn observe_model_load_failure(&self, kind: &str) {
+        self.model_load_failures
+            .get_or_create(&KindLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// One HTTP request answered.

@@ -15,13 +15,16 @@
 
 pub mod api;
 pub mod auth;
+pub mod bounds;
 pub mod config;
 pub mod error;
+pub mod event_time;
 pub mod events;
 pub mod identity;
 pub mod kube;
 pub mod live;
 pub mod metrics;
+pub mod model_gate;
 pub mod online;
 pub mod openapi;
 pub mod process_metrics;
@@ -189,23 +192,28 @@ impl AppState {
         let registry = training::open_registry(&config.data_dir)?;
         let needs_bootstrap = training::registry_is_empty(&registry)?;
         let needs_convergence = training::needs_convergence(&registry)?;
-        let models = training::load_serving(&registry)?;
+        let ext = Arc::new(Extensions::new(&config));
+        let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
-        let online = Arc::new(Mutex::new(Online::new(models)));
+        let live = config.backend.is_live();
+        let mut online = Online::new(models).with_wall_clock(live);
+        online.not_trained = training::load_not_trained(&registry);
+        let online = Arc::new(Mutex::new(online));
         let (events_tx, _) = broadcast::channel(4096);
         let on_commit = {
             let online = online.clone();
             let tx = events_tx.clone();
             Box::new(move |stored: &[store::StoredEvent]| {
                 let mut outcomes = Vec::new();
-                {
+                let records = {
                     let mut o = lock(&online);
                     for e in stored {
                         if let Some(out) = o.apply(e) {
                             outcomes.push(out);
                         }
                     }
-                }
+                    o.take_issued()
+                };
                 if tx.receiver_count() > 0 {
                     if let Some(first) = stored.first() {
                         let _ = tx.send(ServeEvent::Ingested {
@@ -217,19 +225,24 @@ impl AppState {
                         let _ = tx.send(ServeEvent::JobFinished(Arc::new(out)));
                     }
                 }
+                records
             })
         };
         let store_path = config.data_dir.join("events.sqlite");
         let (store, existing) = Store::open(&store_path, on_commit)?;
         {
+            let records = store.read_predictions()?;
             let mut o = lock(&online);
+            o.use_records(&records);
             for e in &existing {
                 o.apply(e);
             }
+            // submits stored before their answers were recorded are answered by the models
+            // served now; those answers are not records of what was said then
+            let _ = o.take_issued();
         }
         let finished_at_open = lock(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let ext = Arc::new(Extensions::new(&config));
         let state = AppState {
             config: Arc::new(config),
             store,
@@ -270,7 +283,7 @@ impl AppState {
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
         let failure = models.failure.as_ref().map(|s| s.meta.version);
         let upto = self.online().last_seq;
-        let mut fresh = Online::new(models);
+        let mut fresh = Online::new(models).with_wall_clock(self.config.backend.is_live());
         if let Err(e) = self.replay_store(&mut fresh, upto) {
             tracing::error!(error = %e, "replaying the event store for the new models failed");
         }
@@ -279,6 +292,7 @@ impl AppState {
             if let Err(e) = self.replay_store(&mut fresh, i64::MAX) {
                 tracing::error!(error = %e, "catching up with the event store failed");
             }
+            fresh.keep_answers_of(&o);
             *o = fresh;
         }
         self.ready.store(runtime.is_some(), Ordering::SeqCst);

@@ -9,28 +9,29 @@
 //! Events are applied in the store's sequence order (the store's writer calls
 //! [`Online::apply`] right after each commit); an event whose sequence number was already
 //! applied is skipped. A model swap rebuilds the state for the new models by replaying the
-//! store ([`super::AppState::swap_models`]).
+//! store ([`super::AppState::swap_models`]); what was answered at each submit is a stored
+//! record ([`super::store::PredictionRecord`]) that replays and swaps keep.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
 use augur_predictor::contract::MetricPoint as EventPoint;
-use augur_predictor::convergence::{
-    ConvergenceAnswer as ConvergenceOnlineAnswer, ConvergenceOnline, ConvergencePrediction,
-};
-use augur_predictor::failure::{FailureAnswer as FailureOnlineAnswer, FailureOnline};
-use augur_predictor::queue_wait::QueueWaitAnswer;
-use augur_predictor::runtime::{IntervalSource, RuntimeAnswer as RuntimeOnlineAnswer};
+use augur_predictor::convergence::ConvergenceOnline;
+use augur_predictor::failure::FailureOnline;
 use augur_predictor::{
     ArtifactMeta, ConvergencePredictor, FailurePredictor, JobEvent, JobQuery, OnlinePredictor,
-    PredictorError, QueueWaitOnline, QueueWaitPredictor, RiskGroup, RuntimeOnline,
-    RuntimePredictor,
+    PredictorError, QueueWaitOnline, QueueWaitPredictor, RuntimeOnline, RuntimePredictor,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::event_time::wall_now;
 use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, MetricPoint};
-use super::store::StoredEvent;
+use super::store::{PredictionRecord, StoredEvent};
+
+mod answers;
+
+pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
 
 /// A model being served and its registry metadata.
 #[derive(Debug, Clone)]
@@ -48,120 +49,6 @@ pub struct ServedModels {
     pub convergence: Option<Served<ConvergencePredictor>>,
 }
 
-/// A runtime prediction as served: the runtime predictor's answer in the HTTP shape (its
-/// interval flattened, the calibration named).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct RuntimeAnswer {
-    pub model_version: u32,
-    pub seconds: f64,
-    pub lower: f64,
-    pub upper: f64,
-    /// Nominal coverage of `[lower, upper]`.
-    pub coverage: f64,
-    /// `online_conformal` (recalibrated on finished jobs) or `static_conformal`.
-    pub interval: &'static str,
-}
-
-impl From<RuntimeOnlineAnswer> for RuntimeAnswer {
-    fn from(a: RuntimeOnlineAnswer) -> RuntimeAnswer {
-        RuntimeAnswer {
-            model_version: a.model_version,
-            seconds: a.seconds,
-            lower: a.interval.lower,
-            upper: a.interval.upper,
-            coverage: a.interval.coverage,
-            interval: match a.calibration {
-                IntervalSource::OnlineConformal => "online_conformal",
-                IntervalSource::StaticConformal => "static_conformal",
-            },
-        }
-    }
-}
-
-/// A queue-wait prediction as served: the queue-wait predictor's answer in the HTTP shape.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct WaitAnswer {
-    pub model_version: u32,
-    pub seconds: f64,
-    /// The wait stays under `upper` with probability `coverage`.
-    pub lower: f64,
-    pub upper: f64,
-    pub coverage: f64,
-    /// The job's risk group when the model's bound is risk-split (`coverage` is then that
-    /// group's level; the two groups together hold the model's overall level).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub risk_group: Option<RiskGroup>,
-}
-
-impl From<QueueWaitAnswer> for WaitAnswer {
-    fn from(a: QueueWaitAnswer) -> WaitAnswer {
-        WaitAnswer {
-            model_version: a.model_version,
-            seconds: a.seconds,
-            lower: a.interval.lower,
-            upper: a.interval.upper,
-            coverage: a.interval.coverage,
-            risk_group: a.risk_group,
-        }
-    }
-}
-
-/// A failure prediction as served (a calibrated probability; no interval).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct FailureAnswer {
-    pub model_version: u32,
-    /// Calibrated probability that the job ends failed (from the served model).
-    pub probability: f64,
-    /// Which model is served: `gbdt` or `svm`.
-    pub model: &'static str,
-    /// The served model's calibration: `platt` or `isotonic`.
-    pub calibration: &'static str,
-}
-
-impl From<FailureOnlineAnswer> for FailureAnswer {
-    fn from(a: FailureOnlineAnswer) -> FailureAnswer {
-        FailureAnswer {
-            model_version: a.model_version,
-            probability: a.probability,
-            model: a.model,
-            calibration: a.calibration,
-        }
-    }
-}
-
-/// A convergence prediction as served: the remaining seconds' interval is
-/// `[remaining_lower_s, remaining_upper_s]` with nominal coverage `coverage`.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ConvergenceAnswer {
-    pub model_version: u32,
-    /// Which metric the curve was read from (`accuracy` or `loss`).
-    pub metric: &'static str,
-    /// Points used.
-    pub points: usize,
-    /// Nominal coverage of the remaining-time interval.
-    pub coverage: f64,
-    /// What produced the interval: `binned_conformal` (the models' band on a known
-    /// benchmark) or `curve_spread` (the curve families' plateaus on an unknown one).
-    pub calibration: &'static str,
-    #[serde(flatten)]
-    #[schema(value_type = Object)]
-    pub prediction: ConvergencePrediction,
-}
-
-impl From<ConvergenceOnlineAnswer> for ConvergenceAnswer {
-    fn from(a: ConvergenceOnlineAnswer) -> ConvergenceAnswer {
-        ConvergenceAnswer {
-            model_version: a.model_version,
-            metric: a.metric,
-            points: a.points,
-            coverage: a.interval.coverage,
-            calibration: a.calibration,
-            prediction: a.prediction,
-        }
-    }
-}
-
 /// Why a convergence prediction could not be made.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConvergenceFailure {
@@ -174,6 +61,9 @@ pub enum ConvergenceFailure {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobInfo {
     pub job_id: String,
+    /// 1 for the first run of this id; a submit after the job finished starts run 2, ...
+    /// (e.g. a Kubernetes job re-created with the same name).
+    pub run: u32,
     pub profile: Option<JobProfile>,
     pub dag: Option<Dag>,
     pub submitted_at: Option<f64>,
@@ -182,7 +72,8 @@ pub struct JobInfo {
     pub status: Option<FinishStatus>,
     /// Seconds it ran (given, else finish − start).
     pub duration: Option<f64>,
-    /// The runtime prediction made when it was submitted.
+    /// The runtime prediction issued when it was submitted, by the model served then: a
+    /// stored record, never recomputed (a later model swap or restart keeps it).
     pub runtime_at_submit: Option<RuntimeAnswer>,
     /// The queue-wait prediction made when it was submitted.
     pub queue_wait_at_submit: Option<WaitAnswer>,
@@ -191,7 +82,8 @@ pub struct JobInfo {
     /// Training-metric points received (the last [`KEEP_POINTS`]).
     pub metric_points: Vec<MetricPoint>,
     pub metric_points_total: u64,
-    /// Events that did not fit the job's story (a second submit, a start after the finish).
+    /// Events that did not fit the job's story (a second submit while it has not finished,
+    /// a start after the finish).
     pub anomalies: Vec<String>,
 }
 
@@ -227,6 +119,10 @@ pub struct EventCounts {
 pub enum PredictError {
     /// The model is not loaded (still training at first start, or training failed).
     NotAvailable(&'static str),
+    /// The history it was to be trained on cannot train it (`reason` names what it lacks).
+    NotTrained { kind: &'static str, reason: String },
+    /// The job cannot fit the cluster (the profile `field` asks for more than it has).
+    CannotFit { field: &'static str, reason: String },
     /// The features could not be computed (an internal inconsistency).
     Internal(String),
 }
@@ -248,12 +144,27 @@ pub struct Online {
     failure: Option<FailureOnline>,
     /// The served convergence predictor's online state.
     convergence: Option<ConvergenceOnline>,
+    /// The latest run of every job id.
     pub jobs: HashMap<String, JobInfo>,
-    /// Latest event time seen (the service's notion of "now" on the events' clock).
+    /// Earlier runs of job ids submitted again after they finished, oldest first.
+    pub earlier_runs: HashMap<String, Vec<JobInfo>>,
+    /// Latest event time seen (the events' clock).
     pub clock: Option<f64>,
+    /// "Now" is the wall clock (live backends), not the events' clock (the simulator).
+    wall_clock: bool,
+    /// Why a kind has no served model when its training was skipped, by kind (e.g. the
+    /// history has no start times, so no queue waits).
+    pub not_trained: BTreeMap<String, String>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
+    /// The most GPUs any cluster snapshot reported: a job asking for more cannot fit.
+    pub largest_gpus: Option<f64>,
     pub counts: EventCounts,
+    /// Stored answers at submit, by submit sequence number, still to be replayed: a
+    /// replayed submit takes its answers from here instead of issuing new ones.
+    recorded: HashMap<i64, AnswersAtSubmit>,
+    /// Answers issued at submits since the last [`Online::take_issued`], to be stored.
+    issued: Vec<PredictionRecord>,
 }
 
 impl Online {
@@ -282,25 +193,87 @@ impl Online {
             runtime,
             queue_wait,
             jobs: HashMap::new(),
+            earlier_runs: HashMap::new(),
             clock: None,
+            wall_clock: false,
+            not_trained: BTreeMap::new(),
             last_seq: 0,
             last_snapshot: None,
+            largest_gpus: None,
             counts: EventCounts::default(),
+            recorded: HashMap::new(),
+            issued: Vec::new(),
         }
     }
 
-    /// The jobs known, as trace records with what the events told (for retraining).
+    /// This state with "now" on the wall clock (`true`: live backends) or on the events'
+    /// clock (`false`: the simulator's accelerated time).
+    pub fn with_wall_clock(mut self, on: bool) -> Online {
+        self.wall_clock = on;
+        self
+    }
+
+    /// Uses the stored answers at submit when their submits are replayed (records that do
+    /// not parse are skipped with a warning: those submits are answered again).
+    pub fn use_records(&mut self, records: &[PredictionRecord]) {
+        for r in records {
+            match serde_json::from_str::<AnswersAtSubmit>(&r.body) {
+                Ok(a) => {
+                    self.recorded.insert(r.submit_seq, a);
+                }
+                Err(e) => tracing::warn!(submit_seq = r.submit_seq, job_id = %r.job_id, error = %e,
+                    "a stored prediction record cannot be read; the submit is answered again"),
+            }
+        }
+    }
+
+    /// The answers issued at submits since the last call, as records to store.
+    pub fn take_issued(&mut self) -> Vec<PredictionRecord> {
+        std::mem::take(&mut self.issued)
+    }
+
+    /// Keeps the answers at submit `old` holds for the jobs it knows (what was answered
+    /// then, not what this state's models answer now); only answers issued for submits
+    /// `old` has not seen stay to be stored.
+    pub fn keep_answers_of(&mut self, old: &Online) {
+        let keep = |job: &mut JobInfo, prev: &JobInfo| {
+            if prev.run == job.run && prev.submitted_at == job.submitted_at {
+                job.runtime_at_submit = prev.runtime_at_submit;
+                job.queue_wait_at_submit = prev.queue_wait_at_submit;
+                job.failure_at_submit = prev.failure_at_submit;
+            }
+        };
+        for (id, job) in &mut self.jobs {
+            if let Some(prev) = old.jobs.get(id) {
+                keep(job, prev);
+            }
+        }
+        for (id, runs) in &mut self.earlier_runs {
+            if let Some(prev) = old.earlier_runs.get(id) {
+                for (job, prev) in runs.iter_mut().zip(prev) {
+                    keep(job, prev);
+                }
+            }
+        }
+        self.issued.retain(|r| r.submit_seq > old.last_seq);
+        self.not_trained = old.not_trained.clone();
+        self.recorded.clear();
+    }
+
+    /// The jobs known (every run), as trace records with what the events told (for
+    /// retraining); a later run's id is `id#run`.
     pub fn history_records(&self) -> Vec<JobRecord> {
         let mut out: Vec<JobRecord> = self
             .jobs
             .values()
+            .chain(self.earlier_runs.values().flatten())
             .filter_map(|j| {
                 let submit = j.submitted_at?;
                 let mut r = j
                     .profile
                     .clone()
                     .unwrap_or_default()
-                    .to_record(&j.job_id, submit);
+                    .to_record(&run_id(&j.job_id, j.run), submit);
                 r.start_time = j.started_at;
                 r.end_time = j.finished_at;
                 r.duration = j.duration;
@@ -322,6 +295,7 @@ impl Online {
             .entry(job_id.to_string())
             .or_insert_with(|| JobInfo {
                 job_id: job_id.to_string(),
+                run: 1,
                 profile: None,
                 dag: None,
                 submitted_at: None,
@@ -348,7 +322,13 @@ impl Online {
         if let Some(t) = stored.event.at() {
             self.clock = Some(self.clock.map_or(t, |c| c.max(t)));
         }
-        let issued = self.route(&stored.event);
+        self.start_new_run(&stored.event);
+        let predictor_id = stored
+            .event
+            .job_id()
+            .and_then(|id| self.jobs.get(id))
+            .map(|j| run_id(&j.job_id, j.run));
+        let issued = self.route(&stored.event, predictor_id.as_deref());
         match &stored.event {
             Event::JobSubmitted {
                 job_id,
@@ -357,7 +337,14 @@ impl Online {
                 dag,
             } => {
                 self.counts.job_submitted += 1;
-                self.on_submit(job_id, *at, profile, dag.as_ref(), issued);
+                let answers = match self.recorded.remove(&stored.seq) {
+                    Some(recorded) => recorded,
+                    None => {
+                        self.record_issued(stored.seq, job_id, &issued);
+                        issued
+                    }
+                };
+                self.on_submit(job_id, *at, profile, dag.as_ref(), answers);
                 None
             }
             Event::JobStarted { job_id, at } => {
@@ -393,16 +380,46 @@ impl Online {
             Event::ClusterSnapshot(s) => {
                 self.counts.cluster_snapshot += 1;
                 self.last_snapshot = Some(s.clone());
+                self.largest_gpus = Some(
+                    self.largest_gpus
+                        .map_or(s.total_gpus, |g| g.max(s.total_gpus)),
+                );
                 None
             }
         }
     }
 
+    /// A submit of a job id whose latest run finished starts a new run: the finished one
+    /// moves to [`Online::earlier_runs`].
+    fn start_new_run(&mut self, event: &Event) {
+        let Event::JobSubmitted { job_id, .. } = event else {
+            return;
+        };
+        let Some(done) = self.jobs.get(job_id).filter(|j| j.finished_at.is_some()) else {
+            return;
+        };
+        let run = done.run + 1;
+        if let Some(done) = self.jobs.remove(job_id) {
+            self.earlier_runs
+                .entry(job_id.clone())
+                .or_default()
+                .push(done);
+        }
+        self.job_entry(job_id).run = run;
+    }
+
     /// Hands `event` to every served predictor's online state (a cluster snapshot as the
-    /// clock reaching its time); returns the answers they issued when it is a submit.
-    fn route(&mut self, event: &Event) -> IssuedAtSubmit {
+    /// clock reaching its time) under the id of the job's current run (`predictor_id`);
+    /// returns the answers they issued when it is a submit.
+    fn route(&mut self, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
+        let requested_time = match event {
+            Event::JobSubmitted { profile, .. } => profile.requested_time,
+            _ => None,
+        };
         let record;
         let points: Vec<EventPoint>;
+        let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
+        let owned_id;
         let job_event = match event {
             Event::JobSubmitted {
                 job_id,
@@ -410,25 +427,35 @@ impl Online {
                 profile,
                 ..
             } => {
-                record = profile.to_record(job_id, *at);
+                record = profile.to_record(&id(job_id), *at);
                 JobEvent::Submitted { job: &record }
             }
-            Event::JobStarted { job_id, at } => JobEvent::Started { job_id, at: *at },
+            Event::JobStarted { job_id, at } => {
+                owned_id = id(job_id);
+                JobEvent::Started {
+                    job_id: &owned_id,
+                    at: *at,
+                }
+            }
             Event::JobFinished {
                 job_id,
                 at,
                 status,
                 duration,
-            } => JobEvent::Finished {
-                job_id,
-                at: *at,
-                status: (*status).into(),
-                duration: *duration,
-            },
+            } => {
+                owned_id = id(job_id);
+                JobEvent::Finished {
+                    job_id: &owned_id,
+                    at: *at,
+                    status: (*status).into(),
+                    duration: *duration,
+                }
+            }
             Event::MetricPoints { job_id, points: p } => {
                 points = p.iter().map(event_point).collect();
+                owned_id = id(job_id);
                 JobEvent::MetricPoints {
-                    job_id,
+                    job_id: &owned_id,
                     points: &points,
                 }
             }
@@ -438,13 +465,13 @@ impl Online {
             // the convergence state records curves and answers nothing at a submit
             let _ = o.observe(&job_event);
         }
-        IssuedAtSubmit {
+        AnswersAtSubmit {
             runtime: self
                 .runtime
                 .as_mut()
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
-                .map(RuntimeAnswer::from),
+                .map(|a| RuntimeAnswer::from(a).within_limit(requested_time)),
             queue_wait: self
                 .queue_wait
                 .as_mut()
@@ -460,13 +487,29 @@ impl Online {
         }
     }
 
+    fn record_issued(&mut self, submit_seq: i64, job_id: &str, answers: &AnswersAtSubmit) {
+        if answers.runtime.is_none() && answers.queue_wait.is_none() && answers.failure.is_none() {
+            return;
+        }
+        match serde_json::to_string(answers) {
+            Ok(body) => self.issued.push(PredictionRecord {
+                submit_seq,
+                job_id: job_id.to_string(),
+                body,
+            }),
+            Err(e) => {
+                tracing::error!(submit_seq, job_id, error = %e, "an answer at submit cannot be recorded")
+            }
+        }
+    }
+
     fn on_submit(
         &mut self,
         job_id: &str,
         at: f64,
         profile: &JobProfile,
         dag: Option<&Dag>,
-        issued: IssuedAtSubmit,
+        issued: AnswersAtSubmit,
     ) {
         if self
             .jobs
@@ -518,13 +561,24 @@ impl Online {
         Some(outcome)
     }
 
-    /// "Now" on the events' clock: the latest event time, else the wall clock.
+    /// "Now": the wall clock on live backends; on the simulator the latest event time
+    /// (its accelerated clock), else the wall clock.
     pub fn now(&self) -> f64 {
-        self.clock.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64())
-        })
+        if self.wall_clock {
+            return wall_now();
+        }
+        self.clock.unwrap_or_else(wall_now)
+    }
+
+    /// Why `kind` cannot answer: the reason its training was skipped, when known.
+    fn not_available(&self, kind: &'static str) -> PredictError {
+        match self.not_trained.get(kind) {
+            Some(reason) => PredictError::NotTrained {
+                kind,
+                reason: reason.clone(),
+            },
+            None => PredictError::NotAvailable(kind),
+        }
     }
 
     /// Runtime prediction for a job with `profile`, submitted at `at`.
@@ -537,10 +591,10 @@ impl Online {
         let online = self
             .runtime
             .as_ref()
-            .ok_or(PredictError::NotAvailable("runtime"))?;
+            .ok_or_else(|| self.not_available("runtime"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
-        Ok(answer.into())
+        Ok(RuntimeAnswer::from(answer).within_limit(profile.requested_time))
     }
 
     /// Failure probability for a job with `profile`, submitted at `at`.
@@ -553,7 +607,7 @@ impl Online {
         let online = self
             .failure
             .as_ref()
-            .ok_or(PredictError::NotAvailable("failure"))?;
+            .ok_or_else(|| self.not_available("failure"))?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -589,7 +643,17 @@ impl Online {
         let online = self
             .queue_wait
             .as_ref()
-            .ok_or(PredictError::NotAvailable("queue_wait"))?;
+            .ok_or_else(|| self.not_available("queue_wait"))?;
+        if let (Some(want), Some(total)) = (profile.num_gpus, self.largest_gpus) {
+            if want > total {
+                return Err(PredictError::CannotFit {
+                    field: "num_gpus",
+                    reason: format!(
+                        "{want} GPUs is more than the cluster has ({total}, the largest cluster snapshot): the job cannot fit, it would wait forever"
+                    ),
+                });
+            }
+        }
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -604,11 +668,15 @@ impl Online {
     }
 }
 
-/// The answers the served predictors issued for a job at its submit.
-#[derive(Debug, Default)]
-struct IssuedAtSubmit {
+/// The answers the served predictors issued for a job at its submit (stored as its
+/// prediction record).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct AnswersAtSubmit {
+    #[serde(default)]
     runtime: Option<RuntimeAnswer>,
+    #[serde(default)]
     queue_wait: Option<WaitAnswer>,
+    #[serde(default)]
     failure: Option<FailureAnswer>,
 }
 
@@ -619,6 +687,15 @@ fn event_point(p: &MetricPoint) -> EventPoint {
         loss: p.loss,
         accuracy: p.accuracy,
         at: p.at,
+    }
+}
+
+/// The id the predictors know a job's run by: the job id for the first run, `id#run` after.
+fn run_id(job_id: &str, run: u32) -> String {
+    if run <= 1 {
+        job_id.to_string()
+    } else {
+        format!("{job_id}#{run}")
     }
 }
 

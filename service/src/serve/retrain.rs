@@ -5,14 +5,12 @@
 //! `min_retrain_jobs` gate and runs one retrain at a time (the [`RetrainStatus`] of
 //! [`AppState::retrain`] is the lock: a second start while one runs is refused).
 //!
-//! - By hand, every model trained is promoted ([`Promotion::Always`]).
-//! - On the schedule ([`spawn_schedule`]), after `retrain_every_jobs` newly finished jobs
-//!   since the last retrain started (or since the service started), every kind with enough
-//!   labelled jobs is retrained ([`Promotion::IfNotWorse`]): a kind with no served model gets
-//!   the new one; a served one is replaced only when the new version's held-out metric on
-//!   the newest slice is not worse (runtime `mae_log`, queue-wait `mae_s`). Each new version
-//!   is saved to the registry either way; a version kept back is logged with the reason.
-//!   The schedule waits while the first-start training runs.
+//! By hand or on the schedule ([`spawn_schedule`]: after `retrain_every_jobs` newly finished
+//! jobs since the last retrain started, or since the service started), every kind with
+//! enough labelled jobs is retrained and judged against the served model on the same
+//! held-out slice ([`super::model_gate`]): it replaces the served one only when it passes.
+//! Each new version is saved to the registry either way; the report lists per kind what was
+//! promoted or kept and why. The schedule waits while the first-start training runs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -21,6 +19,8 @@ use augur_datasets::JobRecord;
 use augur_predictor::ArtifactMeta;
 use serde::Serialize;
 
+use super::model_gate::Gate;
+use super::online::ServedModels;
 use super::training::{self, Promotion};
 use super::{lock, AppState, RetrainStatus};
 
@@ -40,13 +40,6 @@ impl Trigger {
         match self {
             Trigger::Manual => "manual",
             Trigger::Schedule => "schedule",
-        }
-    }
-
-    fn promotion(self) -> Promotion {
-        match self {
-            Trigger::Manual => Promotion::Always,
-            Trigger::Schedule => Promotion::IfNotWorse,
         }
     }
 }
@@ -121,11 +114,11 @@ pub struct Started {
 }
 
 /// Starts a retrain on the ingested history in the background (blocking thread pool): the
-/// new versions are saved, promoted as `trigger` says, and the served models swapped.
+/// new versions are saved, promoted when they pass the gate, and the served models swapped.
 pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
-    let (jobs, finished_events) = {
+    let (jobs, finished_events, served) = {
         let o = state.online();
-        (o.history_records(), o.counts.job_finished)
+        (o.history_records(), o.counts.job_finished, o.models.clone())
     };
     let finished = jobs
         .iter()
@@ -172,27 +165,35 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     }
     let st = state.clone();
     let n = jobs.len();
-    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs));
+    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, &served));
     Ok(Started { jobs: n, finished })
 }
 
-/// Runs a started retrain on `jobs` (blocking): trains, saves, promotes as `trigger` says,
-/// swaps the served models, and records the outcome.
-fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord]) {
+/// Runs a started retrain on `jobs` (blocking): trains, saves, promotes what beats the
+/// `served` models, swaps the served models, and records the outcome.
+fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord], served: &ServedModels) {
     let stats = &st.retrain_stats;
     let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
     stats.max_running.fetch_max(now_running, Ordering::SeqCst);
     let started = std::time::Instant::now();
     let result = (|| -> anyhow::Result<training::TrainReport> {
+        let gate = Gate {
+            min_test_jobs: st.config.min_test_jobs,
+        };
         let report = training::train_and_save_with(
             &st.registry,
             "ingested",
             jobs,
             st.config.trees,
-            trigger.promotion(),
+            Promotion::IfNotWorse(gate),
+            served,
         )?;
-        let models = training::load_serving(&st.registry)?;
+        let models = training::load_serving(&st.registry, &st.ext.metrics)?;
         st.swap_models(models);
+        let mut o = st.online();
+        for kind in report.verdicts.iter().map(|v| &v.kind) {
+            o.not_trained.remove(kind);
+        }
         Ok(report)
     })();
     let status = match result {
@@ -244,8 +245,12 @@ fn log_report(trigger: Trigger, report: &training::TrainReport, seconds: f64) {
     for why in &report.skipped {
         tracing::info!(?trigger, "not trained: {why}");
     }
-    for why in &report.kept {
-        tracing::info!(?trigger, "saved, not promoted: {why}");
+    for v in &report.verdicts {
+        if v.promoted {
+            tracing::info!(?trigger, kind = %v.kind, version = v.version, "promoted: {}", v.reason);
+        } else {
+            tracing::info!(?trigger, kind = %v.kind, version = v.version, "saved, not promoted: {}", v.reason);
+        }
     }
 }
 

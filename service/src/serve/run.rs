@@ -97,7 +97,7 @@ fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
             let started = std::time::Instant::now();
             let result =
                 training::train_convergence(&state.registry, state.config.trees).and_then(|r| {
-                    let models = training::load_serving(&state.registry)?;
+                    let models = training::load_serving(&state.registry, &state.ext.metrics)?;
                     state.swap_models(models);
                     Ok(r)
                 });
@@ -114,16 +114,22 @@ fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
     });
 }
 
-/// Trains the job-trace models on the bundled `dataset` and serves them.
+/// Trains the job-trace models on the bootstrap history (`dataset`: bundled names, trace
+/// files and folders, comma-separated) and serves them; a kind the history cannot train is
+/// answered 503 with the reason.
 fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
     {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {
-            let jobs = training::bundled_jobs(dataset, state.config.bootstrap_limit)?;
+            let sources = training::bootstrap_sources(dataset);
+            let format = state.config.bootstrap_format.as_deref();
+            let jobs = training::bootstrap_jobs(&sources, format, state.config.bootstrap_limit)?;
             let report =
                 training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
-            let models = training::load_serving(&state.registry)?;
+            let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
+            state.online().not_trained = report.not_trained.clone();
+            training::save_not_trained(&state.registry, &report.not_trained)?;
             Ok(report)
         })();
         match result {
@@ -142,6 +148,7 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
                     version(&report.failure),
                 );
                 for why in &report.skipped {
+                    tracing::warn!("not trained at first start: {why}");
                     eprintln!("augur serve:   not trained: {why}");
                 }
             }

@@ -10,13 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use augur_datasets::bundled::Dataset;
-use augur_datasets::{JobRecord, ReadOptions, TimeSplit};
-use augur_features::batch_features;
+use augur_datasets::JobRecord;
+use augur_features::failure_label;
 use augur_predictor::convergence::load_bundled_mlperf;
-use augur_predictor::metrics::mae_log;
-use augur_predictor::queue_wait::{known_wait, replay_queue_features, QueueJob};
-use augur_predictor::registry::Selector;
+use augur_predictor::queue_wait::known_wait;
+use augur_predictor::registry::{Artifact, Selector};
 use augur_predictor::{
     train_and_evaluate_convergence, train_and_evaluate_failure, train_and_evaluate_queue_wait,
     train_and_evaluate_runtime, ArtifactMeta, ConvergencePredictor, FailurePredictor,
@@ -24,10 +22,16 @@ use augur_predictor::{
 };
 use serde::Serialize;
 
+use super::metrics::Metrics;
+use super::model_gate::{
+    failure_scores_on_newest, queue_wait_mae_s_on_newest, runtime_mae_log_on_newest, Gate, Scores,
+    Verdict, MAE_LOG, MAE_S, PR_AUC,
+};
 use super::online::{Served, ServedModels};
 use crate::model_store::{
     convergence_metrics, failure_metrics, queue_wait_metrics, runtime_metrics, save_artifact,
 };
+use crate::trace_sources::load_sources;
 use crate::trainers;
 
 /// Registry kind of the queue-wait predictor.
@@ -52,75 +56,114 @@ pub struct TrainReport {
     pub queue_wait: Option<ArtifactMeta>,
     #[schema(value_type = Option<Object>)]
     pub failure: Option<ArtifactMeta>,
-    /// Why a model was not trained (e.g. too few jobs with a known wait).
+    /// Why a model was not trained (e.g. too few jobs with a known wait): `kind: why`.
     pub skipped: Vec<String>,
-    /// Trained and saved but not promoted, with the reason (background retrains only: the
-    /// served model scored better on the newest slice).
+    /// The same by kind.
+    #[serde(default)]
+    pub not_trained: BTreeMap<String, String>,
+    /// Trained and saved but not promoted, with the reason (`kind vN: why`).
     #[serde(default)]
     pub kept: Vec<String>,
+    /// Per kind trained: promoted or kept, why, and the held-out numbers compared.
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
 }
 
 /// Whether a newly trained version is promoted (served).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Promotion {
-    /// Always (first start, `POST /v1/models/retrain`).
+    /// Always (first start: nothing is served yet).
     Always,
-    /// Only when the kind has no served version yet, or when the new version's held-out
-    /// metric on the newest slice (the last 20% by submit time) is not worse than the served
-    /// version's on the same jobs: runtime `mae_log`, queue-wait `mae_s`. A failure model
-    /// is promoted only when none is served (no same-slice comparison for it yet).
-    IfNotWorse,
+    /// Only when it passes the gate against the served version on the newest slice
+    /// (see [`super::model_gate`]).
+    IfNotWorse(Gate),
 }
 
-/// What happened to a trained version.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
-    Promoted,
-    /// Saved, not promoted; why.
-    Kept(String),
+impl Promotion {
+    fn gate(self) -> Option<Gate> {
+        match self {
+            Promotion::Always => None,
+            Promotion::IfNotWorse(g) => Some(g),
+        }
+    }
 }
 
-/// Loads the served version (promoted, else latest) of each kind; a kind with no version
-/// yet is `None`.
-pub fn load_serving(registry: &ModelRegistry) -> anyhow::Result<ServedModels> {
-    let runtime = match registry.load::<RuntimePredictor>(Selector::Serving) {
-        Ok((m, meta)) => Some(Served {
-            model: Arc::new(m),
-            meta,
-        }),
-        Err(RegistryError::Empty { .. }) => None,
-        Err(e) => return Err(e).context("loading the served runtime model"),
-    };
-    let queue_wait = match registry.load::<QueueWaitPredictor>(Selector::Serving) {
-        Ok((m, meta)) => Some(Served {
-            model: Arc::new(m),
-            meta,
-        }),
-        Err(RegistryError::Empty { .. }) => None,
-        Err(e) => return Err(e).context("loading the served queue-wait model"),
-    };
-    let failure = match registry.load::<FailurePredictor>(Selector::Serving) {
-        Ok((m, meta)) => Some(Served {
-            model: Arc::new(m),
-            meta,
-        }),
-        Err(RegistryError::Empty { .. }) => None,
-        Err(e) => return Err(e).context("loading the served failure model"),
-    };
-    let convergence = match registry.load::<ConvergencePredictor>(Selector::Serving) {
-        Ok((m, meta)) => Some(Served {
-            model: Arc::new(m),
-            meta,
-        }),
-        Err(RegistryError::Empty { .. }) => None,
-        Err(e) => return Err(e).context("loading the served convergence model"),
-    };
+/// Loads the version to serve of each kind (promoted, else latest); a kind with no version
+/// yet is `None`. A version that does not load is logged as an ERROR and counted in
+/// `augur_model_load_failures_total`, and the previous good one is served instead (the
+/// versions promoted before it, newest first, then the other saved versions).
+pub fn load_serving(registry: &ModelRegistry, metrics: &Metrics) -> anyhow::Result<ServedModels> {
     Ok(ServedModels {
-        runtime,
-        queue_wait,
-        failure,
-        convergence,
+        runtime: load_good::<RuntimePredictor>(registry, metrics)?,
+        queue_wait: load_good::<QueueWaitPredictor>(registry, metrics)?,
+        failure: load_good::<FailurePredictor>(registry, metrics)?,
+        convergence: load_good::<ConvergencePredictor>(registry, metrics)?,
     })
+}
+
+/// The first version of `T` that loads, in the order of [`load_serving`].
+fn load_good<T: Artifact>(
+    registry: &ModelRegistry,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<Served<T>>> {
+    let kind = T::KIND;
+    let saved = registry
+        .version_numbers(kind)
+        .with_context(|| format!("listing the saved {kind} versions"))?;
+    let mut candidates = Vec::new();
+    match registry.resolve(kind, Selector::Serving) {
+        Ok(v) => candidates.push(v),
+        Err(RegistryError::Empty { .. }) => return Ok(None),
+        Err(e) => {
+            tracing::error!(kind, error = %e, "the promoted pointer cannot be read; serving the newest version that loads");
+            metrics.observe_model_load_failure(kind);
+        }
+    }
+    if let Ok(Some(p)) = registry.promotion(kind) {
+        candidates.extend(p.history.iter().rev());
+    }
+    candidates.extend(saved.iter().rev());
+    let mut tried = Vec::new();
+    for v in candidates {
+        if tried.contains(&v) {
+            continue;
+        }
+        match registry.load::<T>(Selector::Version(v)) {
+            Ok((model, meta)) => {
+                if !tried.is_empty() {
+                    tracing::error!(kind, serving = v, unloadable = ?tried, "serving the previous good version");
+                }
+                return Ok(Some(Served {
+                    model: Arc::new(model),
+                    meta,
+                }));
+            }
+            Err(e) => {
+                tracing::error!(kind, version = v, error = %e, "a saved model version cannot be loaded");
+                metrics.observe_model_load_failure(kind);
+                tried.push(v);
+            }
+        }
+    }
+    tracing::error!(kind, unloadable = ?tried, "no saved version loads; the kind is not served");
+    Ok(None)
+}
+
+/// Whether version `version` of `kind` loads (integrity, format, feature schema, payload):
+/// checked before it is promoted or rolled back to.
+pub fn check_loads(
+    registry: &ModelRegistry,
+    kind: &str,
+    version: u32,
+) -> Result<(), RegistryError> {
+    let at = Selector::Version(version);
+    match kind {
+        RUNTIME_KIND => registry.load::<RuntimePredictor>(at).map(|_| ()),
+        QUEUE_WAIT_KIND => registry.load::<QueueWaitPredictor>(at).map(|_| ()),
+        FAILURE_KIND => registry.load::<FailurePredictor>(at).map(|_| ()),
+        CONVERGENCE_KIND => registry.load::<ConvergencePredictor>(at).map(|_| ()),
+        _ => registry.verify(kind, version).map(|_| ()),
+    }
 }
 
 /// Whether the registry has no version of either kind the service serves.
@@ -132,11 +175,31 @@ pub fn registry_is_empty(registry: &ModelRegistry) -> anyhow::Result<bool> {
 
 /// The jobs of a bundled dataset, the first `limit` by submit time if given.
 pub fn bundled_jobs(name: &str, limit: Option<usize>) -> anyhow::Result<Vec<JobRecord>> {
-    let ds = Dataset::parse(name)?;
-    let (table, _) = ds
-        .load(&ReadOptions::default())
-        .with_context(|| format!("reading the bundled {name} trace"))?;
-    let mut jobs = table.to_records()?;
+    bootstrap_jobs(&[name.to_string()], None, limit)
+}
+
+/// The sources named by the `bootstrap_dataset` setting: comma-separated bundled dataset
+/// names, trace files and folders.
+pub fn bootstrap_sources(setting: &str) -> Vec<String> {
+    setting
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The jobs of every source together (read as `format` when given, else detected), the
+/// first `limit` by submit time if given.
+pub fn bootstrap_jobs(
+    sources: &[String],
+    format: Option<&str>,
+    limit: Option<usize>,
+) -> anyhow::Result<Vec<JobRecord>> {
+    let mut jobs: Vec<JobRecord> = load_sources(sources, format)?
+        .into_iter()
+        .flat_map(|(_, jobs)| jobs)
+        .collect();
     jobs.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
     if let Some(n) = limit {
         jobs.truncate(n);
@@ -144,7 +207,31 @@ pub fn bundled_jobs(name: &str, limit: Option<usize>) -> anyhow::Result<Vec<JobR
     Ok(jobs)
 }
 
-/// Trains both predictors on `jobs` (80/20 by submit time, metrics on the 20%), saves them
+/// What the history lacks for a kind, when it lacks a field entirely or mostly (fewer than
+/// one job in ten has it): the reason a kind cannot be trained, named by the field (start
+/// times for queue wait, statuses for failure, durations for run time).
+pub fn missing_field(kind: &str, jobs: &[JobRecord]) -> Option<String> {
+    let n = jobs.len();
+    let count = |has: &dyn Fn(&JobRecord) -> bool| jobs.iter().filter(|j| has(j)).count();
+    let (field, have) = match kind {
+        RUNTIME_KIND => (
+            "run times (a duration, or start and end times)",
+            count(&|j| j.duration.is_some_and(f64::is_finite)),
+        ),
+        QUEUE_WAIT_KIND => (
+            "start times (a queue wait is start − submit)",
+            count(&|j| known_wait(j).is_some()),
+        ),
+        FAILURE_KIND => (
+            "job statuses (completed / failed / killed)",
+            count(&|j| failure_label(j.status).is_some()),
+        ),
+        _ => return None,
+    };
+    (have * 10 < n.max(1)).then(|| format!("only {have} of {n} jobs have {field}"))
+}
+
+/// Trains the predictors on `jobs` (80/20 by submit time, metrics on the 20%), saves them
 /// as new versions and promotes them. A predictor that cannot be trained (too few labelled
 /// jobs, e.g. a trace without start times has no queue waits) is skipped with the reason.
 pub fn train_and_save(
@@ -153,17 +240,19 @@ pub fn train_and_save(
     jobs: &[JobRecord],
     trees: Option<usize>,
 ) -> anyhow::Result<TrainReport> {
-    train_and_save_with(registry, source, jobs, trees, Promotion::Always)
+    let none = ServedModels::default();
+    train_and_save_with(registry, source, jobs, trees, Promotion::Always, &none)
 }
 
-/// [`train_and_save`] with a promotion policy: every version trained is saved; it is
-/// promoted as `promotion` says (a version kept back is listed in [`TrainReport::kept`]).
+/// [`train_and_save`] with a promotion policy against the `served` models: every version
+/// trained is saved; it is promoted as `promotion` says (see [`TrainReport::verdicts`]).
 pub fn train_and_save_with(
     registry: &ModelRegistry,
     source: &str,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
+    served: &ServedModels,
 ) -> anyhow::Result<TrainReport> {
     let mut report = TrainReport {
         source: source.to_string(),
@@ -172,156 +261,72 @@ pub fn train_and_save_with(
         queue_wait: None,
         failure: None,
         skipped: Vec::new(),
+        not_trained: BTreeMap::new(),
         kept: Vec::new(),
+        verdicts: Vec::new(),
     };
-    match train_runtime_with(registry, source, jobs, trees, promotion)? {
-        Ok((meta, decision)) => {
-            if let Decision::Kept(why) = decision {
-                report
-                    .kept
-                    .push(format!("runtime v{}: {why}", meta.version));
+    let mut record = |kind: &str, trained: Result<(ArtifactMeta, Verdict), String>| {
+        let trained = trained.map_err(|why| match missing_field(kind, jobs) {
+            Some(missing) => format!("{missing}; {why}"),
+            None => why,
+        });
+        match trained {
+            Ok((meta, verdict)) => {
+                if !verdict.promoted {
+                    report
+                        .kept
+                        .push(format!("{kind} v{}: {}", meta.version, verdict.reason));
+                }
+                report.verdicts.push(verdict);
+                Some(meta)
             }
-            report.runtime = Some(meta);
-        }
-        Err(why) => report.skipped.push(format!("runtime: {why}")),
-    }
-    match train_queue_wait_with(registry, source, jobs, trees, promotion)? {
-        Ok((meta, decision)) => {
-            if let Decision::Kept(why) = decision {
-                report
-                    .kept
-                    .push(format!("queue_wait v{}: {why}", meta.version));
+            Err(why) => {
+                report.skipped.push(format!("{kind}: {why}"));
+                report.not_trained.insert(kind.to_string(), why);
+                None
             }
-            report.queue_wait = Some(meta);
         }
-        Err(why) => report.skipped.push(format!("queue_wait: {why}")),
-    }
-    match train_failure_with(registry, source, jobs, trees, promotion)? {
-        Ok((meta, decision)) => {
-            if let Decision::Kept(why) = decision {
-                report
-                    .kept
-                    .push(format!("failure v{}: {why}", meta.version));
-            }
-            report.failure = Some(meta);
-        }
-        Err(why) => report.skipped.push(format!("failure: {why}")),
-    }
+    };
+    let rt = train_runtime_with(registry, source, jobs, trees, promotion, served)?;
+    let runtime = record(RUNTIME_KIND, rt);
+    let qw = train_queue_wait_with(registry, source, jobs, trees, promotion, served)?;
+    let queue_wait = record(QUEUE_WAIT_KIND, qw);
+    let fl = train_failure_with(registry, source, jobs, trees, promotion, served)?;
+    let failure = record(FAILURE_KIND, fl);
+    report.runtime = runtime;
+    report.queue_wait = queue_wait;
+    report.failure = failure;
     Ok(report)
 }
 
-/// Test rows of the time-ordered 80/20 split of `jobs` (the newest 20% by submit time)
-/// that pass `labelled`, as the evaluations pick them.
-fn newest_slice(jobs: &[JobRecord], labelled: impl Fn(&JobRecord) -> bool) -> Vec<usize> {
-    let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
-    let split = TimeSplit::default_for(&submit);
-    split
-        .test()
-        .iter()
-        .copied()
-        .filter(|&i| labelled(&jobs[i]))
-        .collect()
+/// The served version of a kind scored by `score` (`None`: none served).
+fn served_score<T>(
+    served: &Option<Served<T>>,
+    score: impl Fn(&T) -> Option<f64>,
+) -> Option<(u32, Option<f64>)> {
+    served.as_ref().map(|s| (s.meta.version, score(&s.model)))
 }
 
-/// Held-out `mae_log` of a runtime predictor on the newest 20% of `jobs` (features replayed
-/// over the whole trace, as offline and online agree); `None` with no scored job.
-pub fn runtime_mae_log_on_newest(
-    model: &RuntimePredictor,
-    jobs: &[JobRecord],
-) -> anyhow::Result<Option<f64>> {
-    let rows = newest_slice(jobs, |j| j.duration.is_some_and(f64::is_finite));
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let x = batch_features(jobs, &model.schema);
-    let d = model.schema.len();
-    let mut pred = Vec::with_capacity(rows.len());
-    let mut actual = Vec::with_capacity(rows.len());
-    for &i in &rows {
-        pred.push(model.predict_log(&x[i * d..(i + 1) * d]).exp());
-        actual.push(jobs[i].duration.unwrap_or(f64::NAN));
-    }
-    Ok(Some(mae_log(&pred, &actual)))
-}
-
-/// Held-out `mae_s` of a queue-wait predictor on the newest 20% of `jobs` (jobs with a
-/// known wait), its features replayed over the whole trace with its own run-time model and
-/// capacity; `None` with no scored job.
-pub fn queue_wait_mae_s_on_newest(
-    model: &QueueWaitPredictor,
-    jobs: &[JobRecord],
-) -> anyhow::Result<Option<f64>> {
-    let rows = newest_slice(jobs, |j| known_wait(j).is_some());
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let schema = &model.runtime.schema;
-    let hx = batch_features(jobs, schema);
-    let h = schema.len();
-    let queue_jobs: Vec<QueueJob> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| {
-            let rt = model.runtime.predict_log(&hx[i * h..(i + 1) * h]).exp();
-            QueueJob::from_record(j, model.resource, rt)
-        })
-        .collect();
-    let qx = replay_queue_features(jobs, &queue_jobs, model.capacity)?;
-    let qd = qx.len() / jobs.len().max(1);
-    let mut row = vec![0.0f32; h + qd];
-    let mut abs_err = 0.0;
-    for &i in &rows {
-        row[..h].copy_from_slice(&hx[i * h..(i + 1) * h]);
-        row[h..].copy_from_slice(&qx[i * qd..(i + 1) * qd]);
-        let p = model.predict_row(&row).seconds;
-        abs_err += (p - known_wait(&jobs[i]).unwrap_or(0.0)).abs();
-    }
-    Ok(Some(abs_err / rows.len() as f64))
-}
-
-/// Whether the new version of `kind` replaces the served one under `promotion`: `new_score`
-/// and `served_score` score a model on the newest slice (lower is better).
-fn decide<T>(
+/// Saves `predictor`, judges it and promotes it when the verdict says so.
+fn save_and_judge<T: Artifact>(
     registry: &ModelRegistry,
-    kind: &str,
-    metric: &str,
+    saved: (
+        &T,
+        &str,
+        usize,
+        BTreeMap<String, f64>,
+        BTreeMap<String, String>,
+    ),
+    scores: &Scores,
     promotion: Promotion,
-    new_model: &T,
-    score: impl Fn(&T) -> anyhow::Result<Option<f64>>,
-) -> anyhow::Result<Decision>
-where
-    T: augur_predictor::registry::Artifact,
-{
-    if promotion == Promotion::Always {
-        return Ok(Decision::Promoted);
+) -> anyhow::Result<(ArtifactMeta, Verdict)> {
+    let (predictor, source, rows, metrics, notes) = saved;
+    let meta = save_artifact(registry, predictor, source, rows, metrics, notes)?;
+    let verdict = Verdict::judge(T::KIND, meta.version, scores, promotion.gate());
+    if verdict.promoted {
+        registry.promote(T::KIND, meta.version)?;
     }
-    let (served, served_meta) = match registry.load::<T>(Selector::Serving) {
-        Ok(v) => v,
-        Err(RegistryError::Empty { .. }) => return Ok(Decision::Promoted),
-        Err(e) => return Err(e).with_context(|| format!("loading the served {kind} model")),
-    };
-    let (new, old) = match (score(new_model), score(&served)) {
-        (Ok(n), Ok(o)) => (n, o),
-        (Err(e), _) | (_, Err(e)) => {
-            return Ok(Decision::Kept(format!(
-                "scoring {metric} on the newest slice failed ({e:#}); the served v{} stays",
-                served_meta.version
-            )))
-        }
-    };
-    match (new, old) {
-        (Some(n), Some(o)) if n.is_finite() && (!o.is_finite() || n <= o) => {
-            Ok(Decision::Promoted)
-        }
-        (Some(n), Some(o)) => Ok(Decision::Kept(format!(
-            "held-out {metric} {n:.4} on the newest slice is worse than the served v{}'s {o:.4} on the same jobs",
-            served_meta.version
-        ))),
-        _ => Ok(Decision::Kept(format!(
-            "no held-out {metric} on the newest slice to compare with the served v{}",
-            served_meta.version
-        ))),
-    }
+    Ok((meta, verdict))
 }
 
 /// Trains, saves and promotes the runtime predictor; `Ok(Err(why))` when the jobs cannot
@@ -332,7 +337,11 @@ pub fn train_runtime(
     jobs: &[JobRecord],
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
-    Ok(train_runtime_with(registry, source, jobs, trees, Promotion::Always)?.map(|(m, _)| m))
+    let none = ServedModels::default();
+    Ok(
+        train_runtime_with(registry, source, jobs, trees, Promotion::Always, &none)?
+            .map(|(m, _)| m),
+    )
 }
 
 /// [`train_runtime`], promoting as `promotion` says.
@@ -342,27 +351,26 @@ pub fn train_runtime_with(
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
-) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
+    served: &ServedModels,
+) -> anyhow::Result<Result<(ArtifactMeta, Verdict), String>> {
     let trainer = trainers::runtime(trees);
     let (predictor, eval) = match train_and_evaluate_runtime(jobs, &trainer, &mut |_, _| {}) {
         Ok(trained) => trained,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let metrics = runtime_metrics(&eval);
-    let decision = decide(
-        registry,
-        RUNTIME_KIND,
-        "mae_log",
-        promotion,
-        &predictor,
-        |m: &RuntimePredictor| runtime_mae_log_on_newest(m, jobs),
-    )?;
+    let gated = promotion != Promotion::Always;
+    let score = |m: &RuntimePredictor| gated.then(|| runtime_mae_log_on_newest(m, jobs)).flatten();
+    let scores = Scores {
+        metric: MAE_LOG,
+        test_jobs: eval.n_test,
+        new: score(&predictor).or_else(|| metrics.get("mae_log").copied()),
+        coverage: metrics.get("coverage80").map(|&c| (c, 0.8)),
+        served: served_score(&served.runtime, score),
+    };
     let notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
-    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
-    if decision == Decision::Promoted {
-        registry.promote(RUNTIME_KIND, meta.version)?;
-    }
-    Ok(Ok((meta, decision)))
+    let saved = (&predictor, source, eval.n_train, metrics, notes);
+    Ok(Ok(save_and_judge(registry, saved, &scores, promotion)?))
 }
 
 /// Trains, saves and promotes the queue-wait predictor; `Ok(Err(why))` when the jobs
@@ -373,7 +381,11 @@ pub fn train_queue_wait(
     jobs: &[JobRecord],
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
-    Ok(train_queue_wait_with(registry, source, jobs, trees, Promotion::Always)?.map(|(m, _)| m))
+    let none = ServedModels::default();
+    Ok(
+        train_queue_wait_with(registry, source, jobs, trees, Promotion::Always, &none)?
+            .map(|(m, _)| m),
+    )
 }
 
 /// [`train_queue_wait`], promoting as `promotion` says.
@@ -383,27 +395,30 @@ pub fn train_queue_wait_with(
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
-) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
+    served: &ServedModels,
+) -> anyhow::Result<Result<(ArtifactMeta, Verdict), String>> {
     let qtrainer = trainers::queue_wait_all_capped(trees);
     let (predictor, eval) = match train_and_evaluate_queue_wait(jobs, &qtrainer) {
         Ok(trained) => trained,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let metrics = queue_wait_metrics(&eval);
-    let decision = decide(
-        registry,
-        QUEUE_WAIT_KIND,
-        "mae_s",
-        promotion,
-        &predictor,
-        |m: &QueueWaitPredictor| queue_wait_mae_s_on_newest(m, jobs),
-    )?;
+    let gated = promotion != Promotion::Always;
+    let score = |m: &QueueWaitPredictor| {
+        gated
+            .then(|| queue_wait_mae_s_on_newest(m, jobs).ok().flatten())
+            .flatten()
+    };
+    let scores = Scores {
+        metric: MAE_S,
+        test_jobs: eval.n_test,
+        new: score(&predictor).or_else(|| metrics.get("mae_s").copied()),
+        coverage: metrics.get("coverage95").map(|&c| (c, 0.95)),
+        served: served_score(&served.queue_wait, score),
+    };
     let notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
-    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
-    if decision == Decision::Promoted {
-        registry.promote(QUEUE_WAIT_KIND, meta.version)?;
-    }
-    Ok(Ok((meta, decision)))
+    let saved = (&predictor, source, eval.n_train, metrics, notes);
+    Ok(Ok(save_and_judge(registry, saved, &scores, promotion)?))
 }
 
 /// Trains, saves and promotes the failure predictor; `Ok(Err(why))` when the jobs cannot
@@ -414,44 +429,45 @@ pub fn train_failure(
     jobs: &[JobRecord],
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
-    Ok(train_failure_with(registry, source, jobs, trees, Promotion::Always)?.map(|(m, _)| m))
+    let none = ServedModels::default();
+    Ok(
+        train_failure_with(registry, source, jobs, trees, Promotion::Always, &none)?
+            .map(|(m, _)| m),
+    )
 }
 
-/// [`train_failure`], promoting as `promotion` says (under [`Promotion::IfNotWorse`] only
-/// when no failure model is served).
+/// [`train_failure`], promoting as `promotion` says (compared on held-out PR-AUC; the
+/// Brier score is in the metrics).
 pub fn train_failure_with(
     registry: &ModelRegistry,
     source: &str,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
-) -> anyhow::Result<Result<(ArtifactMeta, Decision), String>> {
+    served: &ServedModels,
+) -> anyhow::Result<Result<(ArtifactMeta, Verdict), String>> {
     let trainer = trainers::failure(trees);
     let (predictor, eval) = match train_and_evaluate_failure(jobs, &trainer) {
         Ok(e) => e,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let metrics = failure_metrics(&eval);
-    let decision = decide(
-        registry,
-        FAILURE_KIND,
-        "score",
-        promotion,
-        &predictor,
-        |_: &FailurePredictor| Ok(None),
-    )?;
-    let decision = match decision {
-        Decision::Kept(_) => Decision::Kept(
-            "a failure model is served; background retrains do not compare failure models yet (promote by hand)".to_string(),
-        ),
-        d => d,
+    let gated = promotion != Promotion::Always;
+    let score = |m: &FailurePredictor| {
+        gated
+            .then(|| failure_scores_on_newest(m, jobs).map(|(pr_auc, _)| pr_auc))
+            .flatten()
+    };
+    let scores = Scores {
+        metric: PR_AUC,
+        test_jobs: eval.n_test,
+        new: score(&predictor),
+        coverage: None,
+        served: served_score(&served.failure, score),
     };
     let notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
-    let meta = save_artifact(registry, &predictor, source, eval.n_train, metrics, notes)?;
-    if decision == Decision::Promoted {
-        registry.promote(FAILURE_KIND, meta.version)?;
-    }
-    Ok(Ok((meta, decision)))
+    let saved = (&predictor, source, eval.n_train, metrics, notes);
+    Ok(Ok(save_and_judge(registry, saved, &scores, promotion)?))
 }
 
 fn notes(max_trees: &str, n_test: usize) -> BTreeMap<String, String> {
@@ -501,6 +517,38 @@ pub fn train_convergence(
     )?;
     registry.promote(CONVERGENCE_KIND, meta.version)?;
     Ok(Ok(meta))
+}
+
+/// Where the reasons the first-start training skipped kinds are kept, so a restart still
+/// answers them in the 503 of those kinds.
+fn not_trained_path(registry: &ModelRegistry) -> std::path::PathBuf {
+    registry.root().join("not-trained.json")
+}
+
+/// Keeps `not_trained` (kind → reason) beside the registry.
+pub fn save_not_trained(
+    registry: &ModelRegistry,
+    not_trained: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let path = not_trained_path(registry);
+    std::fs::write(&path, serde_json::to_vec_pretty(not_trained)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The reasons kept by [`save_not_trained`], for the kinds that still have no version
+/// (none when there is no such file or it cannot be read).
+pub fn load_not_trained(registry: &ModelRegistry) -> BTreeMap<String, String> {
+    let Ok(bytes) = std::fs::read(not_trained_path(registry)) else {
+        return BTreeMap::new();
+    };
+    let mut map: BTreeMap<String, String> = serde_json::from_slice(&bytes).unwrap_or_default();
+    map.retain(|kind, _| {
+        registry
+            .version_numbers(kind)
+            .map(|v| v.is_empty())
+            .unwrap_or(false)
+    });
+    map
 }
 
 /// Opens the registry under the data folder.

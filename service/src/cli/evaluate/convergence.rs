@@ -34,7 +34,7 @@ struct JsonOut<'a> {
 
 /// `augur evaluate --task convergence`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    if args.trace.is_some() {
+    if !args.trace.is_empty() {
         bail!("--task convergence evaluates the bundled MLPerf v1.0 curves; --trace is not supported for it");
     }
     if let Some(d) = args

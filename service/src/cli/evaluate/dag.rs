@@ -18,7 +18,7 @@ const DATASETS: [&str; 2] = ["dag-tpch", "dag-wfcommons"];
 
 /// `augur evaluate --task dag`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    if args.trace.is_some() {
+    if !args.trace.is_empty() {
         bail!("--task dag reads the bundled DAG datasets: use --dataset dag-tpch,dag-wfcommons");
     }
     // `--dataset` defaults to the runtime task's `philly`: that default means both DAG sets

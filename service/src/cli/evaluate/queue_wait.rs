@@ -58,7 +58,7 @@ struct DatasetQueueEvaluation<'a> {
 
 /// `augur evaluate --task queue-wait`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let inputs = load_inputs(&args.dataset, args.trace.as_deref(), args.format.as_deref())?;
+    let inputs = load_inputs(&args.dataset, &args.trace, args.format.as_deref())?;
     let trainer = trainers::queue_wait(args.trees);
     for (name, jobs) in inputs {
         let eval = evaluate_queue_wait(&jobs, &trainer)

@@ -27,10 +27,21 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 /// the opened model registry.
 fn trace_and_registry(args: &TrainArgs) -> anyhow::Result<(String, Vec<JobRecord>, ModelRegistry)> {
     let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(&datasets, args.trace.as_deref(), args.format.as_deref())?;
-    let Some((name, jobs)) = inputs.into_iter().next() else {
+    let inputs = load_inputs(&datasets, &args.trace, args.format.as_deref())?;
+    if inputs.is_empty() {
         anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
-    };
+    }
+    // several traces are trained on together, in submit order
+    let name = inputs
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
+    let several = inputs.len() > 1;
+    let mut jobs: Vec<JobRecord> = inputs.into_iter().flat_map(|(_, j)| j).collect();
+    if several {
+        jobs.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
+    }
     let registry = ModelRegistry::open(&args.registry.registry)
         .with_context(|| "opening the model registry")?;
     Ok((name, jobs, registry))

@@ -53,14 +53,20 @@ pub struct Actual {
 /// What Augur knows and predicts about a job.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
-    /// Events seen and the predictions made at its submit.
+    /// Events seen and the predictions made at its submit (the latest run of this id).
     pub job: JobInfo,
+    /// Earlier runs of this id (it was submitted again after it finished), oldest first.
+    pub earlier_runs: Vec<JobInfo>,
     pub phase: Phase,
     /// "Now" on the events' clock.
     pub now: f64,
     pub eta: Eta,
     pub actual: Actual,
-    /// A fresh runtime prediction from what is known now (jobs not finished).
+    /// "Now": the runtime answer for this job's profile at `now`, from everything ingested
+    /// so far (the job's own submit included in its user's history) and the model served
+    /// now; the same answer as `POST /v1/predict/runtime` with its `job_id`, or with its
+    /// profile and no `at` (jobs not finished). "At submit" is `job.runtime_at_submit`: the
+    /// stored answer issued when the submit was ingested, by the model served then.
     pub runtime_now: Option<RuntimeAnswer>,
 }
 
@@ -115,7 +121,7 @@ fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    summary = "What Augur knows and predicts about a job: events seen, predictions made at submit, ETA to start and to finish",
+    summary = "What Augur knows and predicts about a job (its latest run; earlier runs of a re-used id are listed): events seen, the answers stored at submit (`runtime_at_submit`, ...), the runtime answer now (`runtime_now`), ETA to start and to finish",
     params(("id" = String, Path, description = "The job's id in the ingested events")),
     responses(
         (status = 200, description = "the job", body = JobView),
@@ -133,6 +139,7 @@ pub async fn job(
             "no job `{id}` has been ingested"
         )));
     };
+    let earlier_runs = o.earlier_runs.get(&id).cloned().unwrap_or_default();
     // a job not submitted yet has no prediction; one seen only through a finish neither
     let phase = phase_of(&info);
     let eta = eta_of(&info, phase, now);
@@ -140,12 +147,11 @@ pub async fn job(
         .started_at
         .zip(info.submitted_at)
         .map(|(s, b)| (s - b).max(0.0));
-    // a fresh runtime prediction for a job not yet finished, from what is known now
+    // the "now" answer for a job not yet finished (see `JobView::runtime_now`)
     let runtime_now = if phase != Phase::Finished {
-        info.profile.as_ref().and_then(|p| {
-            o.predict_runtime(&id, p, info.submitted_at.unwrap_or(now))
-                .ok()
-        })
+        info.profile
+            .as_ref()
+            .and_then(|p| o.predict_runtime(&id, p, now).ok())
     } else {
         None
     };
@@ -156,6 +162,7 @@ pub async fn job(
     };
     Ok(Json(JobView {
         job: info,
+        earlier_runs,
         phase,
         now,
         eta,

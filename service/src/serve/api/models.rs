@@ -135,12 +135,13 @@ pub struct RetrainStarted {
 }
 
 /// `POST /v1/models/retrain`: retrain the predictors on the ingested history in the
-/// background (202); the new versions are saved, promoted and swapped in when done.
+/// background (202); each new version is saved and judged against the served one
+/// ([`crate::serve::model_gate`]); what passes is promoted and swapped in when done.
 #[utoipa::path(
     post,
     path = "/v1/models/retrain",
     tag = "models",
-    summary = "Retrain both predictors on the ingested history in the background; the new versions are saved, promoted and swapped in without dropping requests",
+    summary = "Retrain the predictors on the ingested history in the background; each new version is saved, and replaces the served one only when it is not worse on the same held-out slice (the report lists per kind what was promoted or kept and why)",
     security(("bearer" = [])),
     responses(
         (status = 202, description = "started; poll GET /v1/models/retrain", body = RetrainStarted),
@@ -201,7 +202,10 @@ fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
     params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure` or `convergence`")),
     request_body = PromoteBody,
     security(("bearer" = [])),
-    responses((status = 200, description = "`{kind, promoted}`", body = Promoted))
+    responses(
+        (status = 200, description = "`{kind, promoted}`", body = Promoted),
+        (status = 422, description = "no such version, or it does not load (the served version is unchanged)")
+    )
 )]
 pub async fn promote(
     State(state): State<AppState>,
@@ -211,11 +215,13 @@ pub async fn promote(
     let kind = check_kind(&kind)?;
     let st = state.clone();
     blocking(move || {
+        training::check_loads(&st.registry, kind, body.version)
+            .map_err(unloadable(kind, body.version))?;
         let p = st
             .registry
             .promote(kind, body.version)
             .map_err(registry_error("version"))?;
-        let models = training::load_serving(&st.registry)
+        let models = training::load_serving(&st.registry, &st.ext.metrics)
             .map_err(|e| ApiError::internal(format!("{e:#}")))?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
@@ -233,7 +239,8 @@ pub async fn promote(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "`{kind, promoted}`", body = Promoted),
-        (status = 409, description = "nothing to roll back to")
+        (status = 409, description = "nothing to roll back to"),
+        (status = 422, description = "the previous version does not load (the served version is unchanged)")
     )
 )]
 pub async fn rollback(
@@ -243,13 +250,34 @@ pub async fn rollback(
     let kind = check_kind(&kind)?;
     let st = state.clone();
     blocking(move || {
+        let previous = st
+            .registry
+            .promotion(kind)
+            .map_err(registry_error("kind"))?
+            .and_then(|p| p.history.last().copied());
+        if let Some(v) = previous {
+            training::check_loads(&st.registry, kind, v).map_err(unloadable(kind, v))?;
+        }
         let p = st.registry.rollback(kind).map_err(registry_error("kind"))?;
-        let models = training::load_serving(&st.registry)
+        let models = training::load_serving(&st.registry, &st.ext.metrics)
             .map_err(|e| ApiError::internal(format!("{e:#}")))?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
     })
     .await
+}
+
+/// A version that does not load is refused (422) before the pointer is touched.
+fn unloadable(kind: &'static str, version: u32) -> impl Fn(RegistryError) -> ApiError {
+    move |e| match e {
+        RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
+            ApiError::invalid("version", e.to_string())
+        }
+        _ => ApiError::invalid(
+            "version",
+            format!("{kind} v{version} cannot be loaded ({e}); the served version is unchanged"),
+        ),
+    }
 }
 
 fn registry_error(field: &'static str) -> impl Fn(RegistryError) -> ApiError {

@@ -9,6 +9,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::serve::bounds;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile, MAX_STRING};
 use crate::serve::online::{
@@ -25,7 +26,10 @@ pub struct PredictJob {
     #[serde(default)]
     #[schema(max_length = 256)]
     pub job_id: Option<String>,
-    /// Submit time on the events' clock (default: the latest event time).
+    /// The moment to answer for (default: now, the service's clock). The answer is "now":
+    /// from everything ingested so far and the model served now, for a job with this
+    /// profile submitted at `at`; the answer stored at an ingested job's submit is
+    /// `runtime_at_submit` of `GET /v1/jobs/{id}`.
     #[serde(default)]
     pub at: Option<f64>,
     #[serde(default)]
@@ -156,6 +160,12 @@ pub(super) fn predict_error(e: PredictError) -> ApiError {
             kind,
             "not trained or loaded yet (first-start training still running, or it failed: see the logs and GET /readyz)",
         ),
+        PredictError::NotTrained { kind, reason } => {
+            ApiError::model_not_available(kind, format!("not trained: {reason}"))
+        }
+        PredictError::CannotFit { field, reason } => {
+            ApiError::invalid(format!("profile.{field}"), reason)
+        }
         PredictError::Internal(m) => ApiError::internal(m),
     }
 }
@@ -208,7 +218,14 @@ fn predict_profiles<T: Serialize>(
         let mut preds = Vec::with_capacity(jobs.len());
         for (path, j) in &jobs {
             let r = resolve(&o, path, j)?;
-            preds.push(predict(&o, &r.id, &r.profile, r.at).map_err(predict_error)?);
+            bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
+            let answer = predict(&o, &r.id, &r.profile, r.at).map_err(|e| match e {
+                PredictError::CannotFit { field, reason } => {
+                    ApiError::invalid(format!("{path}.profile.{field}"), reason)
+                }
+                e => predict_error(e),
+            })?;
+            preds.push(answer);
         }
         (version, preds)
     };
@@ -249,6 +266,7 @@ pub async fn predict_runtime(
     request_body = PredictRequest,
     responses(
         (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<WaitAnswer>),
+        (status = 422, description = "a field is invalid, or the job asks for more GPUs than the cluster has (it cannot fit)"),
         (status = 503, description = "model not available yet (first-start training)")
     )
 )]

@@ -361,6 +361,24 @@ fn salvage(db: &Path, upto: i64, parse: &dyn Fn(&str) -> Result<(), String>) -> 
     (out, max_seq)
 }
 
+/// The prediction records of `db` whose submit is among `kept` (none when the table cannot
+/// be read: a damaged log's records are lost with it).
+fn salvage_predictions(db: &Path, kept: &[i64]) -> Vec<(i64, String, String)> {
+    let kept: std::collections::HashSet<i64> = kept.iter().copied().collect();
+    let Ok(conn) = open_read_only(db) else {
+        return Vec::new();
+    };
+    let Ok(mut stmt) = conn.prepare("SELECT submit_seq, job_id, body FROM predictions") else {
+        return Vec::new();
+    };
+    let Ok(rows) = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))) else {
+        return Vec::new();
+    };
+    rows.filter_map(Result::ok)
+        .filter(|p: &(i64, String, String)| kept.contains(&p.0))
+        .collect()
+}
+
 /// Repairs the store at `db`: keeps every intact event, records every missing or unreadable
 /// acknowledged sequence number as lost, moves the damaged files aside (`<db>.damaged-<unix
 /// time>`, with its `-wal`), and raises the sequence so no number is reused. The store must
@@ -401,6 +419,13 @@ pub fn repair(
                 .map_err(sql)?;
             for r in &rows {
                 ins.execute(params![r.0, r.1, r.2, r.3, r.4]).map_err(sql)?;
+            }
+            // the predictions recorded at the kept submits stay with them
+            let mut rec = tx
+                .prepare("INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)")
+                .map_err(sql)?;
+            for p in salvage_predictions(db, &present) {
+                rec.execute(params![p.0, p.1, p.2]).map_err(sql)?;
             }
             let mut loss = tx
                 .prepare("INSERT INTO losses (first_seq, last_seq, reason, recorded_at) VALUES (?1, ?2, ?3, ?4)")

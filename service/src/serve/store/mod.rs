@@ -15,6 +15,13 @@
 //! there, so memory follows the log's order), and then answers each request. A request's
 //! events are stored together or not at all.
 //!
+//! **Predictions at submit.** What the served predictors answered when a job was submitted
+//! is a record, not a value recomputed later: `on_commit` returns the answers it issued for
+//! the group's submits ([`PredictionRecord`], keyed by the submit's sequence number) and the
+//! writer stores them in the `predictions` table before it acknowledges the group. A crash
+//! between the two commits loses only those records (the answers are issued again, by the
+//! model then served, when the events are replayed).
+//!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
 //! SQLite's check after an unclean stop is refused at open with the reason, and
@@ -92,6 +99,11 @@ fn create_schema(conn: &Connection) -> Result<(), rusqlite::Error> {
             body TEXT NOT NULL
         );
         CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+        CREATE TABLE IF NOT EXISTS predictions (
+            submit_seq INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            body TEXT NOT NULL
+        );
         CREATE TABLE IF NOT EXISTS losses (
             first_seq INTEGER NOT NULL,
             last_seq INTEGER NOT NULL,
@@ -178,8 +190,18 @@ struct WriteRequest {
     reply: Reply,
 }
 
-/// Called by the writer with each committed group, in sequence order.
-pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) + Send>;
+/// The answers issued at a job's submit, stored with it: the submit event's sequence
+/// number, the job and the answers as JSON (their shape belongs to the online state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictionRecord {
+    pub submit_seq: i64,
+    pub job_id: String,
+    pub body: String,
+}
+
+/// Called by the writer with each committed group, in sequence order; returns the
+/// predictions issued at the group's submits, to be stored before the group is acknowledged.
+pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) -> Vec<PredictionRecord> + Send>;
 
 /// Handle to the store (cheap to clone).
 #[derive(Clone)]
@@ -286,6 +308,28 @@ impl Store {
     pub fn read_after(&self, after: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         read_after(&conn, &self.path, after, limit)
+    }
+
+    /// Every stored prediction record, by submit sequence number (a blocking read).
+    pub fn read_predictions(&self) -> Result<Vec<PredictionRecord>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let err = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = conn
+            .prepare_cached("SELECT submit_seq, job_id, body FROM predictions ORDER BY submit_seq")
+            .map_err(err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(PredictionRecord {
+                    submit_seq: r.get(0)?,
+                    job_id: r.get(1)?,
+                    body: r.get(2)?,
+                })
+            })
+            .map_err(err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(err)
     }
 
     /// Number of events stored.
@@ -430,7 +474,10 @@ fn writer_loop(
                         });
                     }
                 }
-                on_commit(&stored);
+                let records = on_commit(&stored);
+                if let Err(e) = write_predictions(&mut conn, &records) {
+                    tracing::error!(store = %path.display(), error = %e, records = records.len(), "storing the predictions issued at submit failed; they are issued again on the next replay");
+                }
                 for (req, s) in group.into_iter().zip(seqs) {
                     let _ = req.reply.send(Ok(s));
                 }
@@ -444,6 +491,25 @@ fn writer_loop(
         }
     }
     tracing::debug!(store = %path.display(), "event store writer stopped");
+}
+
+fn write_predictions(
+    conn: &mut Connection,
+    records: &[PredictionRecord],
+) -> Result<(), rusqlite::Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)",
+        )?;
+        for r in records {
+            stmt.execute(params![r.submit_seq, r.job_id, r.body])?;
+        }
+    }
+    tx.commit()
 }
 
 fn write_group(
@@ -491,7 +557,10 @@ mod tests {
         let s2 = seen.clone();
         let (store, existing) = Store::open(
             &path,
-            Box::new(move |evs| s2.lock().unwrap().extend(evs.iter().map(|e| e.seq))),
+            Box::new(move |evs| {
+                s2.lock().unwrap().extend(evs.iter().map(|e| e.seq));
+                Vec::new()
+            }),
         )
         .unwrap();
         assert!(existing.is_empty());
@@ -520,7 +589,7 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), (1..=40).collect::<Vec<i64>>());
         assert_eq!(store.count().unwrap(), 40);
         store.close();
-        let (store, existing) = Store::open(&path, Box::new(|_| {})).unwrap();
+        let (store, existing) = Store::open(&path, Box::new(|_| Vec::new())).unwrap();
         assert_eq!(existing.len(), 40);
         assert_eq!(existing[3].seq, 4);
         let more = store.append(vec![started("c", 3.0)]).await.unwrap();
@@ -530,191 +599,4 @@ mod tests {
 }
 
 #[cfg(test)]
-mod damage_tests {
-    //! Every kind of damage a crash or a disk can do to the log: refused at open with the
-    //! missing range named, repaired keeping every intact event, sequence never reused.
-    use super::*;
-    use std::fs::OpenOptions;
-
-    fn started(i: usize) -> Event {
-        Event::JobStarted {
-            job_id: format!("j{i}"),
-            at: i as f64,
-        }
-    }
-
-    /// 2,000 acknowledged events in groups of 50, then a crash image (files copied while the
-    /// store is open: what `kill -9` leaves) in a new folder; returns that folder's database.
-    async fn crashed_store(dir: &Path) -> PathBuf {
-        let live = dir.join("live/events.sqlite");
-        let (store, _) = Store::open(&live, Box::new(|_| {})).unwrap();
-        for g in 0..40 {
-            let seqs = store
-                .append((0..50).map(|i| started(g * 50 + i)).collect())
-                .await
-                .unwrap();
-            assert_eq!(seqs.len(), 50);
-        }
-        let crash = dir.join("crash");
-        std::fs::create_dir_all(&crash).unwrap();
-        for suffix in ["", "-wal", ".hwm"] {
-            let from = PathBuf::from(format!("{}{suffix}", live.display()));
-            if from.exists() {
-                std::fs::copy(&from, crash.join(format!("events.sqlite{suffix}"))).unwrap();
-            }
-        }
-        crash.join("events.sqlite")
-    }
-
-    fn wal(db: &Path) -> PathBuf {
-        PathBuf::from(format!("{}-wal", db.display()))
-    }
-
-    fn refused(db: &Path) -> IntegrityReport {
-        match Store::open(db, Box::new(|_| {})) {
-            Err(StoreError::Damaged(r)) => *r,
-            Err(e) => panic!("refused with another error: {e}"),
-            Ok(_) => panic!("a damaged store was opened"),
-        }
-    }
-
-    /// Repairs `db`, reopens it and appends one event: returns (repair, kept events, new seq).
-    async fn repair_and_append(db: &Path) -> (RepairReport, usize, i64) {
-        let report = repair(db).unwrap();
-        assert!(check(db).unwrap().is_sound(), "repaired store checks sound");
-        let (store, existing) = Store::open(db, Box::new(|_| {})).unwrap();
-        let seq = store.append(vec![started(99_999)]).await.unwrap()[0];
-        store.close();
-        (report, existing.len(), seq)
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_crash_image_reopens_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crashed_store(dir.path()).await;
-        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
-        assert_eq!(existing.len(), 2000);
-        assert_eq!(store.append(vec![started(1)]).await.unwrap(), vec![2001]);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_wal_cut_in_half_is_refused_then_repaired_without_reusing_seq() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crashed_store(dir.path()).await;
-        let len = std::fs::metadata(wal(&db)).unwrap().len();
-        let f = OpenOptions::new().write(true).open(wal(&db)).unwrap();
-        f.set_len(len / 2).unwrap();
-        let report = refused(&db);
-        let (first, last) = report.missing[0];
-        assert_eq!(last, 2000, "{report:?}");
-        assert!(first > 1 && first < 2000, "{report:?}");
-        assert_eq!(report.events, first - 1);
-        let (rep, kept, seq) = repair_and_append(&db).await;
-        assert_eq!(kept as i64, first - 1);
-        assert_eq!(rep.lost.len(), 1);
-        assert_eq!((rep.lost[0].first_seq, rep.lost[0].last_seq), (first, 2000));
-        assert_eq!(seq, 2001, "no sequence number reused");
-        assert!(rep.damaged_copy.unwrap().exists(), "evidence kept");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn flipped_bytes_in_the_wal_are_refused_then_repaired() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crashed_store(dir.path()).await;
-        let mut bytes = std::fs::read(wal(&db)).unwrap();
-        let mid = bytes.len() / 2;
-        for b in &mut bytes[mid..mid + 20] {
-            *b ^= 0xa5;
-        }
-        std::fs::write(wal(&db), bytes).unwrap();
-        let report = refused(&db);
-        assert_eq!(report.missing.last().unwrap().1, 2000);
-        let lost: i64 = report.missing.iter().map(|(a, b)| b - a + 1).sum();
-        let (rep, kept, seq) = repair_and_append(&db).await;
-        assert_eq!(
-            kept as i64 + lost,
-            2000,
-            "every event is kept or reported lost"
-        );
-        let reported: i64 = rep.lost.iter().map(|l| l.last_seq - l.first_seq + 1).sum();
-        assert_eq!(reported, lost);
-        assert_eq!(seq, 2001);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_emptied_wal_or_database_never_restarts_the_sequence() {
-        for victim in ["-wal", ""] {
-            let dir = tempfile::tempdir().unwrap();
-            let db = crashed_store(dir.path()).await;
-            let target = PathBuf::from(format!("{}{victim}", db.display()));
-            OpenOptions::new()
-                .write(true)
-                .open(&target)
-                .unwrap()
-                .set_len(0)
-                .unwrap();
-            let report = refused(&db);
-            assert!(!report.is_sound(), "{victim}: {report:?}");
-            let (rep, kept, seq) = repair_and_append(&db).await;
-            let reported: i64 = rep.lost.iter().map(|l| l.last_seq - l.first_seq + 1).sum();
-            assert_eq!(kept as i64 + reported, 2000, "{victim}");
-            assert_eq!(
-                seq, 2001,
-                "{victim}: the next event must not get seq 1 again"
-            );
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_deleted_database_with_its_mark_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crashed_store(dir.path()).await;
-        std::fs::remove_file(&db).unwrap();
-        std::fs::remove_file(wal(&db)).unwrap();
-        let report = refused(&db);
-        assert_eq!(report.missing, vec![(1, 2000)]);
-        let (rep, kept, seq) = repair_and_append(&db).await;
-        assert_eq!((kept, rep.lost.len(), seq), (0, 1, 2001));
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_unreadable_row_is_refused_and_repair_drops_only_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crashed_store(dir.path()).await;
-        {
-            let conn = Connection::open(&db).unwrap();
-            conn.execute("UPDATE events SET body = 'not json' WHERE seq = 777", [])
-                .unwrap();
-        }
-        match Store::open(&db, Box::new(|_| {})) {
-            Err(StoreError::BadRow { seq, .. }) => assert_eq!(seq, 777),
-            Err(e) => panic!("{e}"),
-            Ok(_) => panic!("opened"),
-        }
-        let report = check(&db).unwrap();
-        assert_eq!(report.unreadable.len(), 1);
-        let (rep, kept, seq) = repair_and_append(&db).await;
-        assert_eq!(kept, 1999);
-        assert_eq!((rep.lost[0].first_seq, rep.lost[0].last_seq), (777, 777));
-        assert_eq!(seq, 2001);
-        // the recorded loss is accepted from now on, and reported by check
-        assert_eq!(check(&db).unwrap().recorded_losses.len(), 1);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_clean_shutdown_is_marked_and_the_next_start_consumes_the_mark() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("events.sqlite");
-        let (store, _) = Store::open(&db, Box::new(|_| {})).unwrap();
-        store.append(vec![started(1)]).await.unwrap();
-        store.close();
-        assert!(clean_marker(&db).exists());
-        let (store, existing) = Store::open(&db, Box::new(|_| {})).unwrap();
-        assert!(
-            !clean_marker(&db).exists(),
-            "an unclean stop must not look clean"
-        );
-        assert_eq!(existing.len(), 1);
-        store.close();
-    }
-}
+mod damage_tests;

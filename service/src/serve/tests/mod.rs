@@ -5,11 +5,21 @@
 //!   intervals and ETAs, the queue-wait risk groups adapt online;
 //! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
 //!   route table, no input answers 500;
-//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule.
+//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
+//! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
+//! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
+//! - [`answers`]: the ways of asking one job's runtime at one moment agree;
+//! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
+//! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused.
 
+mod answers;
+mod inputs;
+mod lifecycle;
 mod predictions;
+mod records;
 mod retrain;
 mod routes;
+mod time_identity;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -80,6 +80,17 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
     ] {
         assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
     }
+    // the retrain serves v2 only when it is not worse on the held-out slice; serve it by
+    // hand otherwise, so the swaps below go through a promotion either way
+    let (_, r) = call(&state, "GET", "/v1/models/retrain", None, false).await;
+    let verdicts = r["report"]["verdicts"].as_array().unwrap();
+    let runtime = verdicts.iter().find(|v| v["kind"] == "runtime").unwrap();
+    assert_eq!(runtime["version"], 2, "{r}");
+    if runtime["promoted"] == false {
+        let body = Some(json!({ "version": 2 }));
+        let (st, v) = call(&state, "POST", "/v1/models/runtime/promote", body, true).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+    }
     let (_, v) = call(&state, "GET", "/v1/models", None, false).await;
     assert_eq!(v["serving"]["runtime"], 2, "{v}");
     assert_eq!(
@@ -248,10 +259,10 @@ async fn background_retrain_keeps_a_served_model_that_scores_better() {
             2,
         ))
         .unwrap();
-    let old_mae = training::queue_wait_mae_s_on_newest(&old, &jobs)
+    let old_mae = crate::serve::model_gate::queue_wait_mae_s_on_newest(&old, &jobs)
         .unwrap()
         .unwrap();
-    let new_mae = training::queue_wait_mae_s_on_newest(&new, &jobs)
+    let new_mae = crate::serve::model_gate::queue_wait_mae_s_on_newest(&new, &jobs)
         .unwrap()
         .unwrap();
     assert!(new_mae > old_mae, "new {new_mae} vs served {old_mae}");

@@ -39,7 +39,7 @@ async fn mutating_endpoints_need_the_token_and_errors_name_fields() {
         &state,
         "POST",
         "/v1/predict/runtime",
-        Some(json!({ "job": { "profile": {} } })),
+        Some(json!({ "job": { "profile": { "num_gpus": 1 } } })),
         false,
     )
     .await;
@@ -67,7 +67,7 @@ async fn mutating_endpoints_need_the_token_and_errors_name_fields() {
         &state,
         "POST",
         "/v1/predict/runtime",
-        Some(json!({ "jobs": [{ "profile": {} }, { "profile": { "user": 3 } }] })),
+        Some(json!({ "jobs": [{ "profile": { "num_gpus": 1 } }, { "profile": { "user": 3 } }] })),
         false,
     )
     .await;
