@@ -92,15 +92,39 @@ pub fn spawn_cluster(state: AppState) {
             if opts.dry_run {
                 state.ext.live.lock_dry_run();
             }
-            tokio::spawn(async move {
-                let live = state.ext.live.clone();
-                if let Err(e) = drive(state, opts).await {
-                    tracing::error!(error = %format!("{e:#}"), "the Kubernetes backend stopped");
-                    live.set_status(format!("failed: {e:#}"));
-                }
-            });
+            tokio::spawn(drive_with_retries(state, opts));
         }
         (Backend::Sim, _) => super::live::spawn(state),
+    }
+}
+
+/// Longest wait between two attempts to start the backend.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs the backend until shutdown; when it fails (the API server unreachable, the watches
+/// refused) it is started again after an exponential backoff (1 s doubling to
+/// [`MAX_BACKOFF`]; back to 1 s after a run longer than that), never given up.
+async fn drive_with_retries(state: AppState, opts: KubeOptions) {
+    let live = state.ext.live.clone();
+    let mut shutdown = state.shutdown.clone();
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let started = Instant::now();
+        let Err(e) = drive(state.clone(), opts.clone()).await else {
+            return; // shut down
+        };
+        // a backend that ran a while before failing starts over from the shortest wait
+        if started.elapsed() > MAX_BACKOFF {
+            backoff = Duration::from_secs(1);
+        }
+        tracing::error!(error = %format!("{e:#}"), retry_in_s = backoff.as_secs(), "the Kubernetes backend failed; retrying");
+        live.set_status(format!("retrying in {} s: {e:#}", backoff.as_secs()));
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        live.set_status("starting");
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
@@ -307,8 +331,13 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
     // lifecycle events come through the sink (with the jobs' names), see `store_events`
     l.advance(wall);
     let report = l.control().await;
-    if let Some(e) = &report.error {
-        tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+    // a failing tick marks the backend down (readiness, `augur_backend_up`) until one works
+    match &report.error {
+        Some(e) => {
+            tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+            live.set_status(format!("failing: {e}"));
+        }
+        None => live.set_status("running"),
     }
     for d in l.decisions().rev().take(report.decisions) {
         if let Some(e) = &d.error {

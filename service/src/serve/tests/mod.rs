@@ -5,8 +5,10 @@
 //!   intervals and ETAs, the queue-wait risk groups adapt online;
 //! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
 //!   route table, no input answers 500;
-//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule.
+//! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
+//! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`).
 
+mod auth;
 mod predictions;
 mod retrain;
 mod routes;
