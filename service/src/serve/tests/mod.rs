@@ -6,10 +6,12 @@
 //! - [`routes`]: the token, errors that name their field, the OpenAPI document against the
 //!   route table, no input answers 500;
 //! - [`retrain`]: retraining, promotion and rollback by hand and on the schedule;
-//! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`).
+//! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
+//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`.
 
 mod auth;
 mod predictions;
+mod readiness;
 mod retrain;
 mod routes;
 
