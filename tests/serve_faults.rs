@@ -350,3 +350,67 @@ fn readyz_fails_naming_the_store_while_the_data_folder_takes_no_writes() {
     let (st, body) = http(addr, "GET", "/readyz", None, None).unwrap();
     assert_eq!(st, 200, "{body}");
 }
+
+/// The request log never holds a `?token=` value, and a token file its group or others can
+/// read is used with a warning at start.
+#[cfg(unix)]
+#[test]
+fn the_log_redacts_query_tokens_and_warns_of_a_readable_token_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("auth-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let addr = free_addr();
+    let mut child = augur()
+        .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
+        .arg(dir.path())
+        .args([
+            "--backend",
+            "none",
+            "--trees",
+            "10",
+            "--bootstrap-limit",
+            "3000",
+        ])
+        .env_remove("AUGUR_SERVE_TOKEN")
+        .env("AUGUR_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until(Duration::from_secs(120), "the service to answer", || {
+        http(addr, "GET", "/healthz", None, None).is_ok()
+    });
+    let (st, _) = http(addr, "GET", "/healthz?token=hunter2-secret&x=1", None, None).unwrap();
+    assert_eq!(st, 200);
+    // a lower-case scheme is accepted
+    let ev = json!({ "type": "job_started", "job_id": "x", "at": 1.0 }).to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "POST /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{ev}",
+        ev.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let mut log = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut log).unwrap();
+    }
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut log).unwrap();
+    }
+    assert!(log.contains("readable by its group or others"), "{log}");
+    assert!(log.contains("token=REDACTED"), "{log}");
+    assert!(!log.contains("hunter2-secret"), "{log}");
+}
