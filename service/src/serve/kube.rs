@@ -198,7 +198,9 @@ fn snapshot_event(s: &ClusterSnapshot) -> Event {
 }
 
 async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
-    let (backend, mut rx) = start_backend(&state, &opts).await?;
+    // the lease elector of this attempt stops when the attempt ends (dropping the sender)
+    let (_attempt, attempt_over) = tokio::sync::oneshot::channel::<()>();
+    let (backend, mut rx) = start_backend(&state, &opts, attempt_over).await?;
     let params = ElasticParams {
         preempt_factor: None,
         ..ElasticParams::default()
@@ -253,6 +255,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
 async fn start_backend(
     state: &AppState,
     opts: &KubeOptions,
+    attempt_over: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<(KubeBackend, UnboundedReceiver<ClusterEvent>)> {
     let client = kubernetes::client(opts.kubeconfig.as_deref()).await?;
     let identity =
@@ -267,7 +270,10 @@ async fn start_backend(
     let gate = elector.gate();
     let mut stop = state.shutdown.clone();
     tokio::spawn(elector.run(async move {
-        let _ = stop.wait_for(|s| *s).await;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => {}
+            _ = attempt_over => {}
+        }
     }));
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ClusterEvent>();
