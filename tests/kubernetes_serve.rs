@@ -103,12 +103,17 @@ fn seed(api: &FakeApi) {
 
 /// `augur serve --backend kubernetes` on a free port, pointed at the fake API.
 fn start(api: &FakeApi, dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
+    start_at(api.addr, dir, extra)
+}
+
+/// [`start`] with the kubeconfig naming the API server at `api_addr`.
+fn start_at(api_addr: SocketAddr, dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            api.addr
+            api_addr
         ),
     )
     .unwrap();
@@ -486,4 +491,61 @@ fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches
         "{d}"
     );
     drop(rt);
+}
+
+/// The API server unreachable when augur starts (nothing listens at the kubeconfig's
+/// address): `/readyz` answers 503 naming `backend:kubernetes` and `augur_backend_up` reads
+/// 0; once the address answers (a proxy to the fake API), the backend is started again on its
+/// backoff and `/readyz` turns 200, without restarting augur.
+#[test]
+fn an_api_server_down_at_start_is_retried_and_readiness_follows_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[]));
+    seed(&api);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start_at(proxy, dir.path(), &[]);
+    // the runtime model trained, the backend still down
+    let body = wait_for("the runtime model", 600, || {
+        let (_, body) = get(addr, "/readyz")?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (v["models"]["runtime"].is_u64()).then_some(body)
+    });
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["ready"], false, "{body}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("backend:kubernetes"),
+        "{body}"
+    );
+    let (_, metrics) = get(addr, "/metrics").unwrap();
+    assert!(
+        metrics.contains("augur_backend_up{backend=\"kubernetes\"} 0"),
+        "{metrics}"
+    );
+    // the API server comes up at the kubeconfig's address
+    let fake = api.addr;
+    rt.spawn(async move {
+        let listener = tokio::net::TcpListener::bind(proxy).await.unwrap();
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(fake).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    wait_for("readiness with the backend up", 180, || {
+        let (st, _) = get(addr, "/readyz")?;
+        (st == 200).then_some(())
+    });
+    let (_, metrics) = get(addr, "/metrics").unwrap();
+    assert!(
+        metrics.contains("augur_backend_up{backend=\"kubernetes\"} 1"),
+        "{metrics}"
+    );
 }

@@ -703,7 +703,7 @@ pub fn read_cluster_summary(
     let headers: Vec<String> = {
         let mut rdr = csv::ReaderBuilder::new()
             .flexible(true)
-            .from_reader(input::open(path)?);
+            .from_reader(input::open_lines(path, opts.max_line_bytes)?);
         rdr.headers()
             .map_err(|e| DatasetError::format(path, format!("cannot read the header: {e}")))?
             .iter()

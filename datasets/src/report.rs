@@ -20,7 +20,13 @@ pub struct ReadOptions {
     /// The zone of zone-less local times, for the readers that take one (sacct); UTC by
     /// default. The other readers read their zone-less times as UTC and say so in a note.
     pub timezone: TraceZone,
+    /// Longest line the line-based readers accept, bytes (newline excluded): a longer one
+    /// fails the read naming the file, the line and this bound, so memory stays bounded.
+    pub max_line_bytes: usize,
 }
+
+/// The default [`ReadOptions::max_line_bytes`]: 1 MiB.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 impl Default for ReadOptions {
     fn default() -> Self {
@@ -28,6 +34,7 @@ impl Default for ReadOptions {
             strict: false,
             max_detailed_issues: 200,
             timezone: TraceZone::Utc,
+            max_line_bytes: MAX_LINE_BYTES,
         }
     }
 }

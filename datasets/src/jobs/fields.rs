@@ -199,6 +199,14 @@ fn breaks_in(rec: &csv::ByteRecord) -> u64 {
     n
 }
 
+/// The line-too-long error a CSV read failed with, if that is why.
+fn too_long(e: &csv::Error) -> Option<&crate::input::LineTooLong> {
+    match e.kind() {
+        csv::ErrorKind::Io(io) => crate::input::LineTooLong::of(io),
+        _ => None,
+    }
+}
+
 /// Drives a CSV file row by row: checks the header for `required` columns, hands each row to
 /// `parse`, passes what it returns to `keep`, and records every failure in `report` (or stops
 /// on the first in strict mode). `headers` supplies column names for header-less files.
@@ -217,7 +225,7 @@ pub(crate) fn read_csv_rows<T>(
         .flexible(true)
         .has_headers(headers.is_none())
         .from_reader(CountLines {
-            inner: crate::input::open(path)?,
+            inner: crate::input::open_lines(path, opts.max_line_bytes)?,
             offset: 0,
             pending_cr: None,
             breaks: Rc::clone(&breaks),
@@ -238,6 +246,10 @@ pub(crate) fn read_csv_rows<T>(
         match rdr.read_byte_record(&mut rec) {
             Ok(false) => break,
             Ok(true) => {}
+            Err(e) if too_long(&e).is_some() => {
+                let reason = too_long(&e).map(|t| t.to_string()).unwrap_or_default();
+                return Err(DatasetError::format(path, reason));
+            }
             Err(e) => {
                 report.rows_read += 1;
                 last_line += 1;

@@ -38,7 +38,7 @@ pub fn read(
     sink: &mut dyn FnMut(JobRecord),
 ) -> Result<ReadReport, DatasetError> {
     let file = input::display_name(path);
-    let mut reader = input::open(path)?;
+    let mut reader = input::open_lines(path, opts.max_line_bytes)?;
     let mut report = ReadReport {
         time_origin: match variant {
             SwfVariant::Alcf => TimeOrigin::Unix,

@@ -42,7 +42,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .build()?;
     let result = runtime.block_on(serve::run(config));
     // a first-start training still running in the background is abandoned (registry
-    // versions are written to a temporary folder and renamed, so nothing half-written stays)
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    // versions are written to a temporary folder and renamed, so nothing half-written stays);
+    // the requests had their deadline already, so this wait is short
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     result
 }

@@ -86,11 +86,53 @@ impl Auth {
     pub fn accepts(&self, header: Option<&str>) -> bool {
         match self {
             Auth::Disabled => true,
+            // the scheme is case-insensitive (RFC 9110, 11.1)
             Auth::Bearer { token } => header
-                .and_then(|h| h.strip_prefix("Bearer "))
-                .is_some_and(|given| constant_time_eq(given.trim().as_bytes(), token.as_bytes())),
+                .and_then(|h| h.trim_start().split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .is_some_and(|(_, given)| {
+                    constant_time_eq(given.trim().as_bytes(), token.as_bytes())
+                }),
         }
     }
+}
+
+/// The permission bits of the token file at `path` that let its group or others read it
+/// (none when it is owner-only, or on a system without Unix permissions).
+pub fn readable_by_others(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o044 != 0).then_some(mode)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// `uri` for the request log: the values of query parameters that may hold a credential
+/// (`token`, `access_token`, `key`) replaced by `REDACTED`.
+pub fn redacted_uri(uri: &axum::http::Uri) -> String {
+    let Some(query) = uri.query() else {
+        return uri.path().to_string();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _))
+                if ["token", "access_token", "key"]
+                    .iter()
+                    .any(|s| k.eq_ignore_ascii_case(s)) =>
+            {
+                format!("{k}=REDACTED")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}", uri.path(), query.join("&"))
 }
 
 /// 32 random bytes from the OS-seeded CSPRNG, as 64 hex characters.
@@ -163,6 +205,7 @@ mod tests {
             panic!("auth is on")
         };
         assert_eq!(token.len(), 64);
+        assert_eq!(readable_by_others(&path), None);
         let (again, src) = Auth::resolve(None, false, dir.path()).unwrap();
         assert_eq!(src, TokenSource::File(path));
         let Auth::Bearer { token: t2 } = again else {
@@ -181,6 +224,11 @@ mod tests {
         assert!(!auth.accepts(Some("Bearer 0123456789abcdeF")));
         assert!(!auth.accepts(Some("Bearer 0123456789abcde")));
         assert!(!auth.accepts(Some("Basic 0123456789abcdef")));
+        // the scheme in any case
+        assert!(auth.accepts(Some("bearer 0123456789abcdef")));
+        assert!(auth.accepts(Some("BEARER 0123456789abcdef")));
+        assert!(!auth.accepts(Some("bearer 0123456789abcdeF")));
+        assert!(!auth.accepts(Some("bearer0123456789abcdef")));
         assert!(Auth::Disabled.accepts(None));
         // a configured token wins over the file, and --insecure over both
         let dir = tempfile::tempdir().unwrap();
@@ -191,5 +239,34 @@ mod tests {
         let (a, s) = Auth::resolve(Some("configured-token-123"), true, dir.path()).unwrap();
         assert_eq!(s, TokenSource::Insecure);
         assert!(a.accepts(None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_group_or_world_readable_token_file_is_noticed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TOKEN_FILE);
+        std::fs::write(&path, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(readable_by_others(&path), Some(0o644));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(readable_by_others(&path), Some(0o640));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(readable_by_others(&path), None);
+    }
+
+    #[test]
+    fn credentials_in_the_query_are_redacted_for_the_log() {
+        let uri: axum::http::Uri = "/v1/events?token=s3cret&limit=5&Access_Token=x"
+            .parse()
+            .unwrap();
+        let logged = redacted_uri(&uri);
+        assert_eq!(
+            logged,
+            "/v1/events?token=REDACTED&limit=5&Access_Token=REDACTED"
+        );
+        assert!(!logged.contains("s3cret"));
+        assert_eq!(redacted_uri(&"/healthz".parse().unwrap()), "/healthz");
     }
 }

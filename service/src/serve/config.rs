@@ -22,6 +22,13 @@
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
 //! | `max_future_skew_seconds` | `AUGUR_SERVE_MAX_FUTURE_SKEW` | — | 300 |
 //! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
+//! | `prediction_workers` | `AUGUR_SERVE_PREDICTION_WORKERS` | — | cores − 1 (at least 1) |
+//! | `max_prediction_points` | `AUGUR_SERVE_MAX_PREDICTION_POINTS` | — | 1000000 |
+//! | `header_read_timeout_secs` | `AUGUR_SERVE_HEADER_READ_TIMEOUT` | — | 10 (also the idle keep-alive timeout) |
+//! | `request_body_timeout_secs` | `AUGUR_SERVE_REQUEST_BODY_TIMEOUT` | — | 30 |
+//! | `max_connections` | `AUGUR_SERVE_MAX_CONNECTIONS` | — | 1024 (capped by the open-file limit) |
+//! | `shutdown_deadline_secs` | `AUGUR_SERVE_SHUTDOWN_DEADLINE` | — | 10 |
+//! | `auth_reads` | `AUGUR_SERVE_AUTH_READS` | — | `false` |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -73,6 +80,33 @@ pub struct ServeConfig {
     pub max_future_skew_seconds: f64,
     /// The cluster the service observes and acts on.
     pub backend: Backend,
+    /// Prediction batches computed at once (the rest wait briefly, then get 503).
+    pub prediction_workers: usize,
+    /// Most work in one prediction request, in job-or-metric-point units (a convergence
+    /// job costs its kept metric points, any other job 1).
+    pub max_prediction_points: usize,
+    /// Seconds a client has to send a request's header, counted from when the connection
+    /// waits for one: it also closes connections idle between requests.
+    pub header_read_timeout_secs: f64,
+    /// Seconds a request body may stall between two reads before the request fails (408).
+    pub request_body_timeout_secs: f64,
+    /// Most open client connections; at the limit, the longest-idle one is closed to admit
+    /// a new one.
+    pub max_connections: usize,
+    /// Seconds the requests in flight get after SIGTERM/SIGINT before the process exits.
+    pub shutdown_deadline_secs: f64,
+    /// Require the token for reads that expose users and job names (`GET /v1/events`,
+    /// `/v1/jobs/*`, recent predictions).
+    pub auth_reads: bool,
+}
+
+/// `prediction_workers` by default: one core is left to the async workers (health,
+/// readiness, ingest).
+fn default_prediction_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .saturating_sub(1)
+        .max(1)
 }
 
 /// The cluster behind the service. A data folder belongs to one backend and one cluster
@@ -140,6 +174,13 @@ impl Default for ServeConfig {
             retrain_every_jobs: 2000,
             max_future_skew_seconds: 300.0,
             backend: Backend::Sim,
+            prediction_workers: default_prediction_workers(),
+            max_prediction_points: 1_000_000,
+            header_read_timeout_secs: 10.0,
+            request_body_timeout_secs: 30.0,
+            max_connections: 1024,
+            shutdown_deadline_secs: 10.0,
+            auth_reads: false,
         }
     }
 }
@@ -164,6 +205,13 @@ pub struct PartialConfig {
     pub max_future_skew_seconds: Option<f64>,
     pub retrain_every_jobs: Option<usize>,
     pub backend: Option<Backend>,
+    pub prediction_workers: Option<usize>,
+    pub max_prediction_points: Option<usize>,
+    pub header_read_timeout_secs: Option<f64>,
+    pub request_body_timeout_secs: Option<f64>,
+    pub max_connections: Option<usize>,
+    pub shutdown_deadline_secs: Option<f64>,
+    pub auth_reads: Option<bool>,
 }
 
 impl PartialConfig {
@@ -193,14 +241,17 @@ impl PartialConfig {
                     .map_err(|e| anyhow::anyhow!("environment variable {key}=`{v}`: {e}")),
             }
         }
-        let insecure = match env.get("AUGUR_SERVE_INSECURE").map(|v| v.trim()) {
-            None => None,
-            Some("1" | "true" | "yes") => Some(true),
-            Some("0" | "false" | "no" | "") => Some(false),
-            Some(v) => anyhow::bail!(
-                "environment variable AUGUR_SERVE_INSECURE=`{v}`: expected true/false/1/0"
-            ),
-        };
+        fn flag(env: &HashMap<String, String>, key: &str) -> anyhow::Result<Option<bool>> {
+            Ok(match env.get(key).map(|v| v.trim()) {
+                None => None,
+                Some("1" | "true" | "yes") => Some(true),
+                Some("0" | "false" | "no" | "") => Some(false),
+                Some(v) => {
+                    anyhow::bail!("environment variable {key}=`{v}`: expected true/false/1/0")
+                }
+            })
+        }
+        let insecure = flag(env, "AUGUR_SERVE_INSECURE")?;
         Ok(PartialConfig {
             addr: parse(env, "AUGUR_SERVE_ADDR")?,
             data_dir: env.get("AUGUR_SERVE_DATA_DIR").map(PathBuf::from),
@@ -221,6 +272,13 @@ impl PartialConfig {
             max_future_skew_seconds: parse(env, "AUGUR_SERVE_MAX_FUTURE_SKEW")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
             backend: parse(env, "AUGUR_SERVE_BACKEND")?,
+            prediction_workers: parse(env, "AUGUR_SERVE_PREDICTION_WORKERS")?,
+            max_prediction_points: parse(env, "AUGUR_SERVE_MAX_PREDICTION_POINTS")?,
+            header_read_timeout_secs: parse(env, "AUGUR_SERVE_HEADER_READ_TIMEOUT")?,
+            request_body_timeout_secs: parse(env, "AUGUR_SERVE_REQUEST_BODY_TIMEOUT")?,
+            max_connections: parse(env, "AUGUR_SERVE_MAX_CONNECTIONS")?,
+            shutdown_deadline_secs: parse(env, "AUGUR_SERVE_SHUTDOWN_DEADLINE")?,
+            auth_reads: flag(env, "AUGUR_SERVE_AUTH_READS")?,
         })
     }
 
@@ -245,6 +303,17 @@ impl PartialConfig {
                 .or(self.max_future_skew_seconds),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
             backend: later.backend.or(self.backend),
+            prediction_workers: later.prediction_workers.or(self.prediction_workers),
+            max_prediction_points: later.max_prediction_points.or(self.max_prediction_points),
+            header_read_timeout_secs: later
+                .header_read_timeout_secs
+                .or(self.header_read_timeout_secs),
+            request_body_timeout_secs: later
+                .request_body_timeout_secs
+                .or(self.request_body_timeout_secs),
+            max_connections: later.max_connections.or(self.max_connections),
+            shutdown_deadline_secs: later.shutdown_deadline_secs.or(self.shutdown_deadline_secs),
+            auth_reads: later.auth_reads.or(self.auth_reads),
         }
     }
 
@@ -270,7 +339,40 @@ impl PartialConfig {
                 .unwrap_or(d.max_future_skew_seconds),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
             backend: self.backend.unwrap_or(d.backend),
+            prediction_workers: self.prediction_workers.unwrap_or(d.prediction_workers),
+            max_prediction_points: self
+                .max_prediction_points
+                .unwrap_or(d.max_prediction_points),
+            header_read_timeout_secs: self
+                .header_read_timeout_secs
+                .unwrap_or(d.header_read_timeout_secs),
+            request_body_timeout_secs: self
+                .request_body_timeout_secs
+                .unwrap_or(d.request_body_timeout_secs),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            shutdown_deadline_secs: self
+                .shutdown_deadline_secs
+                .unwrap_or(d.shutdown_deadline_secs),
+            auth_reads: self.auth_reads.unwrap_or(d.auth_reads),
         };
+        for (key, v) in [
+            ("header_read_timeout_secs", cfg.header_read_timeout_secs),
+            ("request_body_timeout_secs", cfg.request_body_timeout_secs),
+            ("shutdown_deadline_secs", cfg.shutdown_deadline_secs),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                anyhow::bail!("{key} must be a number of seconds in (0, 86400], got {v}");
+            }
+        }
+        for (key, v) in [
+            ("prediction_workers", cfg.prediction_workers),
+            ("max_prediction_points", cfg.max_prediction_points),
+            ("max_connections", cfg.max_connections),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{key} must be at least 1");
+            }
+        }
         if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
             anyhow::bail!("speed must be a positive number, got {}", cfg.speed);
         }

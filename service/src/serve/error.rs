@@ -13,6 +13,7 @@
 //! | 415 | `unsupported_media_type` | a body whose content type is not JSON |
 //! | 422 | `invalid_field` | JSON of the wrong shape or an invalid value, naming the field |
 //! | 503 | `model_not_available` / `not_ready` | the model is not trained/loaded (yet) |
+//! | 503 | `overloaded` | every prediction worker is busy (with `Retry-After`) |
 //! | 500 | `internal` | the store failed (the event was not acknowledged) |
 
 use axum::extract::{FromRequest, Request};
@@ -93,6 +94,15 @@ impl ApiError {
         )
     }
 
+    /// 503: every one of the `workers` prediction workers stayed busy (`Retry-After: 1`).
+    pub fn overloaded(workers: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            format!("all {workers} prediction workers are busy: retry later (prediction_workers)"),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
@@ -108,7 +118,12 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
+        let overloaded = self.code == "overloaded";
         let mut resp = (status, axum::Json(body)).into_response();
+        if overloaded {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -95,15 +95,39 @@ pub fn spawn_cluster(state: AppState) {
             if opts.dry_run {
                 state.ext.live.lock_dry_run();
             }
-            tokio::spawn(async move {
-                let live = state.ext.live.clone();
-                if let Err(e) = drive(state, opts).await {
-                    tracing::error!(error = %format!("{e:#}"), "the Kubernetes backend stopped");
-                    live.set_status(format!("failed: {e:#}"));
-                }
-            });
+            tokio::spawn(drive_with_retries(state, opts));
         }
         (Backend::Sim, _) => super::live::spawn(state),
+    }
+}
+
+/// Longest wait between two attempts to start the backend.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs the backend until shutdown; when it fails (the API server unreachable, the watches
+/// refused) it is started again after an exponential backoff (1 s doubling to
+/// [`MAX_BACKOFF`]; back to 1 s after a run longer than that), never given up.
+async fn drive_with_retries(state: AppState, opts: KubeOptions) {
+    let live = state.ext.live.clone();
+    let mut shutdown = state.shutdown.clone();
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let started = Instant::now();
+        let Err(e) = drive(state.clone(), opts.clone()).await else {
+            return; // shut down
+        };
+        // a backend that ran a while before failing starts over from the shortest wait
+        if started.elapsed() > MAX_BACKOFF {
+            backoff = Duration::from_secs(1);
+        }
+        tracing::error!(error = %format!("{e:#}"), retry_in_s = backoff.as_secs(), "the Kubernetes backend failed; retrying");
+        live.set_status(format!("retrying in {} s: {e:#}", backoff.as_secs()));
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        live.set_status("starting");
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
@@ -177,7 +201,9 @@ fn snapshot_event(s: &ClusterSnapshot) -> Event {
 }
 
 async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
-    let (backend, mut rx) = start_backend(&state, &opts).await?;
+    // the lease elector of this attempt stops when the attempt ends (dropping the sender)
+    let (_attempt, attempt_over) = tokio::sync::oneshot::channel::<()>();
+    let (backend, mut rx) = start_backend(&state, &opts, attempt_over).await?;
     let params = ElasticParams {
         preempt_factor: None,
         ..ElasticParams::default()
@@ -240,6 +266,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
 async fn start_backend(
     state: &AppState,
     opts: &KubeOptions,
+    attempt_over: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<(KubeBackend, UnboundedReceiver<ClusterEvent>)> {
     let client = kubernetes::client(opts.kubeconfig.as_deref()).await?;
     let identity =
@@ -254,7 +281,10 @@ async fn start_backend(
     let gate = elector.gate();
     let mut stop = state.shutdown.clone();
     tokio::spawn(elector.run(async move {
-        let _ = stop.wait_for(|s| *s).await;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => {}
+            _ = attempt_over => {}
+        }
     }));
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ClusterEvent>();
@@ -325,8 +355,13 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
         .cloned()
         .collect();
     writeback::post_decision_events(l.backend(), &carried_out).await;
-    if let Some(e) = &report.error {
-        tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+    // a failing tick marks the backend down (readiness, `augur_backend_up`) until one works
+    match &report.error {
+        Some(e) => {
+            tracing::warn!(error = %e, "kubernetes controller tick failed; retried next tick");
+            live.set_status(format!("failing: {e}"));
+        }
+        None => live.set_status("running"),
     }
     for d in l.decisions().rev().take(report.decisions) {
         if let Some(e) = &d.error {

@@ -10,7 +10,8 @@
 //! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
 //! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
 //! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
-//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs) |
+//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
+//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::live::health`]) |
 //! | `augur_cluster_queue_length` | gauge | (queued jobs) |
 //! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
 //! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
@@ -51,6 +52,11 @@ struct HttpLabels {
     route: String,
     method: String,
     status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabels {
+    backend: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -164,6 +170,7 @@ pub struct Metrics {
     queued_gpus: Gauge,
     running_jobs: Gauge,
     live_tick: Histogram,
+    backend_up: Family<BackendLabels, Gauge>,
     rolling: Mutex<HashMap<String, Rolling>>,
 }
 
@@ -277,6 +284,12 @@ impl Metrics {
                 "Time one tick of the live simulator and controller loop takes (ingest excluded)",
                 latency_histogram(),
             ),
+            backend_up: registered(
+                r,
+                "backend_up",
+                "Whether the cluster backend serves the controller (1) or is down (0)",
+                Family::<BackendLabels, Gauge>::default(),
+            ),
             rolling: Mutex::new(HashMap::new()),
             registry: root,
         }
@@ -384,6 +397,19 @@ impl Metrics {
         self.running_jobs.set(i64::from(running));
     }
 
+    /// The backend's health: `augur_backend_up`, and no utilisation figure (NaN) while it
+    /// is down (the last one seen would be stale, and 0 would be a false reading).
+    pub fn set_backend(&self, health: &super::live::health::BackendHealth) {
+        self.backend_up
+            .get_or_create(&BackendLabels {
+                backend: health.backend.to_string(),
+            })
+            .set(i64::from(health.up));
+        if !health.up {
+            self.utilisation.set(f64::NAN);
+        }
+    }
+
     /// One tick of the live loop took `seconds`.
     pub fn observe_tick(&self, seconds: f64) {
         self.live_tick.observe(seconds);
@@ -406,6 +432,9 @@ impl Metrics {
     responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
 )]
 pub async fn scrape(State(state): State<AppState>) -> Response {
+    if let Some(h) = state.ext.live.health(state.config.backend) {
+        state.ext.metrics.set_backend(&h);
+    }
     match state.ext.metrics.encode() {
         Ok(body) => (
             [(

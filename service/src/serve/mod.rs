@@ -22,6 +22,7 @@ pub mod event_time;
 pub mod events;
 pub mod identity;
 pub mod kube;
+pub mod listen;
 pub mod live;
 pub mod metrics;
 pub mod model_gate;
@@ -40,7 +41,7 @@ pub mod writeback;
 mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use anyhow::Context;
 use augur_predictor::ModelRegistry;
@@ -90,6 +91,8 @@ pub struct Extensions {
     pub recent: status::RecentOutcomes,
     /// The cluster the controller acts on and the controller loop.
     pub live: Arc<live::Live>,
+    /// Where prediction batches run (off the async workers, bounded).
+    pub predictions: api::pool::PredictionPool,
 }
 
 impl Extensions {
@@ -102,6 +105,7 @@ impl Extensions {
                 config.speed,
                 config.data_dir.join("operator.json"),
             )),
+            predictions: api::pool::PredictionPool::new(config.prediction_workers),
         }
     }
 }
@@ -137,9 +141,11 @@ pub struct AppState {
     pub config: Arc<ServeConfig>,
     /// The durable event store.
     pub store: Store,
-    /// Served models + online feature/queue state + what is known about each job. Lock it
-    /// briefly (microseconds); never across an `.await` or a blocking call.
-    pub online: Arc<Mutex<Online>>,
+    /// Served models + online feature/queue state + what is known about each job.
+    /// Predictions read it under a shared lock (off the async workers, see
+    /// [`api::predict`]); the store's writer applies events under the exclusive lock, held
+    /// briefly (microseconds). Never hold it across an `.await`.
+    pub online: Arc<RwLock<Online>>,
     /// The model registry (`<data_dir>/models`).
     pub registry: Arc<ModelRegistry>,
     /// Authentication of mutating endpoints.
@@ -198,7 +204,7 @@ impl AppState {
         let live = config.backend.is_live();
         let mut online = Online::new(models).with_wall_clock(live);
         online.not_trained = training::load_not_trained(&registry);
-        let online = Arc::new(Mutex::new(online));
+        let online = Arc::new(RwLock::new(online));
         let (events_tx, _) = broadcast::channel(4096);
         let on_commit = {
             let online = online.clone();
@@ -206,7 +212,7 @@ impl AppState {
             Box::new(move |stored: &[store::StoredEvent]| {
                 let mut outcomes = Vec::new();
                 let records = {
-                    let mut o = lock(&online);
+                    let mut o = write(&online);
                     for e in stored {
                         if let Some(out) = o.apply(e) {
                             outcomes.push(out);
@@ -232,7 +238,7 @@ impl AppState {
         let (store, existing) = Store::open(&store_path, on_commit)?;
         {
             let records = store.read_predictions()?;
-            let mut o = lock(&online);
+            let mut o = write(&online);
             o.use_records(&records);
             for e in &existing {
                 o.apply(e);
@@ -241,7 +247,7 @@ impl AppState {
             // served now; those answers are not records of what was said then
             let _ = o.take_issued();
         }
-        let finished_at_open = lock(&online).counts.job_finished;
+        let finished_at_open = read(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let state = AppState {
             config: Arc::new(config),
@@ -268,10 +274,15 @@ impl AppState {
         ))
     }
 
-    /// Locks the online state (recovering from a poisoned lock: the state is only written
-    /// by code that does not panic on input).
-    pub fn online(&self) -> MutexGuard<'_, Online> {
-        lock(&self.online)
+    /// Reads the online state (a shared lock; recovering from a poisoned lock: the state is
+    /// only written by code that does not panic on input).
+    pub fn online(&self) -> RwLockReadGuard<'_, Online> {
+        read(&self.online)
+    }
+
+    /// Writes the online state (the exclusive lock: hold it briefly).
+    pub(crate) fn online_mut(&self) -> RwLockWriteGuard<'_, Online> {
+        write(&self.online)
     }
 
     /// Serves `models` from now on: rebuilds the online state for them by replaying the
@@ -288,7 +299,7 @@ impl AppState {
             tracing::error!(error = %e, "replaying the event store for the new models failed");
         }
         {
-            let mut o = self.online();
+            let mut o = self.online_mut();
             if let Err(e) = self.replay_store(&mut fresh, i64::MAX) {
                 tracing::error!(error = %e, "catching up with the event store failed");
             }
@@ -325,4 +336,12 @@ impl AppState {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
 }

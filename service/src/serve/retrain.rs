@@ -190,7 +190,7 @@ fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord], served: &ServedModel
         )?;
         let models = training::load_serving(&st.registry, &st.ext.metrics)?;
         st.swap_models(models);
-        let mut o = st.online();
+        let mut o = st.online_mut();
         for kind in report.verdicts.iter().map(|v| &v.kind) {
             o.not_trained.remove(kind);
         }

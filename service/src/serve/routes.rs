@@ -1,6 +1,6 @@
 //! The route table of the service (method, path, whether it needs the bearer token, handler)
 //! and the [`router`] built from it with the service's layers: the token check on mutating
-//! routes, request metrics, the body limit and request tracing. Every route in the table is
+//! routes, request metrics, the body limit and timeout, and request tracing. Every route in the table is
 //! in the generated OpenAPI document ([`super::openapi`]); a test checks both ways.
 
 use axum::extract::DefaultBodyLimit;
@@ -168,12 +168,20 @@ fn page_routes() -> Vec<RouteSpec> {
     ]
 }
 
+/// Reads that expose users and job names: they need the token too when `auth_reads` is on.
+pub const SENSITIVE_READS: &[&str] = &["/v1/events", "/v1/jobs/{id}", "/v1/predictions/recent"];
+
+/// Whether route `r` needs the token under `auth_reads`.
+pub fn needs_token(r: &RouteSpec, auth_reads: bool) -> bool {
+    r.auth || (auth_reads && r.method == "GET" && SENSITIVE_READS.contains(&r.path))
+}
+
 /// The HTTP service over `state`.
 pub fn router(state: AppState) -> Router {
     let auth_layer = axum::middleware::from_fn_with_state(state.clone(), auth::require_token);
     let mut app: Router<AppState> = Router::new();
     for r in all() {
-        let handler = if r.auth {
+        let handler = if needs_token(&r, state.config.auth_reads) {
             r.handler.route_layer(auth_layer.clone())
         } else {
             r.handler
@@ -184,11 +192,21 @@ pub fn router(state: AppState) -> Router {
     app = metrics::instrument(app, &state.ext.metrics);
     app.fallback(api::no_such_route)
         .layer(DefaultBodyLimit::max(state.config.body_limit_bytes))
+        // a body that stalls between reads fails the request instead of holding it open
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            std::time::Duration::from_secs_f64(state.config.request_body_timeout_secs),
+        ))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
-                .make_span_with(
-                    tower_http::trace::DefaultMakeSpan::new().level(tracing::Level::INFO),
-                )
+                // the path and a query with any credential redacted, never the raw URI
+                .make_span_with(|req: &axum::http::Request<_>| {
+                    tracing::info_span!(
+                        "request",
+                        method = %req.method(),
+                        uri = %auth::redacted_uri(req.uri()),
+                        version = ?req.version(),
+                    )
+                })
                 .on_response(
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
                 )

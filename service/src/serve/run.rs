@@ -1,14 +1,16 @@
 //! Starting and stopping the service: [`run`] opens the data folder, says where the API
 //! token is, listens, trains the models in the background when the registry has none, starts
 //! the background tasks (metrics listener, retrain schedule, the cluster and its controller
-//! loop), and on SIGTERM or SIGINT finishes the requests in flight and closes the store.
+//! loop), serves HTTP under the connection limits ([`super::listen`]), and on SIGTERM or
+//! SIGINT finishes the requests in flight (until the shutdown deadline) and closes the store.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use anyhow::Context;
 
-use super::auth::TokenSource;
-use super::{kube, metrics, retrain, router, training, AppState, ServeConfig};
+use super::auth::{self, TokenSource};
+use super::{kube, listen, metrics, retrain, router, training, AppState, ServeConfig};
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
@@ -22,10 +24,20 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
             p.display(),
             p.display()
         ),
-        TokenSource::File(p) => eprintln!(
-            "augur serve: API token for mutating endpoints: {} (send it as `Authorization: Bearer …`)",
-            p.display()
-        ),
+        TokenSource::File(p) => {
+            eprintln!(
+                "augur serve: API token for mutating endpoints: {} (send it as `Authorization: Bearer …`)",
+                p.display()
+            );
+            if let Some(mode) = auth::readable_by_others(p) {
+                eprintln!(
+                    "augur serve: warning: the token file {} is readable by its group or others (mode {mode:o}): `chmod 600 {}`",
+                    p.display(),
+                    p.display()
+                );
+                tracing::warn!(path = %p.display(), mode = format!("{mode:o}"), "the token file is readable by its group or others");
+            }
+        }
         TokenSource::Config => {
             eprintln!("augur serve: API token for mutating endpoints from the configuration")
         }
@@ -58,15 +70,34 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     kube::spawn_cluster(state.clone());
     let shutdown_tx = info.shutdown_tx;
     let app = router(state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = shutdown_tx.send(true);
-            eprintln!("augur serve: shutting down (finishing requests in flight)");
-        })
-        .await
-        .context("serving HTTP")?;
-    // every request has been answered; stop the store's writer after what it has queued
+    let limits = listen::ConnectionLimits {
+        header_read_timeout: Duration::from_secs_f64(state.config.header_read_timeout_secs),
+        max_connections: listen::fit_to_file_limit(state.config.max_connections),
+        shutdown_deadline: Duration::from_secs_f64(state.config.shutdown_deadline_secs),
+    };
+    if limits.max_connections < state.config.max_connections {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            "max_connections lowered to fit the open-file limit"
+        );
+    }
+    let deadline = state.config.shutdown_deadline_secs;
+    let stopped = listen::serve(listener, app, limits, async move {
+        shutdown_signal().await;
+        let _ = shutdown_tx.send(true);
+        eprintln!(
+            "augur serve: shutting down (finishing requests in flight, for up to {deadline} s)"
+        );
+    })
+    .await;
+    if stopped.abandoned > 0 {
+        eprintln!(
+            "augur serve: {} connections still open at the shutdown deadline were closed",
+            stopped.abandoned
+        );
+    }
+    // the requests have been answered (or abandoned at the deadline, unacknowledged); stop
+    // the store's writer after what it has queued
     let store = state.store.clone();
     drop(state);
     tokio::task::spawn_blocking(move || store.close())
@@ -128,7 +159,7 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
                 training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
             let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
-            state.online().not_trained = report.not_trained.clone();
+            state.online_mut().not_trained = report.not_trained.clone();
             training::save_not_trained(&state.registry, &report.not_trained)?;
             Ok(report)
         })();

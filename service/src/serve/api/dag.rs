@@ -9,7 +9,9 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::predict::{answer, predict_error, request_jobs, resolve, PredictRequest, Predictions};
+use super::predict::{
+    answer, check_cost, predict_error, request_jobs, resolve, PredictRequest, Predictions,
+};
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile};
 use crate::serve::online::{Online, RuntimeAnswer};
@@ -101,41 +103,59 @@ pub async fn predict_dag(
 ) -> Result<Json<Predictions<MakespanAnswer>>, ApiError> {
     let started = Instant::now();
     let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let mut o = state.online();
-    let version = o.models.runtime.as_ref().map(|s| s.meta.version);
-    let mut preds = Vec::with_capacity(jobs.len());
-    for (path, j) in &jobs {
-        let r = resolve(&o, path, j)?;
-        let Some(dag) = &r.dag else {
-            return Err(ApiError::invalid(
-                format!("{path}.dag"),
-                "give the DAG's stages (or the job_id of an ingested job submitted with one)",
-            ));
-        };
-        let order = dag.topological_order().ok_or_else(|| {
-            ApiError::invalid(
-                format!("{path}.dag.stages"),
-                "the dependencies form a cycle",
-            )
-        })?;
-        let (stages, used_model) = stage_times(&mut o, &r.id, &r.profile, r.at, dag)?;
-        let mid: Vec<f64> = stages.iter().map(|s| s.seconds).collect();
-        let lo: Vec<f64> = stages.iter().map(|s| s.lower).collect();
-        let hi: Vec<f64> = stages.iter().map(|s| s.upper).collect();
-        let (seconds, cp) = critical_path(dag, &order, &mid);
-        let (lower, _) = critical_path(dag, &order, &lo);
-        let (upper, _) = critical_path(dag, &order, &hi);
-        preds.push(MakespanAnswer {
-            model_version: if used_model { version } else { None },
-            seconds,
-            lower,
-            upper,
-            interval: "stagewise",
-            critical_path: cp.into_iter().map(|i| dag.stages[i].id.clone()).collect(),
-            stages,
-        });
-    }
-    drop(o);
+    let cost = jobs
+        .iter()
+        .map(|(_, j)| 1 + j.dag.as_ref().map_or(0, |d| d.stages.len()))
+        .sum();
+    check_cost(&state, cost)?;
+    let work = state.clone();
+    let (version, preds) = state
+        .ext
+        .predictions
+        .run(move || {
+            let version = work
+                .online()
+                .models
+                .runtime
+                .as_ref()
+                .map(|s| s.meta.version);
+            let mut preds = Vec::with_capacity(jobs.len());
+            // the shared lock per job: the store's writer never waits for a whole batch
+            for (path, j) in &jobs {
+                let o = work.online();
+                let r = resolve(&o, path, j)?;
+                let Some(dag) = &r.dag else {
+                    return Err(ApiError::invalid(
+                    format!("{path}.dag"),
+                    "give the DAG's stages (or the job_id of an ingested job submitted with one)",
+                ));
+                };
+                let order = dag.topological_order().ok_or_else(|| {
+                    ApiError::invalid(
+                        format!("{path}.dag.stages"),
+                        "the dependencies form a cycle",
+                    )
+                })?;
+                let (stages, used_model) = stage_times(&o, &r.id, &r.profile, r.at, dag)?;
+                let mid: Vec<f64> = stages.iter().map(|s| s.seconds).collect();
+                let lo: Vec<f64> = stages.iter().map(|s| s.lower).collect();
+                let hi: Vec<f64> = stages.iter().map(|s| s.upper).collect();
+                let (seconds, cp) = critical_path(dag, &order, &mid);
+                let (lower, _) = critical_path(dag, &order, &lo);
+                let (upper, _) = critical_path(dag, &order, &hi);
+                preds.push(MakespanAnswer {
+                    model_version: if used_model { version } else { None },
+                    seconds,
+                    lower,
+                    upper,
+                    interval: "stagewise",
+                    critical_path: cp.into_iter().map(|i| dag.stages[i].id.clone()).collect(),
+                    stages,
+                });
+            }
+            Ok((version, preds))
+        })
+        .await?;
     Ok(answer(
         &state,
         "dag_makespan",
@@ -150,7 +170,7 @@ pub async fn predict_dag(
 /// its profile (the job's `profile` when it has none) as `{id}/{stage}`; and whether the
 /// model was used.
 fn stage_times(
-    o: &mut Online,
+    o: &Online,
     id: &str,
     profile: &JobProfile,
     at: f64,

@@ -3,7 +3,7 @@
 //!
 //! - [`ingest`]: storing events and reading them back;
 //! - [`jobs`]: what is known and predicted about one job;
-//! - [`predict`] and [`dag`]: the predictions;
+//! - [`predict`] and [`dag`]: the predictions, run off the async workers by [`pool`];
 //! - [`models`]: the served models, retraining, promotion and rollback.
 //!
 //! Here: liveness, readiness and the fallback for unknown paths.
@@ -12,6 +12,7 @@ pub mod dag;
 pub mod ingest;
 pub mod jobs;
 pub mod models;
+pub mod pool;
 pub mod predict;
 
 use std::sync::atomic::Ordering;
@@ -51,25 +52,43 @@ pub struct ReadyModels {
     pub queue_wait: Option<u32>,
 }
 
-/// Whether the service can answer runtime predictions.
+/// One readiness check.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyCheck {
+    /// `runtime_model`, `store`, or `backend:<name>`.
+    pub name: String,
+    pub ok: bool,
+    /// What was found (why it failed).
+    pub detail: String,
+}
+
+/// Whether the service can do its work: answer runtime predictions, store what it is sent,
+/// and observe its cluster.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Readiness {
     pub ready: bool,
     pub models: ReadyModels,
-    /// Why it is not ready (only when not).
+    /// Every check, passed or not.
+    pub checks: Vec<ReadyCheck>,
+    /// The checks that failed, by name (only when not ready).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
+    pub reason: Option<String>,
 }
 
-/// `GET /readyz`: 200 once the runtime model is loaded, else 503.
+/// Free space the data folder's file system needs for the store to count as writable.
+pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `GET /readyz`: 200 when every check passes (the runtime model is loaded, the data folder
+/// takes writes and has free space, each cluster backend is up), else 503 naming the failed
+/// checks.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "ops",
-    summary = "Readiness: 200 once the runtime model is loaded, else 503",
+    summary = "Readiness: 200 when the runtime model is loaded, the store can write and the backend is up; else 503 naming the failed checks",
     responses(
         (status = 200, description = "ready", body = Readiness),
-        (status = 503, description = "not ready yet (first-start training)", body = Readiness)
+        (status = 503, description = "not ready: `reason` names the failed checks (first-start training, a read-only or full data folder, a backend down)", body = Readiness)
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
@@ -80,15 +99,54 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
             o.models.queue_wait.as_ref().map(|s| s.meta.version),
         )
     };
-    let ready = state.ready.load(Ordering::SeqCst) && runtime.is_some();
+    let model_ok = state.ready.load(Ordering::SeqCst) && runtime.is_some();
+    let mut checks = vec![ReadyCheck {
+        name: "runtime_model".into(),
+        ok: model_ok,
+        detail: if model_ok {
+            "loaded".into()
+        } else {
+            "the runtime model is not loaded yet (training at first start?)".into()
+        },
+    }];
+    let dir = state.config.data_dir.clone();
+    let store = tokio::task::spawn_blocking(move || store_writable(&dir))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    checks.push(ReadyCheck {
+        name: "store".into(),
+        ok: store.is_ok(),
+        detail: store.err().unwrap_or_else(|| "writable".into()),
+    });
+    if let Some(h) = state.ext.live.health(state.config.backend) {
+        checks.push(ReadyCheck {
+            name: format!("backend:{}", h.backend),
+            ok: h.up,
+            detail: h.detail,
+        });
+    }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name.as_str())
+        .collect();
+    let ready = failed.is_empty();
+    let reason = (!ready).then(|| {
+        let details: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        details.join("; ")
+    });
     let body = Readiness {
         ready,
         models: ReadyModels {
             runtime,
             queue_wait,
         },
-        reason: (!ready)
-            .then_some("the runtime model is not loaded yet (training at first start?)"),
+        checks,
+        reason,
     };
     let status = if ready {
         StatusCode::OK
@@ -96,6 +154,51 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, Json(body))
+}
+
+/// Whether the data folder takes a write (a probe file created, synced and removed) and its
+/// file system has [`MIN_FREE_BYTES`] free; the error says which and why.
+fn store_writable(dir: &std::path::Path) -> Result<(), String> {
+    use std::io::Write;
+    let probe = dir.join(".readyz-probe");
+    let written = std::fs::File::create(&probe).and_then(|mut f| {
+        f.write_all(b"ok")?;
+        f.sync_all()
+    });
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(|e| format!("the data folder {} takes no writes: {e}", dir.display()))?;
+    if let Some(free) = free_bytes(dir) {
+        if free < MIN_FREE_BYTES {
+            return Err(format!(
+                "the data folder {} has {free} bytes free, under the floor of {MIN_FREE_BYTES}",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes available to this user on the file system of `dir` (none when unknown).
+// the statvfs field types differ between Unix systems
+#[allow(unsafe_code, clippy::useless_conversion)]
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs reads the NUL-terminated path and writes only the struct passed
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
 }
 
 /// Fallback: a path the API does not have.

@@ -201,35 +201,59 @@ pub(super) fn answer<T: Serialize>(
     })
 }
 
+/// Refuses a request whose work (`cost`: jobs, or metric points for convergence) is over
+/// `max_prediction_points`, before any of it is done.
+pub(super) fn check_cost(state: &AppState, cost: usize) -> Result<(), ApiError> {
+    let max = state.config.max_prediction_points;
+    if cost > max {
+        return Err(ApiError::invalid(
+            "jobs",
+            format!(
+                "the request needs {cost} units of prediction work (a job, or a metric point of a convergence job), over the limit of {max} (max_prediction_points): split it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Answers a predict request whose jobs each resolve to a profile (an ingested job, or the
-/// profile given): `version` names the served model, `predict` answers one job.
-fn predict_profiles<T: Serialize>(
-    state: &AppState,
+/// profile given): `version` names the served model, `predict` answers one job. The work
+/// runs in the prediction pool.
+async fn predict_profiles<T: Serialize + Send + 'static>(
+    state: AppState,
     req: PredictRequest,
     kind: &'static str,
-    version: impl Fn(&Online) -> Option<u32>,
-    predict: impl Fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
+    version: fn(&Online) -> Option<u32>,
+    predict: fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
 ) -> Result<Json<Predictions<T>>, ApiError> {
     let started = Instant::now();
     let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let (version, preds) = {
-        let o = state.online();
-        let version = version(&o);
-        let mut preds = Vec::with_capacity(jobs.len());
-        for (path, j) in &jobs {
-            let r = resolve(&o, path, j)?;
-            bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
-            let answer = predict(&o, &r.id, &r.profile, r.at).map_err(|e| match e {
-                PredictError::CannotFit { field, reason } => {
-                    ApiError::invalid(format!("{path}.profile.{field}"), reason)
-                }
-                e => predict_error(e),
-            })?;
-            preds.push(answer);
-        }
-        (version, preds)
-    };
-    Ok(answer(state, kind, single, version, preds, started))
+    check_cost(&state, jobs.len())?;
+    let work = state.clone();
+    let (version, preds) = state
+        .ext
+        .predictions
+        .run(move || {
+            let version = version(&work.online());
+            let mut preds = Vec::with_capacity(jobs.len());
+            // the shared lock is taken per job: the store's writer waits for one
+            // prediction at most, never for a whole batch
+            for (path, j) in &jobs {
+                let o = work.online();
+                let r = resolve(&o, path, j)?;
+                bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
+                let answer = predict(&o, &r.id, &r.profile, r.at).map_err(|e| match e {
+                    PredictError::CannotFit { field, reason } => {
+                        ApiError::invalid(format!("{path}.profile.{field}"), reason)
+                    }
+                    e => predict_error(e),
+                })?;
+                preds.push(answer);
+            }
+            Ok((version, preds))
+        })
+        .await?;
+    Ok(answer(&state, kind, single, version, preds, started))
 }
 
 /// `POST /v1/predict/runtime`.
@@ -249,12 +273,13 @@ pub async fn predict_runtime(
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Predictions<RuntimeAnswer>>, ApiError> {
     predict_profiles(
-        &state,
+        state,
         req,
         "runtime",
         |o| o.models.runtime.as_ref().map(|s| s.meta.version),
         Online::predict_runtime,
     )
+    .await
 }
 
 /// `POST /v1/predict/queue-wait`.
@@ -275,12 +300,13 @@ pub async fn predict_queue_wait(
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Predictions<WaitAnswer>>, ApiError> {
     predict_profiles(
-        &state,
+        state,
         req,
         "queue_wait",
         |o| o.models.queue_wait.as_ref().map(|s| s.meta.version),
         Online::predict_wait,
     )
+    .await
 }
 
 /// `POST /v1/predict/failure`: the calibrated probability that each job ends failed.
@@ -300,12 +326,13 @@ pub async fn predict_failure(
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Predictions<FailureAnswer>>, ApiError> {
     predict_profiles(
-        &state,
+        state,
         req,
         "failure",
         |o| o.models.failure.as_ref().map(|s| s.meta.version),
         Online::predict_failure,
     )
+    .await
 }
 
 /// `POST /v1/predict/convergence`: when an ingested running job's metric curve converges.
@@ -317,7 +344,7 @@ pub async fn predict_failure(
     request_body = PredictRequest,
     responses(
         (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<ConvergenceAnswer>),
-        (status = 422, description = "no such job, or no metric points with a time"),
+        (status = 422, description = "no such job, or no metric points with a time, or over max_prediction_points"),
         (status = 503, description = "model not available yet (trained on the bundled MLPerf runs at first start)")
     )
 )]
@@ -327,25 +354,45 @@ pub async fn predict_convergence(
 ) -> Result<Json<Predictions<ConvergenceAnswer>>, ApiError> {
     let started = Instant::now();
     let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let (version, preds) = {
+    let cost = {
         let o = state.online();
-        let version = o.models.convergence.as_ref().map(|s| s.meta.version);
-        let mut preds = Vec::with_capacity(jobs.len());
-        for (path, j) in &jobs {
-            let Some(id) = &j.job_id else {
-                return Err(ApiError::invalid(
-                    format!("{path}.job_id"),
-                    "convergence needs the job_id of an ingested job with metric points",
-                ));
-            };
-            let p = o.predict_convergence(id).map_err(|e| match e {
-                ConvergenceFailure::Predict(e) => predict_error(e),
-                ConvergenceFailure::Input(m) => ApiError::invalid(format!("{path}.job_id"), m),
-            })?;
-            preds.push(p);
-        }
-        (version, preds)
+        jobs.iter()
+            .map(|(_, j)| {
+                let points = j.job_id.as_ref().and_then(|id| o.jobs.get(id));
+                1 + points.map_or(0, |info| info.metric_points.len())
+            })
+            .sum()
     };
+    check_cost(&state, cost)?;
+    let work = state.clone();
+    let (version, preds) = state
+        .ext
+        .predictions
+        .run(move || {
+            let version = work
+                .online()
+                .models
+                .convergence
+                .as_ref()
+                .map(|s| s.meta.version);
+            let mut preds = Vec::with_capacity(jobs.len());
+            // the shared lock per job, as in `predict_profiles`
+            for (path, j) in &jobs {
+                let Some(id) = &j.job_id else {
+                    return Err(ApiError::invalid(
+                        format!("{path}.job_id"),
+                        "convergence needs the job_id of an ingested job with metric points",
+                    ));
+                };
+                let p = work.online().predict_convergence(id).map_err(|e| match e {
+                    ConvergenceFailure::Predict(e) => predict_error(e),
+                    ConvergenceFailure::Input(m) => ApiError::invalid(format!("{path}.job_id"), m),
+                })?;
+                preds.push(p);
+            }
+            Ok((version, preds))
+        })
+        .await?;
     Ok(answer(
         &state,
         "convergence",

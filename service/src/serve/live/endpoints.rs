@@ -48,10 +48,14 @@ pub struct Switches {
     pub policy: &'static str,
     pub paused: bool,
     pub dry_run: bool,
+    /// Whether the backend is up (as `augur_backend_up` and `/readyz` see it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<super::health::BackendHealth>,
 }
 
-fn switches(live: &Live) -> Switches {
+fn switches(live: &Live, backend: crate::serve::config::Backend) -> Switches {
     Switches {
+        health: live.health(backend),
         status: live.status(),
         policy: "elastic",
         paused: live.paused.load(Ordering::SeqCst),
@@ -125,7 +129,7 @@ pub enum ClusterView {
 )]
 pub async fn cluster(State(state): State<AppState>) -> Json<ClusterView> {
     let live = &state.ext.live;
-    let controller = switches(live);
+    let controller = switches(live, state.config.backend);
     let guard = live.running.lock().await;
     Json(match guard.as_ref() {
         None => ClusterView::Loading {
@@ -266,7 +270,7 @@ pub async fn decisions(
 ) -> Result<Json<DecisionsView>, ApiError> {
     let limit = limit_of(q, 100, 1000)?;
     let live = &state.ext.live;
-    let controller = switches(live);
+    let controller = switches(live, state.config.backend);
     let guard = live.running.lock().await;
     let (recent, totals): (Vec<DecisionView>, Vec<Total>) =
         guard.as_ref().map_or_else(Default::default, |d| {
@@ -317,7 +321,7 @@ async fn apply_switches(state: &AppState) -> Json<ControllerView> {
         live.sync_switches(d);
     }
     Json(ControllerView {
-        controller: switches(live),
+        controller: switches(live, state.config.backend),
     })
 }
 

@@ -28,6 +28,7 @@
 //! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
 
 pub mod endpoints;
+pub mod health;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,6 +256,15 @@ impl Live {
 
     fn status(&self) -> String {
         lock(&self.status).clone()
+    }
+
+    /// The health of the cluster `backend` (none without a cluster).
+    pub fn health(&self, backend: crate::serve::config::Backend) -> Option<health::BackendHealth> {
+        use crate::serve::config::Backend;
+        match backend {
+            Backend::None => None,
+            b => Some(health::BackendHealth::from_status(b.name(), &self.status())),
+        }
     }
 }
 

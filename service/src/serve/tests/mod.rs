@@ -10,12 +10,16 @@
 //! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
 //! - [`answers`]: the ways of asking one job's runtime at one moment agree;
 //! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
-//! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused.
+//! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
+//! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
+//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`.
 
 mod answers;
+mod auth;
 mod inputs;
 mod lifecycle;
 mod predictions;
+mod readiness;
 mod records;
 mod retrain;
 mod routes;

@@ -1,0 +1,70 @@
+//! The token on reads: with `auth_reads` the reads that expose users and job names need it
+//! (in any case of the `Bearer` scheme); without, they stay open; health never needs it.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+
+use super::{raw, ServeConfig, TOKEN};
+use crate::serve::AppState;
+
+fn service_with(auth_reads: bool) -> (AppState, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        auth_reads,
+        ..ServeConfig::default()
+    };
+    let (state, _) = AppState::open(config).unwrap();
+    (state, dir)
+}
+
+async fn get(state: &AppState, path: &str, authorization: Option<String>) -> StatusCode {
+    let mut req = Request::builder().method("GET").uri(path);
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
+    }
+    raw(state, req.body(Body::empty()).unwrap()).await.0
+}
+
+#[tokio::test]
+async fn auth_reads_guards_the_reads_that_name_users_and_jobs() {
+    let (state, _dir) = service_with(true);
+    for path in ["/v1/events", "/v1/jobs/some-job", "/v1/predictions/recent"] {
+        assert_eq!(
+            get(&state, path, None).await,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let wrong = Some("Bearer not-the-token-at-all".to_string());
+        assert_eq!(
+            get(&state, path, wrong).await,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let lower = Some(format!("bearer {TOKEN}"));
+        assert_ne!(
+            get(&state, path, lower).await,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        get(&state, "/v1/events", Some(format!("Bearer {TOKEN}"))).await,
+        StatusCode::OK
+    );
+    assert_eq!(get(&state, "/healthz", None).await, StatusCode::OK);
+    assert_eq!(get(&state, "/v1/models", None).await, StatusCode::OK);
+
+    // off (the default): the same reads need no token
+    let (open, _dir) = service_with(false);
+    assert_eq!(get(&open, "/v1/events", None).await, StatusCode::OK);
+    assert_eq!(
+        get(&open, "/v1/predictions/recent", None).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&open, "/v1/jobs/some-job", None).await,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -1,0 +1,56 @@
+//! Readiness and the backend's health: a failed backend makes `/readyz` 503 naming it,
+//! `augur_backend_up` 0 with no utilisation figure, and `GET /v1/cluster` says so.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use tower::ServiceExt;
+
+use super::{call, service};
+use crate::serve::router;
+
+async fn metrics_text(state: &crate::serve::AppState) -> String {
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn a_failed_backend_fails_readiness_and_reads_down_in_metrics_and_cluster() {
+    let (state, _dir) = service(true);
+    let (st, v) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let names: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["runtime_model", "store", "backend:sim"], "{v}");
+    assert!(metrics_text(&state)
+        .await
+        .contains("augur_backend_up{backend=\"sim\"} 1"));
+
+    state
+        .ext
+        .live
+        .set_status("failed: the trace cannot be read");
+    let (st, v) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.starts_with("backend:sim: failed"), "{reason}");
+    let text = metrics_text(&state).await;
+    assert!(
+        text.contains("augur_backend_up{backend=\"sim\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("augur_cluster_utilisation NaN"), "{text}");
+    let (_, v) = call(&state, "GET", "/v1/cluster", None, false).await;
+    assert_eq!(v["controller"]["health"]["up"], false, "{v}");
+
+    state.ext.live.set_status("running");
+    let (st, v) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
