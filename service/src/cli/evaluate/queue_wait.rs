@@ -24,6 +24,8 @@ fn peers(dataset: &str) -> Vec<WaitEvalRow> {
                 median_bound_s: bound,
                 train_s: None,
                 predict_us: None,
+                within2x: None,
+                mae_log10: None,
             },
         )
     };
