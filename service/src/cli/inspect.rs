@@ -49,7 +49,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<()> {
     let opts = ReadOptions {
         strict: args.strict,
         max_detailed_issues: args.show_issues.max(1) * 20,
-        ..Default::default()
+        timezone: args.timezone.timezone,
     };
     let files = input_files(args)?;
     let mut failed = 0usize;

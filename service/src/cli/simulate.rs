@@ -32,7 +32,12 @@ use crate::trainers;
 /// The trace of `--file PATH [--format F]`, else the bundled `--trace`, with its name.
 fn load(args: &SimulateArgs) -> anyhow::Result<(String, Vec<JobRecord>)> {
     let datasets = [args.trace.clone()];
-    let inputs = load_inputs(&datasets, args.file.as_deref(), args.format.as_deref())?;
+    let inputs = load_inputs(
+        &datasets,
+        args.file.as_deref(),
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     inputs.into_iter().next().context("the trace to replay")
 }
 

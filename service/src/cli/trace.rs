@@ -5,16 +5,20 @@ use std::path::Path;
 
 use anyhow::Context;
 use augur_datasets::bundled::Dataset;
-use augur_datasets::{load_jobs, JobRecord, ReadOptions, TraceFormat};
+use augur_datasets::{load_jobs, JobRecord, ReadOptions, TraceFormat, TraceZone};
 
 /// The jobs of the trace file `trace` (read as `format` when given), else of each bundled
-/// dataset in `datasets`, each with its name.
+/// dataset in `datasets`, each with its name. Zone-less local times are read in `timezone`.
 pub fn load_inputs(
     datasets: &[String],
     trace: Option<&Path>,
     format: Option<&str>,
+    timezone: TraceZone,
 ) -> anyhow::Result<Vec<(String, Vec<JobRecord>)>> {
-    let opts = ReadOptions::default();
+    let opts = ReadOptions {
+        timezone,
+        ..Default::default()
+    };
     let mut inputs: Vec<(String, Vec<JobRecord>)> = Vec::new();
     if let Some(path) = trace {
         let format = match format {

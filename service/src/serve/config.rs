@@ -19,6 +19,7 @@
 //! | `min_retrain_jobs` | `AUGUR_SERVE_MIN_RETRAIN_JOBS` | — | 200 |
 //! | `retrain_every_jobs` | `AUGUR_SERVE_RETRAIN_EVERY_JOBS` | `--retrain-every-jobs` | 2000 (0 = off) |
 //! | `backend` | `AUGUR_SERVE_BACKEND` | `--backend` | `sim` |
+//! | `slurm_poll_seconds` | `AUGUR_SERVE_SLURM_POLL_SECONDS` | `--slurm-poll-seconds` | 15 |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub struct ServeConfig {
     pub retrain_every_jobs: usize,
     /// The cluster the service observes and acts on.
     pub backend: Backend,
+    /// `--backend slurm`: seconds between two polls of `squeue`, `sacct` and `sinfo`.
+    pub slurm_poll_seconds: f64,
 }
 
 /// The cluster behind the service. A data folder belongs to one backend and one cluster
@@ -75,6 +78,8 @@ pub enum Backend {
     Sim,
     /// A Kubernetes cluster (watches, the elastic controller through `/scale`).
     Kubernetes,
+    /// A Slurm cluster, observed through its client commands (no scaling).
+    Slurm,
 }
 
 impl Backend {
@@ -84,6 +89,7 @@ impl Backend {
             Backend::None => "none",
             Backend::Sim => "sim",
             Backend::Kubernetes => "kubernetes",
+            Backend::Slurm => "slurm",
         }
     }
 }
@@ -95,8 +101,9 @@ impl std::str::FromStr for Backend {
             "none" => Ok(Backend::None),
             "sim" => Ok(Backend::Sim),
             "kubernetes" => Ok(Backend::Kubernetes),
+            "slurm" => Ok(Backend::Slurm),
             other => Err(format!(
-                "unknown backend `{other}`: none, sim or kubernetes"
+                "unknown backend `{other}`: none, sim, kubernetes or slurm"
             )),
         }
     }
@@ -118,6 +125,7 @@ impl Default for ServeConfig {
             min_retrain_jobs: 200,
             retrain_every_jobs: 2000,
             backend: Backend::Sim,
+            slurm_poll_seconds: 15.0,
         }
     }
 }
@@ -139,6 +147,7 @@ pub struct PartialConfig {
     pub min_retrain_jobs: Option<usize>,
     pub retrain_every_jobs: Option<usize>,
     pub backend: Option<Backend>,
+    pub slurm_poll_seconds: Option<f64>,
 }
 
 impl PartialConfig {
@@ -193,6 +202,7 @@ impl PartialConfig {
             min_retrain_jobs: parse(env, "AUGUR_SERVE_MIN_RETRAIN_JOBS")?,
             retrain_every_jobs: parse(env, "AUGUR_SERVE_RETRAIN_EVERY_JOBS")?,
             backend: parse(env, "AUGUR_SERVE_BACKEND")?,
+            slurm_poll_seconds: parse(env, "AUGUR_SERVE_SLURM_POLL_SECONDS")?,
         })
     }
 
@@ -212,6 +222,7 @@ impl PartialConfig {
             min_retrain_jobs: later.min_retrain_jobs.or(self.min_retrain_jobs),
             retrain_every_jobs: later.retrain_every_jobs.or(self.retrain_every_jobs),
             backend: later.backend.or(self.backend),
+            slurm_poll_seconds: later.slurm_poll_seconds.or(self.slurm_poll_seconds),
         }
     }
 
@@ -232,7 +243,16 @@ impl PartialConfig {
             min_retrain_jobs: self.min_retrain_jobs.unwrap_or(d.min_retrain_jobs),
             retrain_every_jobs: self.retrain_every_jobs.unwrap_or(d.retrain_every_jobs),
             backend: self.backend.unwrap_or(d.backend),
+            slurm_poll_seconds: self.slurm_poll_seconds.unwrap_or(d.slurm_poll_seconds),
         };
+        if !(cfg.slurm_poll_seconds.is_finite()
+            && (0.1..=86_400.0).contains(&cfg.slurm_poll_seconds))
+        {
+            anyhow::bail!(
+                "slurm_poll_seconds must be between 0.1 and 86400, got {}",
+                cfg.slurm_poll_seconds
+            );
+        }
         if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
             anyhow::bail!("speed must be a positive number, got {}", cfg.speed);
         }

@@ -101,6 +101,7 @@ pub fn spawn_cluster(state: AppState) {
             });
         }
         (Backend::Sim, _) => super::live::spawn(state),
+        (Backend::Slurm, _) => super::slurm::spawn(state),
     }
 }
 

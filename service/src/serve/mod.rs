@@ -27,6 +27,7 @@ pub mod openapi;
 pub mod retrain;
 pub mod routes;
 mod run;
+pub mod slurm;
 pub mod status;
 pub mod store;
 pub mod training;
@@ -85,6 +86,8 @@ pub struct Extensions {
     pub recent: status::RecentOutcomes,
     /// The cluster the controller acts on and the controller loop.
     pub live: Arc<live::Live>,
+    /// `--backend slurm`: whether polling works, and Slurm's start estimates.
+    pub slurm: Arc<slurm::SlurmStatus>,
 }
 
 impl Extensions {
@@ -97,6 +100,7 @@ impl Extensions {
                 config.speed,
                 config.data_dir.join("operator.json"),
             )),
+            slurm: Arc::new(slurm::SlurmStatus::default()),
         }
     }
 }
@@ -180,6 +184,7 @@ impl AppState {
             config::Backend::None => String::new(),
             config::Backend::Sim => format!("sim:{}", config.bootstrap_dataset),
             config::Backend::Kubernetes => kube::cluster_name(),
+            config::Backend::Slurm => slurm::cluster_name(),
         };
         identity::DataIdentity::new(config.backend.name(), &cluster).claim(&config.data_dir)?;
         let (auth, token_source) =

@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 
 use super::auth::TokenSource;
-use super::{kube, metrics, retrain, router, training, AppState, ServeConfig};
+use super::config::Backend;
+use super::{kube, metrics, retrain, router, slurm, training, AppState, ServeConfig};
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
@@ -119,9 +120,19 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
     {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {
-            let jobs = training::bundled_jobs(dataset, state.config.bootstrap_limit)?;
+            // a Slurm cluster's own accounting history, when it has enough finished jobs
+            let history = (state.config.backend == Backend::Slurm)
+                .then(|| slurm::bootstrap_history(state))
+                .flatten();
+            let (source, jobs) = match history {
+                Some(jobs) => (format!("slurm:{}", slurm::cluster_name()), jobs),
+                None => (
+                    dataset.to_string(),
+                    training::bundled_jobs(dataset, state.config.bootstrap_limit)?,
+                ),
+            };
             let report =
-                training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
+                training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
             let models = training::load_serving(&state.registry)?;
             state.swap_models(models);
             Ok(report)

@@ -60,7 +60,12 @@ struct DatasetQueueEvaluation<'a> {
 
 /// `augur evaluate --task queue-wait`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let inputs = load_inputs(&args.dataset, args.trace.as_deref(), args.format.as_deref())?;
+    let inputs = load_inputs(
+        &args.dataset,
+        args.trace.as_deref(),
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     let trainer = trainers::queue_wait(args.trees);
     for (name, jobs) in inputs {
         let eval = evaluate_queue_wait(&jobs, &trainer)
