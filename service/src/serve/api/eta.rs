@@ -70,7 +70,7 @@ pub struct EtaView {
     params(EtaQuery),
     responses(
         (status = 200, description = "the queued jobs that match", body = EtaView),
-        (status = 400, description = "a malformed query")
+        (status = 422, description = "a malformed query (the field is named)")
     )
 )]
 pub async fn eta(
