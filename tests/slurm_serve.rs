@@ -4,8 +4,9 @@
 //! every second, submits `sbatch --wrap` jobs (two pending behind one that holds both CPUs,
 //! one cancelled while pending, one failing with `exit 1`) and checks that every job's submit,
 //! start and finish reach the store with the right status, that predictions are answered for
-//! them, and that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates.
-//! Skipped, saying why, only when the Slurm tools are not installed. About 1.5 minutes.
+//! them, that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
+//! that a restart on the same data folder adds no event for jobs already recorded. Skipped,
+//! saying why, only when the Slurm tools are not installed. About 75 seconds.
 
 mod common;
 
@@ -138,6 +139,28 @@ fn slurm_jobs(addr: std::net::SocketAddr) -> HashMap<String, (String, Vec<String
     out
 }
 
+/// `augur serve --backend slurm` on `addr` over `data`, polling every second.
+fn start_server(cluster: &Cluster, addr: std::net::SocketAddr, data: &Path) -> Server {
+    Server {
+        child: augur()
+            .args(["serve", "--backend", "slurm", "--insecure"])
+            .args(["--addr", &addr.to_string(), "--data-dir"])
+            .arg(data)
+            .args(["--slurm-poll-seconds", "1", "--trees", "10"])
+            // Mira has queue waits (the queue-wait model behind the predicted starts)
+            .args(["--bootstrap", "mira", "--bootstrap-limit", "3000"])
+            .env("SLURM_CONF", cluster.conf())
+            .env("AUGUR_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start augur serve"),
+        addr,
+        data: None,
+    }
+}
+
 fn eta_json(addr: std::net::SocketAddr) -> Value {
     let out = augur()
         .args(["eta", "--json", "--url", &format!("http://{addr}")])
@@ -159,24 +182,7 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     };
     let addr = free_addr();
     let data = tempfile::tempdir().unwrap();
-    let _server = Server {
-        child: augur()
-            .args(["serve", "--backend", "slurm", "--insecure"])
-            .args(["--addr", &addr.to_string(), "--data-dir"])
-            .arg(data.path().join("augur"))
-            .args(["--slurm-poll-seconds", "1", "--trees", "10"])
-            // Mira has queue waits (the queue-wait model behind the predicted starts)
-            .args(["--bootstrap", "mira", "--bootstrap-limit", "3000"])
-            .env("SLURM_CONF", cluster.conf())
-            .env("AUGUR_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start augur serve"),
-        addr,
-        data: None,
-    };
+    let server = start_server(&cluster, addr, &data.path().join("augur"));
     // predictions are made at submit: submit once the models are served
     wait_until(Duration::from_secs(120), "/readyz", || {
         http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
@@ -319,6 +325,19 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     assert_eq!(job["job"]["profile"]["job_name"], "wait-gpu", "{job}");
     assert!(job["job"]["queue_wait_at_submit"].is_object(), "{job}");
 
+    // a restart picks up where it was: the jobs sacct still lists add nothing
+    drop(server);
+    let server = start_server(&cluster, addr, &data.path().join("augur"));
+    wait_until(Duration::from_secs(60), "a poll after the restart", || {
+        http(addr, "GET", "/v1/cluster", None, None)
+            .is_ok_and(|(s, b)| s == 200 && json_of(&b)["last_poll"].is_number())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let again = slurm_jobs(addr);
+    for (id, kinds, _) in want {
+        assert_eq!(again[id].1, kinds, "job {id} after the restart");
+    }
+
     // the backend is up, with the cluster's capacity
     let c = get_json(addr, "/v1/cluster");
     assert_eq!(c["backend"], "slurm", "{c}");
@@ -329,4 +348,5 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
         "took {:?}",
         began.elapsed()
     );
+    drop(server);
 }
