@@ -722,3 +722,27 @@ fn timezone_shifts_sacct_local_times() {
         "{err}"
     );
 }
+
+#[test]
+fn serve_with_the_slurm_backend_needs_a_reachable_slurm() {
+    // an empty slurm.conf: scontrol refuses it at once (a missing one it retries for 60 s)
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(&conf, "").unwrap();
+    let out = augur()
+        .args(["serve", "--backend", "slurm", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("SLURM_CONF", &conf)
+        .output()
+        .expect("run augur");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--backend slurm: cannot ask Slurm for the cluster's name"),
+        "{err}"
+    );
+    // nothing was claimed for a cluster it could not name
+    assert!(!dir.path().join("data/identity.json").exists());
+    let err = run_err(&["serve", "--backend", "slurm", "--slurm-poll-seconds", "0"]);
+    assert!(err.contains("slurm_poll_seconds"), "{err}");
+}
