@@ -192,13 +192,19 @@ async fn drive(state: AppState, cluster: String) {
                 wait = poll;
             }
             Err(e) => {
-                wait = (wait.max(poll) * 2).min(MAX_BACKOFF);
+                wait = backoff(wait, poll);
                 let msg = format!("{e:#}");
                 tracing::warn!(error = %msg, retry_in_s = wait.as_secs_f64(), "polling Slurm failed");
                 status.failed(msg);
             }
         }
     }
+}
+
+/// The wait before the next try after a failed poll that waited `wait`: twice as long (at
+/// least twice the poll interval), at most [`MAX_BACKOFF`].
+fn backoff(wait: Duration, poll: Duration) -> Duration {
+    (wait.max(poll) * 2).min(MAX_BACKOFF)
 }
 
 /// The tracker rebuilt from the runs of this cluster already in the store, and where the
@@ -340,4 +346,21 @@ pub fn bootstrap_history(state: &AppState) -> Option<Vec<JobRecord>> {
         return None;
     }
     Some(jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_polls_back_off_doubling_up_to_the_cap() {
+        let poll = Duration::from_secs(15);
+        let mut wait = Duration::ZERO; // the first poll runs at once
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            wait = backoff(wait, poll);
+            seen.push(wait.as_secs());
+        }
+        assert_eq!(seen, [30, 60, 120, 240, 300, 300]);
+    }
 }
