@@ -684,3 +684,65 @@ fn store_check_and_repair_report_exactly_what_a_torn_log_lost() {
         "{text}"
     );
 }
+
+#[test]
+fn timezone_shifts_sacct_local_times() {
+    let fixtures = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../datasets/tests/fixtures/sacct"
+    );
+    let span = |file: &str, zone: &[&str]| {
+        let mut args = vec!["data", "inspect", "--json"];
+        args.extend_from_slice(zone);
+        let path = format!("{fixtures}/{file}");
+        args.push(&path);
+        let v: serde_json::Value = serde_json::from_str(&run_ok(&args)).expect("JSON");
+        v["summary"]["submit_span"][0]
+            .as_f64()
+            .expect("a first submit")
+    };
+    // the same jobs captured with the cluster in UTC and in New York (UTC-5 in November)
+    let utc = span("real-finished.txt", &[]);
+    assert_eq!(utc, 1_795_417_998.0); // 2026-11-23T07:13:18Z
+    assert_eq!(span("real-finished.txt", &["--timezone", "UTC"]), utc);
+    let ny = "real-finished-new-york.txt";
+    assert_eq!(span(ny, &["--timezone", "America/New_York"]), utc);
+    assert_eq!(span(ny, &["--timezone", "-05:00"]), utc);
+    assert_eq!(span(ny, &[]), utc - 5.0 * 3600.0);
+    // train and evaluate take it too; a bad zone is named
+    let err = run_err(&[
+        "evaluate",
+        "--trace",
+        &format!("{fixtures}/{ny}"),
+        "--timezone",
+        "Mars/Olympus",
+    ]);
+    assert!(
+        err.contains("--timezone") && err.contains("Mars/Olympus"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_with_the_slurm_backend_needs_a_reachable_slurm() {
+    // an empty slurm.conf: scontrol refuses it at once (a missing one it retries for 60 s)
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(&conf, "").unwrap();
+    let out = augur()
+        .args(["serve", "--backend", "slurm", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("SLURM_CONF", &conf)
+        .output()
+        .expect("run augur");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--backend slurm: cannot ask Slurm for the cluster's name"),
+        "{err}"
+    );
+    // nothing was claimed for a cluster it could not name
+    assert!(!dir.path().join("data/identity.json").exists());
+    let err = run_err(&["serve", "--backend", "slurm", "--slurm-poll-seconds", "0"]);
+    assert!(err.contains("slurm_poll_seconds"), "{err}");
+}

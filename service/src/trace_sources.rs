@@ -18,33 +18,41 @@ pub fn parse_format(format: Option<&str>) -> anyhow::Result<Option<TraceFormat>>
         .transpose()
 }
 
-/// The jobs of one source (a trace file, a folder of trace files of one dataset, or a
+/// The jobs of one source, read with `opts` (a trace file, a folder of trace files of one dataset, or a
 /// bundled dataset's name), with the source's name.
-pub fn load_source(source: &str, format: Option<&str>) -> anyhow::Result<(String, Vec<JobRecord>)> {
+pub fn load_source(
+    source: &str,
+    format: Option<&str>,
+    opts: &ReadOptions,
+) -> anyhow::Result<(String, Vec<JobRecord>)> {
     let path = Path::new(source);
     let looks_like_path = source.contains(std::path::MAIN_SEPARATOR) || source.contains('.');
     if path.exists() || (looks_like_path && Dataset::parse(source).is_err()) {
-        return Ok((source.to_string(), load_path(path, format)?));
+        return Ok((source.to_string(), load_path(path, format, opts)?));
     }
     let ds = Dataset::parse(source).with_context(|| {
         format!("`{source}` is neither a trace file, a folder, nor a bundled dataset")
     })?;
     let (table, _) = ds
-        .load(&ReadOptions::default())
+        .load(opts)
         .with_context(|| format!("reading the bundled {source} trace"))?;
     Ok((ds.name().to_string(), table.to_records()?))
 }
 
 /// The jobs of a trace file, or of the trace files under a folder (read together as one
 /// dataset).
-pub fn load_path(path: &Path, format: Option<&str>) -> anyhow::Result<Vec<JobRecord>> {
+pub fn load_path(
+    path: &Path,
+    format: Option<&str>,
+    opts: &ReadOptions,
+) -> anyhow::Result<Vec<JobRecord>> {
     let format = parse_format(format)?;
     let files = trace_files(path)?;
     if files.is_empty() {
         bail!("{}: the folder holds no trace file", path.display());
     }
     let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let (table, _) = load_jobs_many(&refs, format, &ReadOptions::default())?;
+    let (table, _) = load_jobs_many(&refs, format, opts)?;
     Ok(table.to_records()?)
 }
 
@@ -52,8 +60,12 @@ pub fn load_path(path: &Path, format: Option<&str>) -> anyhow::Result<Vec<JobRec
 pub fn load_sources(
     sources: &[String],
     format: Option<&str>,
+    opts: &ReadOptions,
 ) -> anyhow::Result<Vec<(String, Vec<JobRecord>)>> {
-    sources.iter().map(|s| load_source(s, format)).collect()
+    sources
+        .iter()
+        .map(|s| load_source(s, format, opts))
+        .collect()
 }
 
 /// `path` itself, or the trace files under the folder `path` (sorted).

@@ -6,4 +6,4 @@ pub mod classification;
 pub mod regression;
 
 pub use augur_numeric::{quantile, quantile_sorted};
-pub use regression::{bound_metrics, coverage, mae_log, wait_errors, within2x};
+pub use regression::{bound_metrics, coverage, mae_log, mae_log10, wait_errors, within2x};

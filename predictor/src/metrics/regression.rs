@@ -33,6 +33,14 @@ pub fn within2x(pred: &[f64], actual: &[f64]) -> f64 {
         / n as f64
 }
 
+/// Mean |log10(pred) − log10(actual)|, durations clamped to ≥ 1 s: [`mae_log`] in decades,
+/// the unit published comparisons of queue-wait estimates (`squeue --start`) report. A zero
+/// wait (a job that started on submit) counts as 1 s, so predicting 0 s or 1 s for it is
+/// exact and predicting 10 s is one decade off.
+pub fn mae_log10(pred: &[f64], actual: &[f64]) -> f64 {
+    mae_log(pred, actual) / std::f64::consts::LN_10
+}
+
 /// Share of `actual` inside `[lo, hi]` (after clamping).
 pub fn coverage(lo: &[f64], hi: &[f64], actual: &[f64]) -> f64 {
     let n = actual.len();
@@ -85,6 +93,10 @@ mod tests {
         let want = (0.0 + 3f64.ln() + 0.0 + 2f64.ln()) / 4.0;
         assert!((mae_log(&pred, &actual) - want).abs() < 1e-12);
         assert_eq!(within2x(&pred, &actual), 0.75);
+        assert!((mae_log10(&pred, &actual) - want / 10f64.ln()).abs() < 1e-12);
+        // zero waits count as 1 s: 0 against 0.5 is exact, 10 s against 0 one decade
+        assert_eq!(mae_log10(&[0.0, 10.0], &[0.5, 0.0]), 0.5);
+        assert_eq!(within2x(&[0.0, 10.0], &[0.5, 0.0]), 0.5);
         assert_eq!(
             coverage(&[50.0, 50.0, 0.5, 0.0], &[150.0, 90.0, 2.0, 10.0], &actual),
             0.5

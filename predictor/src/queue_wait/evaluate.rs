@@ -17,7 +17,7 @@ use super::trainer::QueueWaitTrainer;
 use crate::calibration::{AdaptiveBound, RiskGroup, RiskSplitSummary};
 use crate::evaluation::{Evaluation, MethodRow};
 use crate::feature_rows::gather;
-use crate::metrics::{bound_metrics, quantile, wait_errors};
+use crate::metrics::{bound_metrics, mae_log10, quantile, wait_errors, within2x};
 use crate::PredictorError;
 
 /// The metrics of one method in a [`QueueWaitEvaluation`].
@@ -34,6 +34,13 @@ pub struct WaitMetrics {
     pub median_bound_s: Option<f64>,
     pub train_s: Option<f64>,
     pub predict_us: Option<f64>,
+    /// Share of jobs predicted within a factor of two of the actual wait, and the mean
+    /// |log10 error| (decades), both with waits floored at 1 s ([`mae_log10`]); `None` for
+    /// rows without point predictions of their own (peers, the hindsight bound).
+    #[serde(default)]
+    pub within2x: Option<f64>,
+    #[serde(default)]
+    pub mae_log10: Option<f64>,
 }
 
 /// One row of the queue-wait evaluation table.
@@ -154,6 +161,8 @@ fn row(method: &str, pred: &[f64], actual: &[f64]) -> WaitEvalRow {
             median_bound_s: None,
             train_s: None,
             predict_us: None,
+            within2x: Some(within2x(pred, actual)),
+            mae_log10: Some(mae_log10(pred, actual)),
         },
     )
 }
@@ -259,6 +268,8 @@ pub fn score_queue_wait(
     hind.metrics.mae_s = f64::NAN;
     hind.metrics.within60 = f64::NAN;
     hind.metrics.within600 = f64::NAN;
+    hind.metrics.within2x = None;
+    hind.metrics.mae_log10 = None;
     rows.push(hind);
 
     Ok(QueueWaitEvaluation {
@@ -393,7 +404,7 @@ mod tests {
         let json = serde_json::to_string(&timed(r, 2.0, 5.0)).unwrap();
         assert_eq!(
             json,
-            r#"{"method":"queue","mae_s":30.0,"within60":1.0,"within600":1.0,"coverage95":1.0,"median_bound_s":60.0,"train_s":2.0,"predict_us":5.0}"#
+            r#"{"method":"queue","mae_s":30.0,"within60":1.0,"within600":1.0,"coverage95":1.0,"median_bound_s":60.0,"train_s":2.0,"predict_us":5.0,"within2x":0.0,"mae_log10":1.4771212547196624}"#
         );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use augur_datasets::TraceZone;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Augur: predicts GPU job runtimes, queue waits, failures and convergence, and scales
@@ -62,6 +63,44 @@ pub enum Command {
     /// Settings come from defaults, then --config FILE (TOML), then AUGUR_SERVE_* variables,
     /// then these flags (see the README's "Service" section).
     Serve(ServeArgs),
+    /// Ask a running service when queued jobs will start and end: Augur's predicted start
+    /// (median and 95% bound), the scheduler's own estimate beside it (Slurm's
+    /// `squeue --start`, with `augur serve --backend slurm`) and the predicted end.
+    Eta(EtaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EtaArgs {
+    /// Only these jobs: Slurm job ids (`123`, `123_4`) or the service's job ids.
+    #[arg(value_name = "JOBID")]
+    pub jobs: Vec<String>,
+    /// Only this user's jobs.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Print the service's JSON answer.
+    #[arg(long)]
+    pub json: bool,
+    /// The service's address.
+    #[arg(long, env = "AUGUR_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A bearer token to send (the endpoint needs none; a proxy in front may).
+    #[arg(long, env = "AUGUR_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// The zone of a trace's zone-less local times (`--timezone`).
+#[derive(Debug, Args)]
+pub struct TimezoneArg {
+    /// Zone the trace's local times were written in (`sacct` prints the cluster's local
+    /// time): an IANA name (`Europe/Berlin`), `UTC` or a fixed offset (`+02:00`). Readers of
+    /// formats with explicit zones or Unix times ignore it.
+    #[arg(
+        long,
+        value_name = "ZONE",
+        default_value = "UTC",
+        allow_hyphen_values = true
+    )]
+    pub timezone: TraceZone,
 }
 
 /// Where saved models live (`--registry`, or `AUGUR_REGISTRY`).
@@ -84,6 +123,8 @@ pub struct TrainArgs {
     /// Format of --trace when it cannot be detected.
     #[arg(long, requires = "trace")]
     pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
     #[command(flatten)]
     pub registry: RegistryArg,
     /// Maximum boosting rounds (default 1500; early stopping usually ends sooner). Lower it
@@ -200,6 +241,8 @@ pub struct EvaluateArgs {
     /// Format of --trace when it cannot be detected.
     #[arg(long, requires = "trace")]
     pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
     /// Print one JSON object per dataset.
     #[arg(long)]
     pub json: bool,
@@ -259,6 +302,8 @@ pub struct InspectArgs {
     /// `--format help`): philly, philly-joblog, itp, openb-pods, swf, swf-alcf, helios, pai, ...
     #[arg(long)]
     pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
     /// Stop at the first malformed row, with its file, line and reason.
     #[arg(long)]
     pub strict: bool,
@@ -290,6 +335,8 @@ pub struct SimulateArgs {
     /// Format of --file when it cannot be detected.
     #[arg(long, requires = "file")]
     pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
     /// Cluster size(s) in GPUs (comma-separate for several load levels).
     #[arg(long, value_delimiter = ',', required = true)]
     pub gpus: Vec<u32>,
@@ -385,8 +432,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub retrain_every_jobs: Option<usize>,
     /// The cluster behind the service: `none` (a prediction service fed only by its API),
-    /// `sim` (the simulated replay of the bootstrap trace, a demonstration) or `kubernetes`
-    /// (Kubeflow PyTorchJobs scaled through /scale) [default: sim]. A data folder belongs to
+    /// `sim` (the simulated replay of the bootstrap trace, a demonstration), `kubernetes`
+    /// (Kubeflow PyTorchJobs scaled through /scale) or `slurm` (observed through squeue,
+    /// sacct and sinfo; no scaling) [default: sim]. A data folder belongs to
     /// one backend and cluster for good.
     #[arg(long, value_enum)]
     pub backend: Option<crate::serve::config::Backend>,
@@ -400,4 +448,7 @@ pub struct ServeArgs {
     /// `--backend kubernetes`: decide and log, never patch.
     #[arg(long)]
     pub dry_run: bool,
+    /// `--backend slurm`: seconds between two polls of squeue, sacct and sinfo [default: 15].
+    #[arg(long)]
+    pub slurm_poll_seconds: Option<f64>,
 }

@@ -49,7 +49,8 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<()> {
     let opts = ReadOptions {
         strict: args.strict,
         max_detailed_issues: args.show_issues.max(1) * 20,
-        ..Default::default()
+        timezone: args.timezone.timezone,
+        ..ReadOptions::default()
     };
     let files = input_files(args)?;
     let mut failed = 0usize;

@@ -4,6 +4,7 @@
 //! tables are drawn by [`crate::report`]; `augur serve` starts [`crate::serve`].
 
 pub mod args;
+pub mod eta;
 pub mod evaluate;
 pub mod inspect;
 pub mod models;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(cmd) => store::run(&cmd),
         Command::Simulate(args) => simulate::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Eta(args) => eta::run(&args),
     }
 }
 

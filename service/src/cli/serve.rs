@@ -1,6 +1,8 @@
 //! `augur serve`: resolves the configuration (defaults, `--config`, `AUGUR_SERVE_*`, flags),
 //! selects the cluster backend, and runs [`crate::serve`] on a tokio runtime.
 
+use anyhow::Context;
+
 use crate::cli::ServeArgs;
 use crate::serve;
 use crate::serve::config::Backend;
@@ -18,6 +20,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         bootstrap_limit: args.bootstrap_limit,
         retrain_every_jobs: args.retrain_every_jobs,
         backend: args.backend,
+        slurm_poll_seconds: args.slurm_poll_seconds,
         ..Default::default()
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
@@ -28,7 +31,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             namespace: args.namespace.clone(),
             dry_run: args.dry_run,
         }),
-        Backend::Sim | Backend::None => {
+        Backend::Sim | Backend::None | Backend::Slurm => {
             if args.kubeconfig.is_some() || args.namespace.is_some() || args.dry_run {
                 anyhow::bail!(
                     "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"
@@ -40,7 +43,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("augur-serve")
         .build()?;
-    let result = runtime.block_on(serve::run(config));
+    let result = runtime.block_on(async {
+        if config.backend == Backend::Slurm {
+            // the data folder's identity names the cluster: ask Slurm before opening it
+            let cluster = serve::slurm::commands::cluster_name()
+                .await
+                .context("--backend slurm: cannot ask Slurm for the cluster's name")?;
+            serve::slurm::select(serve::slurm::SlurmOptions { cluster });
+        }
+        serve::run(config).await
+    });
     // a first-start training still running in the background is abandoned (registry
     // versions are written to a temporary folder and renamed, so nothing half-written stays);
     // the requests had their deadline already, so this wait is short

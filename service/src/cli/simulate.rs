@@ -36,6 +36,7 @@ fn load(args: &SimulateArgs) -> anyhow::Result<(String, Vec<JobRecord>)> {
         &datasets,
         &args.file.iter().cloned().collect::<Vec<_>>(),
         args.format.as_deref(),
+        args.timezone.timezone,
     )?;
     inputs.into_iter().next().context("the trace to replay")
 }

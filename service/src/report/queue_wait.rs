@@ -17,11 +17,13 @@ pub fn table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) -> S
     );
     let _ = writeln!(
         s,
-        "  {:<56} {:>9} {:>8} {:>9} {:>8} {:>11} {:>8} {:>11}",
+        "  {:<56} {:>9} {:>8} {:>9} {:>8} {:>9} {:>8} {:>11} {:>8} {:>11}",
         "method",
         "MAE s",
         "within60",
         "within600",
+        "within2x",
+        "|log10|",
         "cover95%",
         "median bnd",
         "train s",
@@ -42,11 +44,13 @@ pub fn table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) -> S
         let r = &row.metrics;
         let _ = writeln!(
             s,
-            "  {:<56} {:>9} {:>8} {:>9} {:>8} {:>11} {:>8} {:>11}",
+            "  {:<56} {:>9} {:>8} {:>9} {:>8} {:>9} {:>8} {:>11} {:>8} {:>11}",
             row.method,
             num(Some(r.mae_s), 0),
             pct(r.within60),
             pct(r.within600),
+            pct(r.within2x.unwrap_or(f64::NAN)),
+            num(r.mae_log10, 2),
             r.coverage95
                 .map_or("-".into(), |c| format!("{:.1}", 100.0 * c)),
             num(r.median_bound_s, 0),

@@ -29,6 +29,7 @@
 //! | `max_connections` | `AUGUR_SERVE_MAX_CONNECTIONS` | — | 1024 (capped by the open-file limit) |
 //! | `shutdown_deadline_secs` | `AUGUR_SERVE_SHUTDOWN_DEADLINE` | — | 10 |
 //! | `auth_reads` | `AUGUR_SERVE_AUTH_READS` | — | `false` |
+//! | `slurm_poll_seconds` | `AUGUR_SERVE_SLURM_POLL_SECONDS` | `--slurm-poll-seconds` | 15 |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -98,6 +99,8 @@ pub struct ServeConfig {
     /// Require the token for reads that expose users and job names (`GET /v1/events`,
     /// `/v1/jobs/*`, recent predictions).
     pub auth_reads: bool,
+    /// `--backend slurm`: seconds between two polls of `squeue`, `sacct` and `sinfo`.
+    pub slurm_poll_seconds: f64,
 }
 
 /// `prediction_workers` by default: one core is left to the async workers (health,
@@ -122,6 +125,8 @@ pub enum Backend {
     Sim,
     /// A Kubernetes cluster (watches, the elastic controller through `/scale`).
     Kubernetes,
+    /// A Slurm cluster, observed through its client commands (no scaling).
+    Slurm,
 }
 
 impl Backend {
@@ -137,6 +142,7 @@ impl Backend {
             Backend::None => "none",
             Backend::Sim => "sim",
             Backend::Kubernetes => "kubernetes",
+            Backend::Slurm => "slurm",
         }
     }
 }
@@ -148,8 +154,9 @@ impl std::str::FromStr for Backend {
             "none" => Ok(Backend::None),
             "sim" => Ok(Backend::Sim),
             "kubernetes" => Ok(Backend::Kubernetes),
+            "slurm" => Ok(Backend::Slurm),
             other => Err(format!(
-                "unknown backend `{other}`: none, sim or kubernetes"
+                "unknown backend `{other}`: none, sim, kubernetes or slurm"
             )),
         }
     }
@@ -181,6 +188,7 @@ impl Default for ServeConfig {
             max_connections: 1024,
             shutdown_deadline_secs: 10.0,
             auth_reads: false,
+            slurm_poll_seconds: 15.0,
         }
     }
 }
@@ -212,6 +220,7 @@ pub struct PartialConfig {
     pub max_connections: Option<usize>,
     pub shutdown_deadline_secs: Option<f64>,
     pub auth_reads: Option<bool>,
+    pub slurm_poll_seconds: Option<f64>,
 }
 
 impl PartialConfig {
@@ -279,6 +288,7 @@ impl PartialConfig {
             max_connections: parse(env, "AUGUR_SERVE_MAX_CONNECTIONS")?,
             shutdown_deadline_secs: parse(env, "AUGUR_SERVE_SHUTDOWN_DEADLINE")?,
             auth_reads: flag(env, "AUGUR_SERVE_AUTH_READS")?,
+            slurm_poll_seconds: parse(env, "AUGUR_SERVE_SLURM_POLL_SECONDS")?,
         })
     }
 
@@ -314,6 +324,7 @@ impl PartialConfig {
             max_connections: later.max_connections.or(self.max_connections),
             shutdown_deadline_secs: later.shutdown_deadline_secs.or(self.shutdown_deadline_secs),
             auth_reads: later.auth_reads.or(self.auth_reads),
+            slurm_poll_seconds: later.slurm_poll_seconds.or(self.slurm_poll_seconds),
         }
     }
 
@@ -354,6 +365,7 @@ impl PartialConfig {
                 .shutdown_deadline_secs
                 .unwrap_or(d.shutdown_deadline_secs),
             auth_reads: self.auth_reads.unwrap_or(d.auth_reads),
+            slurm_poll_seconds: self.slurm_poll_seconds.unwrap_or(d.slurm_poll_seconds),
         };
         for (key, v) in [
             ("header_read_timeout_secs", cfg.header_read_timeout_secs),
@@ -372,6 +384,14 @@ impl PartialConfig {
             if v == 0 {
                 anyhow::bail!("{key} must be at least 1");
             }
+        }
+        if !(cfg.slurm_poll_seconds.is_finite()
+            && (0.1..=86_400.0).contains(&cfg.slurm_poll_seconds))
+        {
+            anyhow::bail!(
+                "slurm_poll_seconds must be between 0.1 and 86400, got {}",
+                cfg.slurm_poll_seconds
+            );
         }
         if !(cfg.speed.is_finite() && cfg.speed > 0.0) {
             anyhow::bail!("speed must be a positive number, got {}", cfg.speed);

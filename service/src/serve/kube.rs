@@ -98,6 +98,7 @@ pub fn spawn_cluster(state: AppState) {
             tokio::spawn(drive_with_retries(state, opts));
         }
         (Backend::Sim, _) => super::live::spawn(state),
+        (Backend::Slurm, _) => super::slurm::spawn(state),
     }
 }
 

@@ -32,6 +32,7 @@ pub mod process_metrics;
 pub mod retrain;
 pub mod routes;
 mod run;
+pub mod slurm;
 pub mod status;
 pub mod store;
 pub mod training;
@@ -93,6 +94,8 @@ pub struct Extensions {
     pub live: Arc<live::Live>,
     /// Where prediction batches run (off the async workers, bounded).
     pub predictions: api::pool::PredictionPool,
+    /// `--backend slurm`: whether polling works, and Slurm's start estimates.
+    pub slurm: Arc<slurm::SlurmStatus>,
 }
 
 impl Extensions {
@@ -106,6 +109,7 @@ impl Extensions {
                 config.data_dir.join("operator.json"),
             )),
             predictions: api::pool::PredictionPool::new(config.prediction_workers),
+            slurm: Arc::new(slurm::SlurmStatus::default()),
         }
     }
 }
@@ -191,6 +195,7 @@ impl AppState {
             config::Backend::None => String::new(),
             config::Backend::Sim => format!("sim:{}", config.bootstrap_dataset),
             config::Backend::Kubernetes => kube::cluster_name(),
+            config::Backend::Slurm => slurm::cluster_name(),
         };
         identity::DataIdentity::new(config.backend.name(), &cluster).claim(&config.data_dir)?;
         let (auth, token_source) =

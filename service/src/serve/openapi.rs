@@ -11,7 +11,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::api::{dag, ingest, jobs, models, predict};
+use super::api::{dag, eta, ingest, jobs, models, predict};
 use super::error::ErrorBody;
 use super::{api, live, metrics, status};
 
@@ -30,6 +30,7 @@ use super::{api, live, metrics, status};
         ingest::list_events,
         ingest::ingest_batch,
         jobs::job,
+        eta::eta,
         predict::predict_runtime,
         predict::predict_queue_wait,
         predict::predict_failure,

@@ -50,6 +50,7 @@ fn api_routes() -> Vec<RouteSpec> {
         spec("GET", "/v1/events", false, get(ingest::list_events)),
         spec("POST", "/v1/events/batch", true, post(ingest::ingest_batch)),
         spec("GET", "/v1/jobs/{id}", false, get(jobs::job)),
+        spec("GET", "/v1/eta", false, get(api::eta::eta)),
         spec(
             "POST",
             "/v1/predict/runtime",

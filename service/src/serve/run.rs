@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::auth::{self, TokenSource};
-use super::{kube, listen, metrics, retrain, router, training, AppState, ServeConfig};
+use super::config::Backend;
+use super::{kube, listen, metrics, retrain, router, slurm, training, AppState, ServeConfig};
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
@@ -152,11 +153,22 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
     {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {
-            let sources = training::bootstrap_sources(dataset);
-            let format = state.config.bootstrap_format.as_deref();
-            let jobs = training::bootstrap_jobs(&sources, format, state.config.bootstrap_limit)?;
+            // a Slurm cluster's own accounting history, when it has enough finished jobs
+            let history = (state.config.backend == Backend::Slurm)
+                .then(|| slurm::bootstrap_history(state))
+                .flatten();
+            let (source, jobs) = match history {
+                Some(jobs) => (format!("slurm:{}", slurm::cluster_name()), jobs),
+                None => {
+                    let sources = training::bootstrap_sources(dataset);
+                    let format = state.config.bootstrap_format.as_deref();
+                    let jobs =
+                        training::bootstrap_jobs(&sources, format, state.config.bootstrap_limit)?;
+                    (dataset.to_string(), jobs)
+                }
+            };
             let report =
-                training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?;
+                training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
             let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
             state.online_mut().not_trained = report.not_trained.clone();

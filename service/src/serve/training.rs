@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use augur_datasets::JobRecord;
+use augur_datasets::{JobRecord, ReadOptions};
 use augur_features::failure_label;
 use augur_predictor::convergence::load_bundled_mlperf;
 use augur_predictor::queue_wait::known_wait;
@@ -196,7 +196,7 @@ pub fn bootstrap_jobs(
     format: Option<&str>,
     limit: Option<usize>,
 ) -> anyhow::Result<Vec<JobRecord>> {
-    let mut jobs: Vec<JobRecord> = load_sources(sources, format)?
+    let mut jobs: Vec<JobRecord> = load_sources(sources, format, &ReadOptions::default())?
         .into_iter()
         .flat_map(|(_, jobs)| jobs)
         .collect();

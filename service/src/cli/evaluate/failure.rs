@@ -42,7 +42,12 @@ pub fn no_labels_reason(name: &str, jobs: &[JobRecord], err: &PredictorError) ->
 
 /// `augur evaluate --task failure`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let inputs = load_inputs(&args.dataset, &args.trace, args.format.as_deref())?;
+    let inputs = load_inputs(
+        &args.dataset,
+        &args.trace,
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     let trainer = trainers::failure(args.trees);
     let mut evaluated = 0;
     let mut skipped = Vec::new();

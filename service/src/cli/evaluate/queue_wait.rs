@@ -24,6 +24,8 @@ fn peers(dataset: &str) -> Vec<WaitEvalRow> {
                 median_bound_s: bound,
                 train_s: None,
                 predict_us: None,
+                within2x: None,
+                mae_log10: None,
             },
         )
     };
@@ -58,7 +60,12 @@ struct DatasetQueueEvaluation<'a> {
 
 /// `augur evaluate --task queue-wait`.
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let inputs = load_inputs(&args.dataset, &args.trace, args.format.as_deref())?;
+    let inputs = load_inputs(
+        &args.dataset,
+        &args.trace,
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     let trainer = trainers::queue_wait(args.trees);
     for (name, jobs) in inputs {
         let eval = evaluate_queue_wait(&jobs, &trainer)

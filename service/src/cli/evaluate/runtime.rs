@@ -46,7 +46,12 @@ struct DatasetEvaluation {
 
 /// `augur evaluate` (`--task runtime`).
 pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
-    let inputs = load_inputs(&args.dataset, &args.trace, args.format.as_deref())?;
+    let inputs = load_inputs(
+        &args.dataset,
+        &args.trace,
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     let trainer = trainers::runtime(args.trees);
     for (name, jobs) in inputs {
         let mut bar = TrainingBar::start(&name, jobs.len());

@@ -27,7 +27,12 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 /// the opened model registry.
 fn trace_and_registry(args: &TrainArgs) -> anyhow::Result<(String, Vec<JobRecord>, ModelRegistry)> {
     let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(&datasets, &args.trace, args.format.as_deref())?;
+    let inputs = load_inputs(
+        &datasets,
+        &args.trace,
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
     if inputs.is_empty() {
         anyhow::bail!("give a trace to train on: --dataset NAME or --trace PATH");
     }

@@ -2,13 +2,14 @@
 //! carries its `#[utoipa::path]`, from which [`super::openapi`] generates the document.
 //!
 //! - [`ingest`]: storing events and reading them back;
-//! - [`jobs`]: what is known and predicted about one job;
+//! - [`jobs`]: what is known and predicted about one job; [`eta`]: when queued jobs start;
 //! - [`predict`] and [`dag`]: the predictions, run off the async workers by [`pool`];
 //! - [`models`]: the served models, retraining, promotion and rollback.
 //!
 //! Here: liveness, readiness and the fallback for unknown paths.
 
 pub mod dag;
+pub mod eta;
 pub mod ingest;
 pub mod jobs;
 pub mod models;

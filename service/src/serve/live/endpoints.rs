@@ -117,6 +117,8 @@ pub enum ClusterView {
     },
     Simulator(Box<SimulatorView>),
     Kubernetes(Box<KubernetesView>),
+    /// `--backend slurm` (observe-only: no controller).
+    Slurm(Box<crate::serve::slurm::SlurmView>),
 }
 
 /// `GET /v1/cluster`.
@@ -128,6 +130,9 @@ pub enum ClusterView {
     responses((status = 200, description = "the cluster now", body = ClusterView))
 )]
 pub async fn cluster(State(state): State<AppState>) -> Json<ClusterView> {
+    if state.config.backend == crate::serve::config::Backend::Slurm {
+        return Json(ClusterView::Slurm(Box::new(state.ext.slurm.view())));
+    }
     let live = &state.ext.live;
     let controller = switches(live, state.config.backend);
     let guard = live.running.lock().await;

@@ -111,6 +111,23 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
     );
     let (st, v) = call(&state, "GET", "/v1/jobs/nope", None, false).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    // the same ETA in GET /v1/eta, without a scheduler estimate outside Slurm
+    let (st, e) = call(&state, "GET", "/v1/eta?job=new-job", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{e}");
+    assert_eq!(e["backend"], "sim");
+    let listed = e["jobs"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{e}");
+    assert_eq!(listed[0]["job_id"], "new-job");
+    assert_eq!(listed[0]["start"].as_f64(), Some(start), "{e}");
+    assert_eq!(listed[0]["end"].as_f64(), Some(finish), "{e}");
+    assert!(listed[0]["start_upper"].as_f64() >= Some(start), "{e}");
+    assert!(listed[0]["scheduler_start"].is_null(), "{e}");
+    // the Philly profile has no user: a user filter matches nothing (the Slurm test filters by one)
+    let (_, e) = call(&state, "GET", "/v1/eta?user=nobody-here", None, false).await;
+    assert_eq!(e["jobs"].as_array().map(Vec::len), Some(0), "{e}");
+    let (st, e) = call(&state, "GET", "/v1/eta?jobs=new-job", None, false).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert_eq!(e["error"]["field"], "query", "{e}");
 
     // DAG makespan: a diamond; the critical path goes through the longer branch
     let dag = json!({ "stages": [

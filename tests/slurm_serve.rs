@@ -1,0 +1,352 @@
+//! `augur serve --backend slurm` on a real Slurm: starts the single-node test cluster
+//! (`scripts/slurm-test-cluster.sh`, Debian's `slurmctld slurmd slurm-client munge slurmdbd
+//! mariadb-server`, which `.ci/run` installs; runs as root), runs the real binary polling it
+//! every second, submits `sbatch --wrap` jobs (two pending behind one that holds both CPUs,
+//! one cancelled while pending, one failing with `exit 1`) and checks that every job's submit,
+//! start and finish reach the store with the right status, that predictions are answered for
+//! them, that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
+//! that a restart on the same data folder adds no event for jobs already recorded. Skipped,
+//! saying why, only when the Slurm tools are not installed. About 75 seconds.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{augur, free_addr, get_json, http, json_of, wait_until, Server};
+use serde_json::Value;
+
+const TOOLS: [&str; 8] = [
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "munged",
+    "mariadbd",
+    "sbatch",
+    "squeue",
+    "sacct",
+];
+
+/// A running test cluster, stopped (by its pid files) when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl Cluster {
+    /// The cluster, or `None` (with the reason printed) when a Slurm tool is missing.
+    fn start() -> Option<Cluster> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-test-cluster.sh");
+        for tool in TOOLS {
+            let found = Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("PATH=\"$PATH:/usr/sbin:/sbin\"; command -v {tool}"),
+                ])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !found {
+                eprintln!("skipped: `{tool}` is not installed (apt-get install -y slurmctld slurmd slurm-client munge slurmdbd mariadb-server)");
+                return None;
+            }
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("augur-slurm-serve-")
+            .tempdir_in("/tmp")
+            .expect("temporary folder");
+        let cluster = Cluster { dir, script };
+        let out = Command::new("bash")
+            .arg(&cluster.script)
+            .arg("start")
+            .arg(cluster.dir.path())
+            .output()
+            .expect("run slurm-test-cluster.sh");
+        assert!(
+            out.status.success(),
+            "slurm-test-cluster.sh start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(cluster)
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("etc/slurm.conf")
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", self.conf())
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn sbatch(&self, args: &[&str]) -> String {
+        let mut all = vec!["--parsable"];
+        all.extend_from_slice(args);
+        let id = self.run("sbatch", &all);
+        id.trim().split(';').next().unwrap_or("").to_string()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// The store's job events by Slurm job id: (store id, kinds in order, the finish status).
+fn slurm_jobs(addr: std::net::SocketAddr) -> HashMap<String, (String, Vec<String>, Value)> {
+    let events = get_json(addr, "/v1/events?after=0&limit=10000");
+    let mut out: HashMap<String, (String, Vec<String>, Value)> = HashMap::new();
+    for e in events["events"].as_array().expect("events") {
+        let e = if e.get("event").is_some() {
+            &e["event"]
+        } else {
+            e
+        };
+        let Some(id) = e["job_id"].as_str() else {
+            continue;
+        };
+        let slurm = id
+            .strip_prefix("augurtest/")
+            .and_then(|r| r.split_once('@'))
+            .map(|(s, _)| s.to_string())
+            .unwrap_or_else(|| panic!("job id `{id}` is not augurtest/<id>@<submit>"));
+        let entry = out
+            .entry(slurm)
+            .or_insert_with(|| (id.to_string(), Vec::new(), Value::Null));
+        entry
+            .1
+            .push(e["type"].as_str().unwrap_or_default().to_string());
+        if e["type"] == "job_finished" {
+            entry.2 = e["status"].clone();
+        }
+    }
+    out
+}
+
+/// `augur serve --backend slurm` on `addr` over `data`, polling every second.
+fn start_server(cluster: &Cluster, addr: std::net::SocketAddr, data: &Path) -> Server {
+    Server {
+        child: augur()
+            .args(["serve", "--backend", "slurm", "--insecure"])
+            .args(["--addr", &addr.to_string(), "--data-dir"])
+            .arg(data)
+            .args(["--slurm-poll-seconds", "1", "--trees", "10"])
+            // Mira has queue waits (the queue-wait model behind the predicted starts)
+            .args(["--bootstrap", "mira", "--bootstrap-limit", "3000"])
+            .env("SLURM_CONF", cluster.conf())
+            .env("AUGUR_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start augur serve"),
+        addr,
+        data: None,
+    }
+}
+
+fn eta_json(addr: std::net::SocketAddr) -> Value {
+    let out = augur()
+        .args(["eta", "--json", "--url", &format!("http://{addr}")])
+        .output()
+        .expect("run augur eta");
+    assert!(
+        out.status.success(),
+        "augur eta: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(&String::from_utf8_lossy(&out.stdout))
+}
+
+#[test]
+fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
+    let began = Instant::now();
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let addr = free_addr();
+    let data = tempfile::tempdir().unwrap();
+    let server = start_server(&cluster, addr, &data.path().join("augur"));
+    // predictions are made at submit: submit once the models are served
+    wait_until(Duration::from_secs(120), "/readyz", || {
+        http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
+    });
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("augur/identity.json")).unwrap())
+            .unwrap();
+    assert_eq!(identity["backend"], "slurm");
+    assert_eq!(identity["cluster"], "augurtest");
+
+    // `hold` takes both CPUs; the others wait behind it
+    let hold = cluster.sbatch(&["-J", "hold", "-n", "2", "-t", "2", "--wrap", "sleep 45"]);
+    let gpu = cluster.sbatch(&[
+        "-J",
+        "wait-gpu",
+        "-n",
+        "1",
+        "-t",
+        "1",
+        "--gres=gpu:tesla:1",
+        "--wrap",
+        "sleep 2",
+    ]);
+    let both = cluster.sbatch(&["-J", "wait-both", "-n", "2", "-t", "1", "--wrap", "sleep 2"]);
+    let fail = cluster.sbatch(&["-J", "fails", "-n", "1", "-t", "1", "--wrap", "exit 1"]);
+    let cancel = cluster.sbatch(&[
+        "-J",
+        "cancelled",
+        "-n",
+        "2",
+        "-t",
+        "1",
+        "--wrap",
+        "sleep 30",
+    ]);
+
+    // the pending jobs reach the store, with Augur's and (after a backfill pass) Slurm's estimates
+    let mut eta = Value::Null;
+    wait_until(
+        Duration::from_secs(60),
+        "eta with Slurm's estimates",
+        || {
+            eta = eta_json(addr);
+            let jobs = eta["jobs"].as_array().cloned().unwrap_or_default();
+            let with_both = |id: &str| {
+                jobs.iter().any(|j| {
+                    j["slurm_job_id"] == id
+                        && j["start"].is_number()
+                        && j["scheduler_start"].is_number()
+                })
+            };
+            with_both(&gpu) && with_both(&both)
+        },
+    );
+    assert_eq!(eta["backend"], "slurm");
+    for j in eta["jobs"].as_array().unwrap() {
+        assert_ne!(
+            j["slurm_job_id"],
+            hold.as_str(),
+            "a running job is not queued: {eta}"
+        );
+        if j["start"].is_number() && j["end"].is_number() {
+            assert!(j["end"].as_f64() >= j["start"].as_f64(), "{j}");
+            assert!(j["start_upper"].as_f64() >= j["start"].as_f64(), "{j}");
+        }
+    }
+    // one job, and one user's jobs, by filter
+    let one = augur()
+        .args(["eta", "--json", "--url", &format!("http://{addr}"), &gpu])
+        .output()
+        .unwrap();
+    let one = json_of(&String::from_utf8_lossy(&one.stdout));
+    assert_eq!(one["jobs"].as_array().map(Vec::len), Some(1), "{one}");
+    let text = augur()
+        .args(["eta", "--url", &format!("http://{addr}"), "--user", "root"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Slurm's estimate") && text.contains(&both),
+        "{text}"
+    );
+
+    cluster.run("scancel", &[&cancel]);
+
+    // every job's story reaches the store, with the right status
+    let want: [(&str, &[&str], &str); 5] = [
+        (
+            &hold,
+            &["job_submitted", "job_started", "job_finished"],
+            "completed",
+        ),
+        (
+            &gpu,
+            &["job_submitted", "job_started", "job_finished"],
+            "completed",
+        ),
+        (
+            &both,
+            &["job_submitted", "job_started", "job_finished"],
+            "completed",
+        ),
+        (
+            &fail,
+            &["job_submitted", "job_started", "job_finished"],
+            "failed",
+        ),
+        (&cancel, &["job_submitted", "job_finished"], "killed"),
+    ];
+    let mut jobs = HashMap::new();
+    wait_until(
+        Duration::from_secs(120),
+        "every job finished in the store",
+        || {
+            jobs = slurm_jobs(addr);
+            want.iter().all(|(id, _, _)| {
+                jobs.get(*id)
+                    .is_some_and(|(_, kinds, _)| kinds.iter().any(|k| k == "job_finished"))
+            })
+        },
+    );
+    for (id, kinds, status) in want {
+        let (store_id, got, got_status) = &jobs[id];
+        assert_eq!(got, kinds, "job {id} ({store_id})");
+        assert_eq!(got_status, status, "job {id} ({store_id})");
+    }
+
+    // predictions for an ingested Slurm job, and what the service knows about it
+    let (store_id, _, _) = &jobs[&gpu];
+    let body = format!(r#"{{"job":{{"job_id":"{store_id}"}}}}"#);
+    let (status, answer) = http(addr, "POST", "/v1/predict/runtime", Some(&body), None).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert!(json_of(&answer)["prediction"]["seconds"].as_f64() > Some(0.0));
+    let path = format!(
+        "/v1/jobs/{}",
+        store_id.replace('/', "%2F").replace('@', "%40")
+    );
+    let job = get_json(addr, &path);
+    assert_eq!(job["job"]["profile"]["num_gpus"], 1.0, "{job}");
+    assert_eq!(job["job"]["profile"]["job_name"], "wait-gpu", "{job}");
+    assert!(job["job"]["queue_wait_at_submit"].is_object(), "{job}");
+
+    // a restart picks up where it was: the jobs sacct still lists add nothing
+    drop(server);
+    let server = start_server(&cluster, addr, &data.path().join("augur"));
+    wait_until(Duration::from_secs(60), "a poll after the restart", || {
+        http(addr, "GET", "/v1/cluster", None, None)
+            .is_ok_and(|(s, b)| s == 200 && json_of(&b)["last_poll"].is_number())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let again = slurm_jobs(addr);
+    for (id, kinds, _) in want {
+        assert_eq!(again[id].1, kinds, "job {id} after the restart");
+    }
+
+    // the backend is up, with the cluster's capacity
+    let c = get_json(addr, "/v1/cluster");
+    assert_eq!(c["backend"], "slurm", "{c}");
+    assert_eq!(c["up"], true, "{c}");
+    assert_eq!(c["total_gpus"], 2.0, "{c}");
+    assert!(
+        began.elapsed() < Duration::from_secs(170),
+        "took {:?}",
+        began.elapsed()
+    );
+    drop(server);
+}
