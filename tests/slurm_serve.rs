@@ -187,6 +187,14 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     wait_until(Duration::from_secs(120), "/readyz", || {
         http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
     });
+    // readiness includes the Slurm backend's own poll state
+    let ready = get_json(addr, "/readyz");
+    let slurm_check = ready["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "backend:slurm"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no backend:slurm check in {ready}"));
+    assert_eq!(slurm_check["ok"], true, "{ready}");
     let identity: Value =
         serde_json::from_slice(&std::fs::read(data.path().join("augur/identity.json")).unwrap())
             .unwrap();

@@ -432,7 +432,7 @@ impl Metrics {
     responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
 )]
 pub async fn scrape(State(state): State<AppState>) -> Response {
-    if let Some(h) = state.ext.live.health(state.config.backend) {
+    if let Some(h) = state.ext.backend_health(state.config.backend) {
         state.ext.metrics.set_backend(&h);
     }
     match state.ext.metrics.encode() {

@@ -114,6 +114,28 @@ impl Extensions {
     }
 }
 
+impl Extensions {
+    /// The health of the cluster `backend` (none without a cluster): the Slurm backend's own
+    /// poll state, else the live loop's status.
+    pub fn backend_health(&self, backend: config::Backend) -> Option<live::health::BackendHealth> {
+        if backend != config::Backend::Slurm {
+            return self.live.health(backend);
+        }
+        let view = self.slurm.view();
+        let up = self.slurm.healthy();
+        let detail = match (&view.last_error, up) {
+            (Some(e), _) => format!("failing: {e}"),
+            (None, true) => "running".to_string(),
+            (None, false) => "starting".to_string(),
+        };
+        Some(live::health::BackendHealth {
+            backend: backend.name(),
+            up,
+            detail,
+        })
+    }
+}
+
 /// The state of a retrain (`GET /v1/models/retrain`).
 #[derive(Debug, Clone, Default, serde::Serialize, utoipa::ToSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
