@@ -73,7 +73,7 @@ fn ingest_long_curve(addr: SocketAddr, id: &str) {
     let runs = augur_predictor::convergence::load_bundled_mlperf().unwrap();
     let run = runs.iter().rev().find(|r| r.points.len() >= 6).unwrap();
     let half = &run.points[..run.points.len() / 2];
-    let t0 = 5.0e8;
+    let t0 = 1.7e9;
     let end = half.last().unwrap().wall_time_s;
     let points: Vec<_> = (0..1000)
         .map(|i| {
@@ -149,7 +149,7 @@ fn prediction_batches_do_not_stall_health_or_ingest() {
         assert_eq!(st, 200);
         if i == 50 {
             let t = Instant::now();
-            let ev = json!({ "type": "job_started", "job_id": "other", "at": 5.0e8 });
+            let ev = json!({ "type": "job_started", "job_id": "other", "at": 1.7e9 });
             let (st, body) = post(addr, "/v1/events", &ev);
             ingest_s = t.elapsed().as_secs_f64();
             assert_eq!(st, 200, "{body}");
@@ -386,7 +386,7 @@ fn the_log_redacts_query_tokens_and_warns_of_a_readable_token_file() {
     let (st, _) = http(addr, "GET", "/healthz?token=hunter2-secret&x=1", None, None).unwrap();
     assert_eq!(st, 200);
     // a lower-case scheme is accepted
-    let ev = json!({ "type": "job_started", "job_id": "x", "at": 1.0 }).to_string();
+    let ev = json!({ "type": "job_submitted", "job_id": "x", "at": 1.7e9, "profile": { "num_gpus": 1 } }).to_string();
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     use std::io::{Read, Write};
     write!(

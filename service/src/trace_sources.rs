@@ -68,8 +68,9 @@ pub fn load_sources(
         .collect()
 }
 
-/// `path` itself, or the trace files under the folder `path` (sorted).
-fn trace_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// `path` itself, or the trace files under the folder `path` (sorted; READMEs, licences,
+/// notes and hidden files skipped).
+pub fn trace_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }

@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cli::InspectArgs;
+use crate::trace_sources::trace_files;
 use crate::report::text::{bar, duration, instant, thousands};
 
 /// One inspected file, as printed with `--json`.
@@ -105,10 +106,7 @@ fn input_files(args: &InspectArgs) -> anyhow::Result<Vec<(PathBuf, Option<TraceF
     let mut out = Vec::new();
     for p in &args.paths {
         if p.is_dir() {
-            let mut found = Vec::new();
-            walk(p, &mut found).with_context(|| format!("listing {}", p.display()))?;
-            found.sort();
-            out.extend(found.into_iter().map(|f| (f, None)));
+            out.extend(trace_files(p)?.into_iter().map(|f| (f, None)));
         } else if p.exists() {
             out.push((p.clone(), None));
         } else {
@@ -116,30 +114,6 @@ fn input_files(args: &InspectArgs) -> anyhow::Result<Vec<(PathBuf, Option<TraceF
         }
     }
     Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
-            continue;
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
-        let skip = name.starts_with("source")
-            || name.starts_with("license")
-            || name.starts_with("readme")
-            || name.ends_with(".md")
-            || name.ends_with(".txt")
-            || name.starts_with('.');
-        if !skip {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 fn inspect_file(path: &Path, format: Option<TraceFormat>, opts: &ReadOptions) -> Inspection {
