@@ -31,6 +31,7 @@
 //!   `namespace/name`, GPUs and outcome), not
 //!   [`LiveBackend::drain_events`](crate::live::LiveBackend::drain_events).
 
+mod annotate;
 mod api;
 mod backend;
 mod clock;

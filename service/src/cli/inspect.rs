@@ -12,8 +12,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::cli::InspectArgs;
-use crate::trace_sources::trace_files;
 use crate::report::text::{bar, duration, instant, thousands};
+use crate::trace_sources::trace_files;
 
 /// One inspected file, as printed with `--json`.
 #[derive(Debug, Serialize)]

@@ -125,6 +125,45 @@ fn register_build_info(r: &mut Registry) {
     .set(1);
 }
 
+/// The gauges of the cluster the controller acts on.
+struct ClusterGauges {
+    utilisation: F64Gauge,
+    queue_length: Gauge,
+    queued_gpus: Gauge,
+    running_jobs: Gauge,
+}
+
+impl ClusterGauges {
+    fn register(r: &mut Registry) -> ClusterGauges {
+        ClusterGauges {
+            utilisation: registered(
+                r,
+                "cluster_utilisation",
+                "Allocated share of the healthy GPUs of the cluster the controller acts on",
+                F64Gauge::default(),
+            ),
+            queue_length: registered(
+                r,
+                "cluster_queue_length",
+                "Jobs waiting in the queue",
+                Gauge::default(),
+            ),
+            queued_gpus: registered(
+                r,
+                "cluster_queued_gpus",
+                "GPUs the queued jobs ask for",
+                Gauge::default(),
+            ),
+            running_jobs: registered(
+                r,
+                "cluster_running_jobs",
+                "Jobs holding GPUs",
+                Gauge::default(),
+            ),
+        }
+    }
+}
+
 /// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
 #[derive(Debug, Default)]
 struct Rolling {
@@ -165,10 +204,7 @@ pub struct Metrics {
     retrains: Family<RetrainLabels, Counter>,
     retrain_duration: Histogram,
     model_load_failures: Family<KindLabels, Counter>,
-    utilisation: F64Gauge,
-    queue_length: Gauge,
-    queued_gpus: Gauge,
-    running_jobs: Gauge,
+    cluster: ClusterGauges,
     live_tick: Histogram,
     backend_up: Family<BackendLabels, Gauge>,
     rolling: Mutex<HashMap<String, Rolling>>,
@@ -254,30 +290,7 @@ impl Metrics {
                 "Saved model versions that could not be loaded when choosing the served version, by kind (the previous good version is served instead)",
                 Family::<KindLabels, Counter>::default(),
             ),
-            utilisation: registered(
-                r,
-                "cluster_utilisation",
-                "Allocated share of the healthy GPUs of the cluster the controller acts on",
-                F64Gauge::default(),
-            ),
-            queue_length: registered(
-                r,
-                "cluster_queue_length",
-                "Jobs waiting in the queue",
-                Gauge::default(),
-            ),
-            queued_gpus: registered(
-                r,
-                "cluster_queued_gpus",
-                "GPUs the queued jobs ask for",
-                Gauge::default(),
-            ),
-            running_jobs: registered(
-                r,
-                "cluster_running_jobs",
-                "Jobs holding GPUs",
-                Gauge::default(),
-            ),
+            cluster: ClusterGauges::register(r),
             live_tick: registered(
                 r,
                 "live_tick_duration_seconds",
@@ -391,10 +404,10 @@ impl Metrics {
 
     /// The cluster now.
     pub fn set_cluster(&self, utilisation: f64, queued: u32, queued_gpus: u32, running: u32) {
-        self.utilisation.set(utilisation);
-        self.queue_length.set(i64::from(queued));
-        self.queued_gpus.set(i64::from(queued_gpus));
-        self.running_jobs.set(i64::from(running));
+        self.cluster.utilisation.set(utilisation);
+        self.cluster.queue_length.set(i64::from(queued));
+        self.cluster.queued_gpus.set(i64::from(queued_gpus));
+        self.cluster.running_jobs.set(i64::from(running));
     }
 
     /// The backend's health: `augur_backend_up`, and no utilisation figure (NaN) while it
@@ -406,7 +419,7 @@ impl Metrics {
             })
             .set(i64::from(health.up));
         if !health.up {
-            self.utilisation.set(f64::NAN);
+            self.cluster.utilisation.set(f64::NAN);
         }
     }
 
