@@ -3,7 +3,7 @@
 //! rather than fed to the predictors.
 
 use super::error::ApiError;
-use super::events::JobProfile;
+use super::profile::JobProfile;
 
 /// Most GPUs one job may ask for.
 pub const MAX_GPUS: f64 = 100_000.0;

@@ -4,50 +4,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use augur_datasets::{JobRecord, JobStatus};
+use augur_datasets::JobStatus;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::bounds;
 use super::error::{field_and_message, ApiError, FIELD_MARK};
 use super::event_time::{optional_time, time};
+pub use super::profile::JobProfile;
 
 /// Longest accepted string (ids, names).
 pub const MAX_STRING: usize = 256;
 /// Most stages in one DAG, metric points in one event, nodes in one snapshot.
 pub const MAX_ITEMS: usize = 10_000;
-
-/// What is known about a job when it is submitted (every field optional; the more there
-/// is, the better the predictions).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobProfile {
-    /// GPUs requested (fractional where GPUs are shared).
-    #[schema(minimum = 0, maximum = 1e12)]
-    pub num_gpus: Option<f64>,
-    #[schema(minimum = 0, maximum = 1e12)]
-    pub num_nodes: Option<f64>,
-    #[schema(max_length = 256)]
-    pub gpu_type: Option<String>,
-    #[schema(minimum = 0, maximum = 1e12)]
-    pub cpus: Option<f64>,
-    #[schema(minimum = 0, maximum = 1e12)]
-    pub memory_mib: Option<f64>,
-    /// Requested wall-time limit, seconds.
-    #[schema(minimum = 0, maximum = 1e12)]
-    pub requested_time: Option<f64>,
-    #[schema(max_length = 256)]
-    pub user: Option<String>,
-    /// Virtual cluster / group / account.
-    #[schema(max_length = 256)]
-    pub group: Option<String>,
-    #[schema(max_length = 256)]
-    pub job_name: Option<String>,
-    #[schema(max_length = 256)]
-    pub cluster: Option<String>,
-    #[schema(max_length = 256)]
-    pub queue: Option<String>,
-}
 
 /// One stage of a DAG-structured job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -497,44 +466,6 @@ impl JobProfile {
             }
         }
         Ok(())
-    }
-
-    /// The job as a trace record submitted at `submit` (what the feature code reads).
-    pub fn to_record(&self, job_id: &str, submit: f64) -> JobRecord {
-        JobRecord {
-            job_id: job_id.to_string(),
-            submit_time: submit,
-            num_gpus: self.num_gpus,
-            num_nodes: self.num_nodes,
-            gpu_type: self.gpu_type.clone(),
-            cpus: self.cpus,
-            memory_mib: self.memory_mib,
-            requested_time: self.requested_time,
-            user: self.user.clone(),
-            group: self.group.clone(),
-            job_name: self.job_name.clone(),
-            cluster: self.cluster.clone(),
-            queue: self.queue.clone(),
-            source: "ingest".to_string(),
-            ..Default::default()
-        }
-    }
-
-    /// The profile of a trace record (the inverse of [`JobProfile::to_record`]).
-    pub fn of_record(job: &JobRecord) -> JobProfile {
-        JobProfile {
-            num_gpus: job.num_gpus,
-            num_nodes: job.num_nodes,
-            gpu_type: job.gpu_type.clone(),
-            cpus: job.cpus,
-            memory_mib: job.memory_mib,
-            requested_time: job.requested_time,
-            user: job.user.clone(),
-            group: job.group.clone(),
-            job_name: job.job_name.clone(),
-            cluster: job.cluster.clone(),
-            queue: job.queue.clone(),
-        }
     }
 }
 

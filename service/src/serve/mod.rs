@@ -29,6 +29,7 @@ pub mod model_gate;
 pub mod online;
 pub mod openapi;
 pub mod process_metrics;
+pub mod profile;
 pub mod retrain;
 pub mod routes;
 mod run;
