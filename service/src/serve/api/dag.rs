@@ -2,7 +2,6 @@
 //! run times (each stage's `estimate_seconds`, else the runtime model's prediction).
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
@@ -10,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::predict::{
-    answer, check_cost, predict_error, request_jobs, resolve, PredictRequest, Predictions,
+    predict_error, predict_in_pool, resolve, PredictJob, PredictRequest, Predictions,
 };
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile};
@@ -101,69 +100,52 @@ pub async fn predict_dag(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Predictions<MakespanAnswer>>, ApiError> {
-    let started = Instant::now();
-    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let cost = jobs
-        .iter()
-        .map(|(_, j)| 1 + j.dag.as_ref().map_or(0, |d| d.stages.len()))
-        .sum();
-    check_cost(&state, cost)?;
-    let work = state.clone();
-    let (version, preds) = state
-        .ext
-        .predictions
-        .run(move || {
-            let version = work
-                .online()
-                .models
-                .runtime
-                .as_ref()
-                .map(|s| s.meta.version);
-            let mut preds = Vec::with_capacity(jobs.len());
-            // the shared lock per job: the store's writer never waits for a whole batch
-            for (path, j) in &jobs {
-                let o = work.online();
-                let r = resolve(&o, path, j)?;
-                let Some(dag) = &r.dag else {
-                    return Err(ApiError::invalid(
-                    format!("{path}.dag"),
-                    "give the DAG's stages (or the job_id of an ingested job submitted with one)",
-                ));
-                };
-                let order = dag.topological_order().ok_or_else(|| {
-                    ApiError::invalid(
-                        format!("{path}.dag.stages"),
-                        "the dependencies form a cycle",
-                    )
-                })?;
-                let (stages, used_model) = stage_times(&o, &r.id, &r.profile, r.at, dag)?;
-                let mid: Vec<f64> = stages.iter().map(|s| s.seconds).collect();
-                let lo: Vec<f64> = stages.iter().map(|s| s.lower).collect();
-                let hi: Vec<f64> = stages.iter().map(|s| s.upper).collect();
-                let (seconds, cp) = critical_path(dag, &order, &mid);
-                let (lower, _) = critical_path(dag, &order, &lo);
-                let (upper, _) = critical_path(dag, &order, &hi);
-                preds.push(MakespanAnswer {
-                    model_version: if used_model { version } else { None },
-                    seconds,
-                    lower,
-                    upper,
-                    interval: "stagewise",
-                    critical_path: cp.into_iter().map(|i| dag.stages[i].id.clone()).collect(),
-                    stages,
-                });
-            }
-            Ok((version, preds))
-        })
-        .await?;
-    Ok(answer(
-        &state,
-        "dag_makespan",
-        single,
-        version,
-        preds,
-        started,
-    ))
+    let cost = |jobs: &[(String, PredictJob)]| {
+        jobs.iter()
+            .map(|(_, j)| 1 + j.dag.as_ref().map_or(0, |d| d.stages.len()))
+            .sum()
+    };
+    let version = |o: &Online| o.models.runtime.as_ref().map(|s| s.meta.version);
+    predict_in_pool(&state, "dag_makespan", req, cost, version, makespan).await
+}
+
+/// The makespan of the job at `path`: the critical path over its stages' run times
+/// (`version`: the runtime model's, named when a stage used it).
+fn makespan(
+    o: &Online,
+    path: &str,
+    j: &PredictJob,
+    version: Option<u32>,
+) -> Result<MakespanAnswer, ApiError> {
+    let r = resolve(o, path, j)?;
+    let Some(dag) = &r.dag else {
+        return Err(ApiError::invalid(
+            format!("{path}.dag"),
+            "give the DAG's stages (or the job_id of an ingested job submitted with one)",
+        ));
+    };
+    let order = dag.topological_order().ok_or_else(|| {
+        ApiError::invalid(
+            format!("{path}.dag.stages"),
+            "the dependencies form a cycle",
+        )
+    })?;
+    let (stages, used_model) = stage_times(o, &r.id, &r.profile, r.at, dag)?;
+    let mid: Vec<f64> = stages.iter().map(|s| s.seconds).collect();
+    let lo: Vec<f64> = stages.iter().map(|s| s.lower).collect();
+    let hi: Vec<f64> = stages.iter().map(|s| s.upper).collect();
+    let (seconds, cp) = critical_path(dag, &order, &mid);
+    let (lower, _) = critical_path(dag, &order, &lo);
+    let (upper, _) = critical_path(dag, &order, &hi);
+    Ok(MakespanAnswer {
+        model_version: if used_model { version } else { None },
+        seconds,
+        lower,
+        upper,
+        interval: "stagewise",
+        critical_path: cp.into_iter().map(|i| dag.stages[i].id.clone()).collect(),
+        stages,
+    })
 }
 
 /// Each stage's run time: its `estimate_seconds`, else the runtime model's prediction for

@@ -216,9 +216,43 @@ pub(super) fn check_cost(state: &AppState, cost: usize) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// A predict request's jobs answered in the prediction pool, after the cost check (`cost`
+/// of the request's jobs): `version` names the served model, `one` answers the job at a
+/// path (given that version) under the shared lock, taken per job so the store's writer
+/// waits for one prediction at most, never for a whole batch.
+pub(super) async fn predict_in_pool<T, F>(
+    state: &AppState,
+    kind: &'static str,
+    req: PredictRequest,
+    cost: impl FnOnce(&[(String, PredictJob)]) -> usize,
+    version: fn(&Online) -> Option<u32>,
+    one: F,
+) -> Result<Json<Predictions<T>>, ApiError>
+where
+    T: Serialize + Send + 'static,
+    F: Fn(&Online, &str, &PredictJob, Option<u32>) -> Result<T, ApiError> + Send + 'static,
+{
+    let started = Instant::now();
+    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
+    check_cost(state, cost(&jobs))?;
+    let work = state.clone();
+    let (version, preds) = state
+        .ext
+        .predictions
+        .run(move || {
+            let version = version(&work.online());
+            let preds = jobs
+                .iter()
+                .map(|(path, j)| one(&work.online(), path, j, version))
+                .collect::<Result<Vec<T>, ApiError>>()?;
+            Ok((version, preds))
+        })
+        .await?;
+    Ok(answer(state, kind, single, version, preds, started))
+}
+
 /// Answers a predict request whose jobs each resolve to a profile (an ingested job, or the
-/// profile given): `version` names the served model, `predict` answers one job. The work
-/// runs in the prediction pool.
+/// profile given): `version` names the served model, `predict` answers one job.
 async fn predict_profiles<T: Serialize + Send + 'static>(
     state: AppState,
     req: PredictRequest,
@@ -226,34 +260,24 @@ async fn predict_profiles<T: Serialize + Send + 'static>(
     version: fn(&Online) -> Option<u32>,
     predict: fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
 ) -> Result<Json<Predictions<T>>, ApiError> {
-    let started = Instant::now();
-    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    check_cost(&state, jobs.len())?;
-    let work = state.clone();
-    let (version, preds) = state
-        .ext
-        .predictions
-        .run(move || {
-            let version = version(&work.online());
-            let mut preds = Vec::with_capacity(jobs.len());
-            // the shared lock is taken per job: the store's writer waits for one
-            // prediction at most, never for a whole batch
-            for (path, j) in &jobs {
-                let o = work.online();
-                let r = resolve(&o, path, j)?;
-                bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
-                let answer = predict(&o, &r.id, &r.profile, r.at).map_err(|e| match e {
-                    PredictError::CannotFit { field, reason } => {
-                        ApiError::invalid(format!("{path}.profile.{field}"), reason)
-                    }
-                    e => predict_error(e),
-                })?;
-                preds.push(answer);
-            }
-            Ok((version, preds))
-        })
-        .await?;
-    Ok(answer(&state, kind, single, version, preds, started))
+    predict_in_pool(
+        &state,
+        kind,
+        req,
+        <[_]>::len,
+        version,
+        move |o, path, j, _| {
+            let r = resolve(o, path, j)?;
+            bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
+            predict(o, &r.id, &r.profile, r.at).map_err(|e| match e {
+                PredictError::CannotFit { field, reason } => {
+                    ApiError::invalid(format!("{path}.profile.{field}"), reason)
+                }
+                e => predict_error(e),
+            })
+        },
+    )
+    .await
 }
 
 /// `POST /v1/predict/runtime`.
@@ -352,9 +376,7 @@ pub async fn predict_convergence(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
 ) -> Result<Json<Predictions<ConvergenceAnswer>>, ApiError> {
-    let started = Instant::now();
-    let (single, jobs) = request_jobs(req, state.config.max_batch)?;
-    let cost = {
+    let cost = |jobs: &[(String, PredictJob)]| {
         let o = state.online();
         jobs.iter()
             .map(|(_, j)| {
@@ -363,42 +385,25 @@ pub async fn predict_convergence(
             })
             .sum()
     };
-    check_cost(&state, cost)?;
-    let work = state.clone();
-    let (version, preds) = state
-        .ext
-        .predictions
-        .run(move || {
-            let version = work
-                .online()
-                .models
-                .convergence
-                .as_ref()
-                .map(|s| s.meta.version);
-            let mut preds = Vec::with_capacity(jobs.len());
-            // the shared lock per job, as in `predict_profiles`
-            for (path, j) in &jobs {
-                let Some(id) = &j.job_id else {
-                    return Err(ApiError::invalid(
-                        format!("{path}.job_id"),
-                        "convergence needs the job_id of an ingested job with metric points",
-                    ));
-                };
-                let p = work.online().predict_convergence(id).map_err(|e| match e {
-                    ConvergenceFailure::Predict(e) => predict_error(e),
-                    ConvergenceFailure::Input(m) => ApiError::invalid(format!("{path}.job_id"), m),
-                })?;
-                preds.push(p);
-            }
-            Ok((version, preds))
-        })
-        .await?;
-    Ok(answer(
+    let version = |o: &Online| o.models.convergence.as_ref().map(|s| s.meta.version);
+    predict_in_pool(
         &state,
         "convergence",
-        single,
+        req,
+        cost,
         version,
-        preds,
-        started,
-    ))
+        |o, path, j, _| {
+            let Some(id) = &j.job_id else {
+                return Err(ApiError::invalid(
+                    format!("{path}.job_id"),
+                    "convergence needs the job_id of an ingested job with metric points",
+                ));
+            };
+            o.predict_convergence(id).map_err(|e| match e {
+                ConvergenceFailure::Predict(e) => predict_error(e),
+                ConvergenceFailure::Input(m) => ApiError::invalid(format!("{path}.job_id"), m),
+            })
+        },
+    )
+    .await
 }
