@@ -3,17 +3,22 @@
 //! types' `#[derive(ToSchema)]` (schemas are collected from the paths). [`ApiDoc`] lists every
 //! handler of the route table ([`super::routes`]); a test checks that each routed path is
 //! documented with its method and token requirement, and that each documented path is
-//! routed.
+//! routed. The token requirement follows the running service's configuration: with
+//! `auth_reads` the reads that name users and jobs ([`super::routes::SENSITIVE_READS`]) carry
+//! it too.
 
+use axum::extract::State;
 use axum::Json;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{
+    HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ComponentsBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::api::{dag, eta, ingest, jobs, models, predict};
 use super::error::ErrorBody;
-use super::{api, live, metrics, status};
+use super::{api, live, metrics, routes, status, AppState};
 
 /// The generated document (see the module docs).
 #[derive(OpenApi)]
@@ -69,9 +74,18 @@ use super::{api, live, metrics, status};
 )]
 pub struct ApiDoc;
 
-/// The document.
-pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+/// The document of a service whose reads that name users and jobs need the token when
+/// `auth_reads` is on.
+pub fn document(auth_reads: bool) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    if auth_reads {
+        for path in routes::SENSITIVE_READS {
+            if let Some(op) = doc.paths.paths.get_mut(*path).and_then(|p| p.get.as_mut()) {
+                op.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+            }
+        }
+    }
+    doc
 }
 
 /// `GET /openapi.json`.
@@ -82,8 +96,8 @@ pub fn document() -> utoipa::openapi::OpenApi {
     summary = "This document",
     responses((status = 200, description = "OpenAPI 3.1", content_type = "application/json"))
 )]
-pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
-    Json(document())
+pub async fn serve(State(state): State<AppState>) -> Json<utoipa::openapi::OpenApi> {
+    Json(document(state.config.auth_reads))
 }
 
 /// Name of the bearer-token security scheme the mutating operations require.

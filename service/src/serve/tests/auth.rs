@@ -68,3 +68,31 @@ async fn auth_reads_guards_the_reads_that_name_users_and_jobs() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// Whether `/openapi.json` of `state` says `GET path` needs the bearer token.
+async fn documented_with_token(state: &AppState, path: &str) -> bool {
+    let req = Request::builder()
+        .method("GET")
+        .uri("/openapi.json")
+        .body(Body::empty())
+        .unwrap();
+    let (st, doc) = raw(state, req).await;
+    assert_eq!(st, StatusCode::OK);
+    let security = &doc["paths"][path]["get"]["security"];
+    security
+        .as_array()
+        .is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some()))
+}
+
+#[tokio::test]
+async fn the_openapi_document_marks_the_guarded_reads_only_when_auth_reads_is_on() {
+    let (guarded, _dir) = service_with(true);
+    let (open, _dir2) = service_with(false);
+    for path in ["/v1/events", "/v1/jobs/{id}", "/v1/predictions/recent"] {
+        assert!(documented_with_token(&guarded, path).await, "{path}");
+        assert!(!documented_with_token(&open, path).await, "{path}");
+    }
+    // reads that name nobody stay open either way
+    assert!(!documented_with_token(&guarded, "/v1/models").await);
+    assert!(!documented_with_token(&guarded, "/healthz").await);
+}
