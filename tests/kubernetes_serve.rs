@@ -493,12 +493,60 @@ fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches
     drop(rt);
 }
 
+/// A TCP proxy on `listen` to the fake API at `target`, running on `rt` until [`Proxy::cut`]
+/// closes the listener and every connection through it (an API server lost mid-run).
+struct Proxy(tokio::sync::watch::Sender<bool>);
+
+impl Proxy {
+    fn start(rt: &tokio::runtime::Runtime, listen: SocketAddr, target: SocketAddr) -> Proxy {
+        let (cut, is_cut) = tokio::sync::watch::channel(false);
+        let listener = rt.block_on(async {
+            // the port was closed a moment ago: retry while the kernel frees it
+            for _ in 0..50 {
+                if let Ok(l) = tokio::net::TcpListener::bind(listen).await {
+                    return l;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("cannot bind the proxy at {listen}");
+        });
+        rt.spawn(async move {
+            let mut stop = is_cut.clone();
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = stop.wait_for(|c| *c) => return,
+                };
+                let Ok((mut client, _)) = accepted else {
+                    return;
+                };
+                let mut stop = is_cut.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                            _ = stop.wait_for(|c| *c) => {}
+                        }
+                    }
+                });
+            }
+        });
+        Proxy(cut)
+    }
+
+    fn cut(self) {
+        let _ = self.0.send(true);
+    }
+}
+
 /// The API server unreachable when augur starts (nothing listens at the kubeconfig's
 /// address): `/readyz` answers 503 naming `backend:kubernetes` and `augur_backend_up` reads
 /// 0; once the address answers (a proxy to the fake API), the backend is started again on its
-/// backoff and `/readyz` turns 200, without restarting augur.
+/// backoff and `/readyz` turns 200, without restarting augur. The API server lost mid-run
+/// (every connection cut, nothing listening) turns `/readyz` 503 naming the backend again,
+/// and its return turns it 200, again without a restart.
 #[test]
-fn an_api_server_down_at_start_is_retried_and_readiness_follows_it() {
+fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_it() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api = rt.block_on(FakeApi::start(&[]));
     seed(&api);
@@ -528,17 +576,7 @@ fn an_api_server_down_at_start_is_retried_and_readiness_follows_it() {
         "{metrics}"
     );
     // the API server comes up at the kubeconfig's address
-    let fake = api.addr;
-    rt.spawn(async move {
-        let listener = tokio::net::TcpListener::bind(proxy).await.unwrap();
-        while let Ok((mut client, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                if let Ok(mut server) = tokio::net::TcpStream::connect(fake).await {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                }
-            });
-        }
-    });
+    let link = Proxy::start(&rt, proxy, api.addr);
     wait_for("readiness with the backend up", 180, || {
         let (st, _) = get(addr, "/readyz")?;
         (st == 200).then_some(())
@@ -548,4 +586,31 @@ fn an_api_server_down_at_start_is_retried_and_readiness_follows_it() {
         metrics.contains("augur_backend_up{backend=\"kubernetes\"} 1"),
         "{metrics}"
     );
+
+    // the API server is lost mid-run: readiness names the backend within a minute
+    link.cut();
+    let lost = Instant::now();
+    let body = wait_for("readiness with the API server lost", 60, || {
+        let (st, body) = get(addr, "/readyz")?;
+        (st == 503).then_some(body)
+    });
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["reason"].as_str().unwrap().contains("backend:kubernetes"),
+        "{body}"
+    );
+    let (_, metrics) = get(addr, "/metrics").unwrap();
+    assert!(
+        metrics.contains("augur_backend_up{backend=\"kubernetes\"} 0"),
+        "{metrics}"
+    );
+    eprintln!("API server lost: /readyz 503 after {:?}", lost.elapsed());
+    // ... and back: ready again without a restart
+    let _link = Proxy::start(&rt, proxy, api.addr);
+    let back = Instant::now();
+    wait_for("readiness with the API server back", 180, || {
+        let (st, _) = get(addr, "/readyz")?;
+        (st == 200).then_some(())
+    });
+    eprintln!("API server back: /readyz 200 after {:?}", back.elapsed());
 }
