@@ -5,8 +5,10 @@
 //! one cancelled while pending, one failing with `exit 1`) and checks that every job's submit,
 //! start and finish reach the store with the right status, that predictions are answered for
 //! them, that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
-//! that a restart on the same data folder adds no event for jobs already recorded. Skipped,
-//! saying why, only when the Slurm tools are not installed. About 75 seconds.
+//! that a restart on the same data folder adds no event for jobs already recorded; then that
+//! a first start on a fresh data folder, with enough finished jobs in the accounting, trains
+//! its first models on that history and records it. Skipped, saying why, only when the Slurm
+//! tools are not installed. About two minutes.
 
 mod common;
 
@@ -141,9 +143,20 @@ fn slurm_jobs(addr: std::net::SocketAddr) -> HashMap<String, (String, Vec<String
 
 /// `augur serve --backend slurm` on `addr` over `data`, polling every second.
 fn start_server(cluster: &Cluster, addr: std::net::SocketAddr, data: &Path) -> Server {
+    start_server_with(cluster, addr, data, &[])
+}
+
+/// [`start_server`] with extra environment variables.
+fn start_server_with(
+    cluster: &Cluster,
+    addr: std::net::SocketAddr,
+    data: &Path,
+    env: &[(&str, &str)],
+) -> Server {
     Server {
         child: augur()
             .args(["serve", "--backend", "slurm", "--insecure"])
+            .envs(env.iter().copied())
             .args(["--addr", &addr.to_string(), "--data-dir"])
             .arg(data)
             .args(["--slurm-poll-seconds", "1", "--trees", "10"])
@@ -351,10 +364,84 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     assert_eq!(c["backend"], "slurm", "{c}");
     assert_eq!(c["up"], true, "{c}");
     assert_eq!(c["total_gpus"], 2.0, "{c}");
+    drop(server);
+
+    first_start_trains_on_the_accounting_history(&cluster);
     assert!(
-        began.elapsed() < Duration::from_secs(170),
+        began.elapsed() < Duration::from_secs(400),
         "took {:?}",
         began.elapsed()
     );
-    drop(server);
+}
+
+/// Array tasks the accounting-history phase adds to the five jobs above.
+const HISTORY_TASKS: usize = 130;
+
+/// A first start on a cluster whose accounting holds enough finished jobs trains its first
+/// models on that history (not the bundled trace) and records the history in its store.
+/// The threshold (`min_retrain_jobs`, 200 by default) is lowered to what a test cluster
+/// finishes in a minute: 130 array tasks plus the five jobs above (the runtime trainer wants
+/// 100 training jobs, the first 80% of the history).
+fn first_start_trains_on_the_accounting_history(cluster: &Cluster) {
+    let array = cluster.sbatch(&[
+        "-J",
+        "history",
+        "-n",
+        "1",
+        "-t",
+        "1",
+        &format!("--array=0-{}", HISTORY_TASKS - 1),
+        "--wrap",
+        "true",
+    ]);
+    // every task ended in the accounting (sacct -X: one line per task, none pending/running)
+    let submitted = Instant::now();
+    wait_until(Duration::from_secs(240), "the array's tasks done", || {
+        let out = cluster.run(
+            "sacct",
+            &["-X", "-n", "-P", "-j", &array, "--format=JobID,State"],
+        );
+        let states: Vec<&str> = out.lines().filter_map(|l| l.split('|').nth(1)).collect();
+        states.len() == HISTORY_TASKS && states.iter().all(|s| *s == "COMPLETED")
+    });
+    eprintln!(
+        "{HISTORY_TASKS} array tasks done in the accounting after {:?}",
+        submitted.elapsed()
+    );
+    let addr = free_addr();
+    let data = tempfile::tempdir().unwrap();
+    let threshold = HISTORY_TASKS.to_string();
+    let _server = start_server_with(
+        cluster,
+        addr,
+        &data.path().join("augur"),
+        &[("AUGUR_SERVE_MIN_RETRAIN_JOBS", threshold.as_str())],
+    );
+    wait_until(Duration::from_secs(120), "/readyz", || {
+        http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
+    });
+    let models = get_json(addr, "/v1/models");
+    let runtime = models["kinds"]["runtime"]["versions"]
+        .as_array()
+        .and_then(|v| v.first())
+        .cloned()
+        .unwrap_or_else(|| panic!("no runtime version in {models}"));
+    assert_eq!(runtime["dataset"], "slurm:augurtest", "{runtime}");
+    let trained_on = runtime["training_rows"].as_u64().unwrap_or(0) as usize;
+    assert!(trained_on >= HISTORY_TASKS * 8 / 10, "{runtime}");
+    // the history is in the store: each array task's submit, start and finish
+    let jobs = slurm_jobs(addr);
+    let tasks: Vec<_> = jobs
+        .iter()
+        .filter(|(id, _)| id.starts_with(&format!("{array}_")))
+        .collect();
+    assert_eq!(tasks.len(), HISTORY_TASKS, "{jobs:?}");
+    for (id, (_, kinds, status)) in tasks {
+        assert_eq!(
+            kinds,
+            &["job_submitted", "job_started", "job_finished"],
+            "{id}"
+        );
+        assert_eq!(status, "completed", "{id}");
+    }
 }

@@ -157,18 +157,29 @@ fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
             let history = (state.config.backend == Backend::Slurm)
                 .then(|| slurm::bootstrap_history(state))
                 .flatten();
-            let (source, jobs) = match history {
-                Some(jobs) => (format!("slurm:{}", slurm::cluster_name()), jobs),
+            let mut trained = None;
+            if let Some(jobs) = history {
+                let source = format!("slurm:{}", slurm::cluster_name());
+                let report =
+                    training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
+                match report.not_trained.get(training::RUNTIME_KIND) {
+                    // without a runtime model nothing is served: the bundled trace instead
+                    Some(why) => eprintln!(
+                        "augur serve: the Slurm accounting history did not train the runtime model ({why}); training on the bundled trace"
+                    ),
+                    None => trained = Some(report),
+                }
+            }
+            let report = match trained {
+                Some(report) => report,
                 None => {
                     let sources = training::bootstrap_sources(dataset);
                     let format = state.config.bootstrap_format.as_deref();
                     let jobs =
                         training::bootstrap_jobs(&sources, format, state.config.bootstrap_limit)?;
-                    (dataset.to_string(), jobs)
+                    training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?
                 }
             };
-            let report =
-                training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
             let models = training::load_serving(&state.registry, &state.ext.metrics)?;
             state.swap_models(models);
             state.online_mut().not_trained = report.not_trained.clone();
