@@ -55,8 +55,19 @@ async fn a_manual_retrain_on_a_poor_history_keeps_the_served_model_and_says_why(
             .any(|k| k.as_str().unwrap().starts_with("runtime v2: ")),
         "{v}"
     );
+    // the DAG model cannot learn from these events (no per-stage run times): kept, saying why
+    let dag = verdicts.iter().find(|v| v["kind"] == "dag").unwrap();
+    assert_eq!(dag["promoted"], false, "{v}");
+    assert!(dag["version"].is_null(), "{v}");
+    assert_eq!(dag["served_version"], 1, "{v}");
+    assert!(
+        dag["reason"].as_str().unwrap().contains("no per-stage run times"),
+        "{v}"
+    );
+    assert!(kept.iter().any(|k| k.as_str().unwrap().starts_with("dag: ")), "{v}");
     let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
     assert_eq!(m["serving"]["runtime"], 1, "{m}");
+    assert_eq!(m["serving"]["dag"], 1, "{m}");
     let body = json!({ "job": { "profile": profile_json(&jobs[0]) } });
     let (st, p) = call(&state, "POST", "/v1/predict/runtime", Some(body), false).await;
     assert_eq!(st, StatusCode::OK, "{p}");

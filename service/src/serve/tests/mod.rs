@@ -9,6 +9,8 @@
 //! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
 //! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
 //! - [`answers`]: the ways of asking one job's runtime at one moment agree;
+//! - [`dag`]: the DAG model answers DAGs that carry its features, the critical path the
+//!   others (saying why); its promotion and rollback;
 //! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
 //! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
 //! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
@@ -16,6 +18,7 @@
 
 mod answers;
 mod auth;
+mod dag;
 mod inputs;
 mod lifecycle;
 mod predictions;
@@ -63,8 +66,8 @@ fn openb() -> &'static [JobRecord] {
 }
 
 /// A registry with the runtime model trained on the first [`TRAIN_JOBS`] Philly jobs and
-/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs and the failure model on the
-/// first [`TRAIN_JOBS`] openb pods (trained once).
+/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs, the failure model on the
+/// first [`TRAIN_JOBS`] openb pods, and the DAG model on [`dag_sample`] (trained once).
 fn trained_models() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -82,7 +85,30 @@ fn trained_models() -> &'static Path {
         training::train_convergence(&registry, Some(15))
             .unwrap()
             .unwrap();
+        training::train_dag(&registry, dag_sample(), Some(15), 1)
+            .unwrap()
+            .unwrap();
         dir.join("models")
+    })
+}
+
+/// Every 8th job of the bundled TPC-H DAGs and every WfCommons instance (read once): the
+/// fixture DAG model's training set.
+fn dag_sample() -> &'static augur_predictor::dag::DagDataset {
+    static DATA: OnceLock<augur_predictor::dag::DagDataset> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let mut all = augur_predictor::dag::load_bundled_dag_sets().expect("bundled DAG sets");
+        let keep: Vec<bool> = all
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| j.family != "tpch" || i % 8 == 0)
+            .collect();
+        let mut k = keep.iter();
+        all.jobs.retain(|_| *k.next().unwrap());
+        let mut k = keep.iter();
+        all.groups.retain(|_| *k.next().unwrap());
+        all
     })
 }
 
