@@ -83,7 +83,11 @@ pub fn load_bundled_dag_sets() -> Result<DagDataset, PredictorError> {
         load_wfcommons(&bundled_file("dag-wfcommons")?)?,
     ];
     let mut all = DagDataset {
-        name: sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join("+"),
+        name: sets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
         jobs: Vec::new(),
         groups: Vec::new(),
     };

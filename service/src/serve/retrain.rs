@@ -209,7 +209,8 @@ fn run(
         for kind in report.verdicts.iter().map(|v| &v.kind) {
             o.not_trained.remove(kind);
         }
-        let dag = training::dag_not_retrained(served.dag.as_ref().map(|s| s.meta.version), dag_jobs);
+        let dag =
+            training::dag_not_retrained(served.dag.as_ref().map(|s| s.meta.version), dag_jobs);
         report.kept.push(format!("{}: {}", dag.kind, dag.reason));
         report.verdicts.push(dag);
         Ok(report)

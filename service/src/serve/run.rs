@@ -129,14 +129,20 @@ fn spawn_bootstrap(state: AppState, info: &super::OpenInfo) {
         }
         let trees = state.config.trees;
         if convergence {
-            bootstrap_bundled(&state, training::CONVERGENCE_KIND, "the bundled MLPerf runs", || {
-                training::train_convergence(&state.registry, trees)
-            });
+            bootstrap_bundled(
+                &state,
+                training::CONVERGENCE_KIND,
+                "the bundled MLPerf runs",
+                || training::train_convergence(&state.registry, trees),
+            );
         }
         if dag {
-            bootstrap_bundled(&state, training::DAG_KIND, "the bundled TPC-H and WfCommons DAGs", || {
-                training::train_bundled_dag(&state.registry, trees)
-            });
+            bootstrap_bundled(
+                &state,
+                training::DAG_KIND,
+                "the bundled TPC-H and WfCommons DAGs",
+                || training::train_bundled_dag(&state.registry, trees),
+            );
         }
     });
 }

@@ -154,15 +154,16 @@ fn makespan(
     // the DAG model reads no profile: a DAG it can answer is a complete request
     let with_profile;
     let model_answers = |d: &Dag| o.models.dag.is_some() && model_job("", d, "").is_ok();
-    let j = if j.profile.is_none() && j.job_id.is_none() && j.dag.as_ref().is_some_and(model_answers) {
-        with_profile = PredictJob {
-            profile: Some(JobProfile::default()),
-            ..j.clone()
+    let j =
+        if j.profile.is_none() && j.job_id.is_none() && j.dag.as_ref().is_some_and(model_answers) {
+            with_profile = PredictJob {
+                profile: Some(JobProfile::default()),
+                ..j.clone()
+            };
+            &with_profile
+        } else {
+            j
         };
-        &with_profile
-    } else {
-        j
-    };
     let r = resolve(o, path, j)?;
     let Some(dag) = &r.dag else {
         return Err(ApiError::invalid(
@@ -182,8 +183,14 @@ fn makespan(
     };
     let (stages, used_model) = stage_times(o, &r.id, &r.profile, r.at, dag)?;
     let mid: Vec<f64> = stages.iter().map(|s| s.seconds).collect();
-    let lo: Vec<f64> = stages.iter().map(|s| s.lower.unwrap_or(s.seconds)).collect();
-    let hi: Vec<f64> = stages.iter().map(|s| s.upper.unwrap_or(s.seconds)).collect();
+    let lo: Vec<f64> = stages
+        .iter()
+        .map(|s| s.lower.unwrap_or(s.seconds))
+        .collect();
+    let hi: Vec<f64> = stages
+        .iter()
+        .map(|s| s.upper.unwrap_or(s.seconds))
+        .collect();
     let (seconds, cp) = critical_path(dag, &order, &mid);
     let (lower, _) = critical_path(dag, &order, &lo);
     let (upper, _) = critical_path(dag, &order, &hi);

@@ -40,7 +40,11 @@ fn dag_body(job: &DagJob) -> Value {
     if let Some(e) = job.executors {
         dag["executors"] = json!(e);
     }
-    if let Some(gb) = job.scale.as_deref().and_then(|s| s.trim_end_matches('g').parse::<u32>().ok()) {
+    if let Some(gb) = job
+        .scale
+        .as_deref()
+        .and_then(|s| s.trim_end_matches('g').parse::<u32>().ok())
+    {
         dag["scale_gb"] = json!(gb);
     }
     if job.family == "wfcommons" {
@@ -106,7 +110,11 @@ async fn a_dag_with_its_features_is_answered_by_the_dag_model_one_without_falls_
         .map(|s| s["seconds"].as_f64().unwrap())
         .collect();
     assert_eq!(stage_secs, expected.stage_seconds, "{v}");
-    assert!(p["stages"].as_array().unwrap().iter().all(|s| s["source"] == "dag_model"));
+    assert!(p["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["source"] == "dag_model"));
 
     // a workflow (every stage's kind) submitted with its DAG, asked by job id
     let wf = sample
@@ -122,7 +130,11 @@ async fn a_dag_with_its_features_is_answered_by_the_dag_model_one_without_falls_
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["prediction"]["source"], "dag_model", "{v}");
     let expected = model.predict(wf).unwrap();
-    assert_eq!(v["prediction"]["seconds"].as_f64(), Some(expected.makespan_s), "{v}");
+    assert_eq!(
+        v["prediction"]["seconds"].as_f64(),
+        Some(expected.makespan_s),
+        "{v}"
+    );
 
     // without the task counts: the runtime critical path answers, naming the missing field
     let mut bare = dag_body(tpch);
@@ -137,15 +149,25 @@ async fn a_dag_with_its_features_is_answered_by_the_dag_model_one_without_falls_
     assert_eq!(p["interval"], "stagewise", "{v}");
     assert!(p["lower"].as_f64() <= p["seconds"].as_f64(), "{v}");
     let reason = p["fallback_reason"].as_str().unwrap();
-    assert!(reason.contains("job.dag.stages[0].tasks is missing"), "{reason}");
-    assert!(p["stages"].as_array().unwrap().iter().all(|s| s["source"] == "runtime_model"));
+    assert!(
+        reason.contains("job.dag.stages[0].tasks is missing"),
+        "{reason}"
+    );
+    assert!(p["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["source"] == "runtime_model"));
 
     // tasks but neither executors nor kinds
     let mut no_exec = dag_body(tpch);
     no_exec.as_object_mut().unwrap().remove("executors");
     let (_, v) = predict_dag(&state, json!({ "dag": no_exec, "profile": profile })).await;
     let reason = v["prediction"]["fallback_reason"].as_str().unwrap();
-    assert!(reason.contains("job.dag.executors and job.dag.stages[0].kind are missing"), "{v}");
+    assert!(
+        reason.contains("job.dag.executors and job.dag.stages[0].kind are missing"),
+        "{v}"
+    );
 
     // a feature out of range is refused, naming it
     let mut zero = dag_body(tpch);
@@ -159,7 +181,12 @@ async fn a_dag_with_its_features_is_answered_by_the_dag_model_one_without_falls_
 async fn with_no_dag_model_served_the_critical_path_answers_and_says_so() {
     let (state, _dir) = service(false);
     let mut body = dag_body(&dag_sample().jobs[0]);
-    for (i, s) in body["stages"].as_array_mut().unwrap().iter_mut().enumerate() {
+    for (i, s) in body["stages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
         s["estimate_seconds"] = json!(10.0 * (i + 1) as f64);
     }
     let (st, v) = predict_dag(&state, json!({ "dag": body, "profile": { "num_gpus": 1 } })).await;
@@ -168,10 +195,17 @@ async fn with_no_dag_model_served_the_critical_path_answers_and_says_so() {
     assert_eq!(p["source"], "runtime_critical_path", "{v}");
     assert!(p["model_version"].is_null(), "{v}"); // every stage's time was given
     assert!(
-        p["fallback_reason"].as_str().unwrap().contains("no dag model is served"),
+        p["fallback_reason"]
+            .as_str()
+            .unwrap()
+            .contains("no dag model is served"),
         "{v}"
     );
-    assert!(p["stages"].as_array().unwrap().iter().all(|s| s["source"] == "given"));
+    assert!(p["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["source"] == "given"));
 }
 
 /// Saves a payload that verifies (size, hash) but is not a DAG model, as the next `dag`
@@ -196,11 +230,20 @@ async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_ref
     assert_eq!(m["serving"]["dag"], 1, "{m}");
     let v1 = &m["kinds"]["dag"]["versions"][0];
     assert_eq!(v1["kind"], "dag", "{m}");
-    assert!(v1["notes"]["metrics_on"].as_str().unwrap().contains("--task dag"), "{m}");
+    assert!(
+        v1["notes"]["metrics_on"]
+            .as_str()
+            .unwrap()
+            .contains("--task dag"),
+        "{m}"
+    );
 
     // a second good version (a copy of the served one): promoted, then served
     let model = state.online().models.dag.as_ref().unwrap().model.clone();
-    let v2 = registry.save(&*model, NewArtifact::new("copy", 1)).unwrap().version;
+    let v2 = registry
+        .save(&*model, NewArtifact::new("copy", 1))
+        .unwrap()
+        .version;
     let (st, v) = call(
         &state,
         "POST",
@@ -228,7 +271,10 @@ async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_ref
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "version", "{v}");
     assert!(
-        v["error"]["message"].as_str().unwrap().contains("dag v3 cannot be loaded"),
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dag v3 cannot be loaded"),
         "{v}"
     );
     let p = registry.promotion("dag").unwrap().unwrap();

@@ -61,10 +61,17 @@ async fn a_manual_retrain_on_a_poor_history_keeps_the_served_model_and_says_why(
     assert!(dag["version"].is_null(), "{v}");
     assert_eq!(dag["served_version"], 1, "{v}");
     assert!(
-        dag["reason"].as_str().unwrap().contains("no per-stage run times"),
+        dag["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no per-stage run times"),
         "{v}"
     );
-    assert!(kept.iter().any(|k| k.as_str().unwrap().starts_with("dag: ")), "{v}");
+    assert!(
+        kept.iter()
+            .any(|k| k.as_str().unwrap().starts_with("dag: ")),
+        "{v}"
+    );
     let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
     assert_eq!(m["serving"]["runtime"], 1, "{m}");
     assert_eq!(m["serving"]["dag"], 1, "{m}");
