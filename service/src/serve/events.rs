@@ -562,15 +562,19 @@ impl Dag {
         Ok(())
     }
 
-    /// Stage indices in an order where every stage comes after its dependencies; `None`
-    /// when there is a cycle (or an unknown dependency).
-    pub fn topological_order(&self) -> Option<Vec<usize>> {
-        let index: HashMap<&str, usize> = self
-            .stages
+    /// Each stage's index by its id.
+    pub fn stage_index(&self) -> HashMap<&str, usize> {
+        self.stages
             .iter()
             .enumerate()
             .map(|(i, s)| (s.id.as_str(), i))
-            .collect();
+            .collect()
+    }
+
+    /// Stage indices in an order where every stage comes after its dependencies; `None`
+    /// when there is a cycle (or an unknown dependency).
+    pub fn topological_order(&self) -> Option<Vec<usize>> {
+        let index = self.stage_index();
         let n = self.stages.len();
         let mut indeg = vec![0usize; n];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];

@@ -11,10 +11,10 @@
 //! (`source: runtime_critical_path`) and `fallback_reason` names the missing feature or why
 //! no DAG model is served.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use augur_datasets::dag::{DagJob, DagStage as ModelStage, TaskResources};
+use augur_datasets::dag::{edges_of, DagJob, DagStage as ModelStage, TaskResources};
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
@@ -78,12 +78,7 @@ pub struct StageAnswer {
 
 /// Longest path through `dag` with stage times `t`; returns (length, path indices).
 fn critical_path(dag: &Dag, order: &[usize], t: &[f64]) -> (f64, Vec<usize>) {
-    let index: HashMap<&str, usize> = dag
-        .stages
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
+    let index = dag.stage_index();
     let n = dag.stages.len();
     let mut finish = vec![0.0; n];
     let mut prev: Vec<Option<usize>> = vec![None; n];
@@ -242,12 +237,7 @@ fn model_job(id: &str, dag: &Dag, at: &str) -> Result<DagJob, String> {
             ));
         }
     }
-    let index: HashMap<&str, usize> = dag
-        .stages
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
+    let index = dag.stage_index();
     let stages: Vec<ModelStage> = dag
         .stages
         .iter()
@@ -271,12 +261,7 @@ fn model_job(id: &str, dag: &Dag, at: &str) -> Result<DagJob, String> {
             }),
         })
         .collect();
-    let mut edges: Vec<(usize, usize)> = stages
-        .iter()
-        .enumerate()
-        .flat_map(|(c, s)| s.parents.iter().map(move |&p| (p, c)))
-        .collect();
-    edges.sort_unstable();
+    let edges = edges_of(&stages);
     let mut meta = BTreeMap::new();
     if let Some(sys) = &dag.workflow_system {
         meta.insert("runtime_system".to_string(), sys.clone());

@@ -6,7 +6,7 @@
 use augur_datasets::dag::DagJob;
 use augur_predictor::dag::DagPredictor;
 use augur_predictor::registry::{Artifact, Selector};
-use augur_predictor::{ModelRegistry, NewArtifact};
+use augur_predictor::NewArtifact;
 use axum::http::StatusCode;
 use serde_json::json;
 
@@ -208,20 +208,6 @@ async fn with_no_dag_model_served_the_critical_path_answers_and_says_so() {
         .all(|s| s["source"] == "given"));
 }
 
-/// Saves a payload that verifies (size, hash) but is not a DAG model, as the next `dag`
-/// version; returns its number.
-fn save_unloadable_dag(registry: &ModelRegistry) -> u32 {
-    registry
-        .save_as(
-            "dag",
-            &json!({ "not": "a dag model" }),
-            DagPredictor::CURRENT_FEATURE_SCHEMA_VERSION,
-            NewArtifact::new("garbage", 1),
-        )
-        .unwrap()
-        .version
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_refused() {
     let (state, dir) = service(true);
@@ -259,24 +245,10 @@ async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_ref
     assert_eq!(p["prediction"]["model_version"], v2, "{p}");
 
     // an unloadable version: 422, the pointer and the served version unchanged
-    let bad = save_unloadable_dag(&registry);
-    let (st, v) = call(
-        &state,
-        "POST",
-        "/v1/models/dag/promote",
-        Some(json!({ "version": bad })),
-        true,
-    )
-    .await;
-    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert_eq!(v["error"]["field"], "version", "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("dag v3 cannot be loaded"),
-        "{v}"
-    );
+    let models = dir.path().join("models");
+    let bad = save_unloadable(&models, "dag", DagPredictor::CURRENT_FEATURE_SCHEMA_VERSION);
+    assert_eq!(bad, 3);
+    assert_promote_refused(&state, "dag", bad).await;
     let p = registry.promotion("dag").unwrap().unwrap();
     assert_eq!((p.version, p.history.clone()), (v2, vec![1]));
     assert_eq!(state.online().models.dag.as_ref().unwrap().meta.version, v2);

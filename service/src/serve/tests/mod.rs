@@ -112,6 +112,30 @@ fn dag_sample() -> &'static augur_predictor::dag::DagDataset {
     })
 }
 
+/// Saves a payload that verifies (size, hash) but is no model, as the next `kind` version
+/// in the registry at `models` (feature schema `schema`); returns its number.
+fn save_unloadable(models: &Path, kind: &str, schema: u32) -> u32 {
+    let registry = augur_predictor::ModelRegistry::open(models).unwrap();
+    let info = augur_predictor::NewArtifact::new("garbage", 1);
+    let garbage = json!({ "not": format!("a {kind} model") });
+    registry
+        .save_as(kind, &garbage, schema, info)
+        .unwrap()
+        .version
+}
+
+/// Asks to promote `version` of `kind`, which does not load: refused with 422 naming it.
+async fn assert_promote_refused(state: &AppState, kind: &str, version: u32) {
+    let path = format!("/v1/models/{kind}/promote");
+    let body = json!({ "version": version });
+    let (st, v) = call(state, "POST", &path, Some(body), true).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "version", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    let expected = format!("{kind} v{version} cannot be loaded");
+    assert!(message.contains(&expected), "{v}");
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
