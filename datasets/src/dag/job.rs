@@ -159,8 +159,8 @@ impl DagJob {
     }
 }
 
-/// Edges `(parent, child)` of a parents description, sorted.
-pub(super) fn edges_of(stages: &[DagStage]) -> Vec<(usize, usize)> {
+/// Edges `(parent, child)` of stages (by their `parents`), sorted: a [`DagJob::edges`].
+pub fn edges_of(stages: &[DagStage]) -> Vec<(usize, usize)> {
     let mut edges: Vec<(usize, usize)> = stages
         .iter()
         .enumerate()

@@ -31,6 +31,6 @@ mod tpch;
 mod wfcommons;
 
 pub use graph::{critical_path, topological_order, DagShapeError};
-pub use job::{DagJob, DagStage, TaskResources, TaskWaves};
+pub use job::{edges_of, DagJob, DagStage, TaskResources, TaskWaves};
 pub use tpch::read_tpch_dags;
 pub use wfcommons::read_wfcommons;

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::PredictorError;
+use augur_datasets::bundled::bundled_file;
 use augur_datasets::dag::{read_tpch_dags, read_wfcommons, DagJob};
 use augur_datasets::{DatasetError, ReadOptions};
 
@@ -71,4 +72,29 @@ pub fn load_wfcommons(dir: &Path) -> Result<DagDataset, PredictorError> {
         jobs,
         groups,
     })
+}
+
+/// Both bundled DAG sets as one training set (`dag-tpch` then `dag-wfcommons`, read by the
+/// loaders `augur evaluate --task dag` uses), each group named `<set>/<group>` so no two
+/// sets share a group.
+pub fn load_bundled_dag_sets() -> Result<DagDataset, PredictorError> {
+    let sets = [
+        load_tpch(&bundled_file("dag-tpch/tpch_dags.json.gz")?)?,
+        load_wfcommons(&bundled_file("dag-wfcommons")?)?,
+    ];
+    let mut all = DagDataset {
+        name: sets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join("+"),
+        jobs: Vec::new(),
+        groups: Vec::new(),
+    };
+    for set in sets {
+        all.groups
+            .extend(set.groups.iter().map(|g| format!("{}/{g}", set.name)));
+        all.jobs.extend(set.jobs);
+    }
+    Ok(all)
 }

@@ -36,7 +36,7 @@ mod trainer;
 use augur_datasets::split::clamp_duration;
 
 pub use baseline::StageMedians;
-pub use data::{load_tpch, load_wfcommons, DagDataset};
+pub use data::{load_bundled_dag_sets, load_tpch, load_wfcommons, DagDataset};
 pub use encoder::{name_words, token_bucket, DagEncoder, EncodedDag, STAGE_FEATURES};
 pub use evaluate::{evaluate_dag, DagEvalRow, DagEvaluation, DagJobResult, DagMetrics};
 pub use folds::group_folds;

@@ -34,14 +34,50 @@ pub struct DagStage {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1e12)]
     pub estimate_seconds: Option<f64>,
+    /// Parallel tasks in the stage (a Spark stage's tasks; 1 for a workflow task): a
+    /// feature of the DAG model, which answers only when every stage gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub tasks: Option<u32>,
+    /// Kind of work: the operator or workflow task category (`mProject`, `bwa_mem`, ...),
+    /// a DAG-model feature (its words are the stage's tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 256)]
+    pub kind: Option<String>,
+    /// Total size of the stage's input files, bytes (a DAG-model feature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1e18)]
+    pub input_bytes: Option<f64>,
+    /// Cores each task runs on (a DAG-model feature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 100000)]
+    pub cores: Option<f64>,
 }
 
-/// A job made of stages with dependencies.
+/// A job made of stages with dependencies. The job-level fields besides `stages` are
+/// features of the DAG model (see [`DagStage::tasks`] for when it answers).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dag {
     #[schema(min_items = 1, max_items = 10000)]
     pub stages: Vec<DagStage>,
+    /// Executors the job runs with (Spark-style jobs, as the TPC-H training jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub executors: Option<u32>,
+    /// Data scale factor, whole GB (TPC-H's `100g` is 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100000000)]
+    pub scale_gb: Option<u32>,
+    /// Workflow name (`montage`, `airrflow`, ...): workflow-style jobs, as the WfCommons
+    /// training instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 256)]
+    pub workflow: Option<String>,
+    /// The workflow system that runs it (`pegasus`, `nextflow`, `makeflow`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 256)]
+    pub workflow_system: Option<String>,
 }
 
 /// Final state of a job.
@@ -490,6 +526,7 @@ impl Dag {
                 ));
             }
             check_nonneg(&format!("{sf}.estimate_seconds"), s.estimate_seconds)?;
+            s.validate_features(&sf)?;
             if let Some(p) = &s.profile {
                 p.validate(&format!("{sf}.profile"))?;
             }
@@ -512,18 +549,32 @@ impl Dag {
                 "the dependencies form a cycle",
             ));
         }
+        check_count(&f("executors"), self.executors, 1_000_000)?;
+        check_count(&f("scale_gb"), self.scale_gb, 100_000_000)?;
+        for (name, v) in [
+            ("workflow", &self.workflow),
+            ("workflow_system", &self.workflow_system),
+        ] {
+            if let Some(v) = v {
+                check_id(&f(name), v)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Each stage's index by its id.
+    pub fn stage_index(&self) -> HashMap<&str, usize> {
+        self.stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect()
     }
 
     /// Stage indices in an order where every stage comes after its dependencies; `None`
     /// when there is a cycle (or an unknown dependency).
     pub fn topological_order(&self) -> Option<Vec<usize>> {
-        let index: HashMap<&str, usize> = self
-            .stages
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.as_str(), i))
-            .collect();
+        let index = self.stage_index();
         let n = self.stages.len();
         let mut indeg = vec![0usize; n];
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -546,6 +597,40 @@ impl Dag {
             }
         }
         (order.len() == n).then_some(order)
+    }
+}
+
+impl DagStage {
+    /// The DAG-model features of the stage at path `sf` within their ranges.
+    fn validate_features(&self, sf: &str) -> Result<(), ApiError> {
+        check_count(&format!("{sf}.tasks"), self.tasks, 100_000_000)?;
+        if let Some(k) = &self.kind {
+            check_id(&format!("{sf}.kind"), k)?;
+        }
+        check_range(&format!("{sf}.input_bytes"), self.input_bytes, 1e18)?;
+        check_range(&format!("{sf}.cores"), self.cores, 100_000.0)
+    }
+}
+
+/// A finite number from 0 to `max`.
+fn check_range(field: &str, v: Option<f64>, max: f64) -> Result<(), ApiError> {
+    match v {
+        Some(x) if !x.is_finite() || !(0.0..=max).contains(&x) => Err(ApiError::invalid(
+            field,
+            format!("must be a finite number from 0 to {max}, got {x}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A count from 1 to `max`.
+fn check_count(field: &str, v: Option<u32>, max: u32) -> Result<(), ApiError> {
+    match v {
+        Some(n) if n == 0 || n > max => Err(ApiError::invalid(
+            field,
+            format!("must be from 1 to {max}, got {n}"),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -200,6 +200,8 @@ pub struct OpenInfo {
     pub needs_bootstrap: bool,
     /// The registry has no convergence model: train it on the bundled MLPerf runs.
     pub needs_convergence: bool,
+    /// The registry has no DAG model: train it on the bundled DAG sets.
+    pub needs_dag: bool,
     /// Sends `true` to [`AppState::shutdown`].
     pub shutdown_tx: watch::Sender<bool>,
 }
@@ -226,6 +228,7 @@ impl AppState {
         let registry = training::open_registry(&config.data_dir)?;
         let needs_bootstrap = training::registry_is_empty(&registry)?;
         let needs_convergence = training::needs_convergence(&registry)?;
+        let needs_dag = training::needs_dag(&registry)?;
         let ext = Arc::new(Extensions::new(&config));
         let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
@@ -297,6 +300,7 @@ impl AppState {
                 events_replayed: existing.len(),
                 needs_bootstrap,
                 needs_convergence,
+                needs_dag,
                 shutdown_tx,
             },
         ))

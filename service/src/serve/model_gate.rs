@@ -53,6 +53,11 @@ pub const PR_AUC: Metric = Metric {
     name: "pr_auc",
     higher_is_better: true,
 };
+/// DAG: mean absolute error of log makespan seconds.
+pub const MAKESPAN_MAE_LOG: Metric = Metric {
+    name: "makespan_mae_log",
+    higher_is_better: false,
+};
 
 /// What a new version and the served one scored on the held-out slice.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,10 +76,11 @@ pub struct Scores {
 /// The decision on one new version, with the numbers it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Verdict {
-    /// `runtime`, `queue_wait` or `failure`.
+    /// `runtime`, `queue_wait`, `failure` or `dag`.
     pub kind: String,
-    /// The new version (saved either way).
-    pub version: u32,
+    /// The new version (saved either way); none when the history could not train one
+    /// (`reason` says why, the served version stays).
+    pub version: Option<u32>,
     /// Whether it is served now.
     pub promoted: bool,
     /// Why, with the numbers.
@@ -103,7 +109,7 @@ impl Verdict {
         };
         Verdict {
             kind: kind.to_string(),
-            version,
+            version: Some(version),
             promoted,
             reason,
             metric: scores.metric.name.to_string(),
@@ -113,6 +119,29 @@ impl Verdict {
             served_score: scores.served.and_then(|(_, s)| s),
             coverage: scores.coverage.map(|c| c.0),
             nominal_coverage: scores.coverage.map(|c| c.1),
+        }
+    }
+
+    /// The verdict on a kind the history cannot train: nothing new, `served_version` (if
+    /// any) stays served, `reason` says what the history lacks.
+    pub fn not_trained(
+        kind: &str,
+        metric: Metric,
+        served_version: Option<u32>,
+        reason: String,
+    ) -> Verdict {
+        Verdict {
+            kind: kind.to_string(),
+            version: None,
+            promoted: false,
+            reason,
+            metric: metric.name.to_string(),
+            test_jobs: 0,
+            new_score: None,
+            served_version,
+            served_score: None,
+            coverage: None,
+            nominal_coverage: None,
         }
     }
 }

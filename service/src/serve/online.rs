@@ -18,6 +18,7 @@ use std::sync::Arc;
 use augur_datasets::{JobRecord, JobStatus};
 use augur_predictor::contract::MetricPoint as EventPoint;
 use augur_predictor::convergence::ConvergenceOnline;
+use augur_predictor::dag::DagPredictor;
 use augur_predictor::failure::FailureOnline;
 use augur_predictor::{
     ArtifactMeta, ConvergencePredictor, FailurePredictor, JobEvent, JobQuery, OnlinePredictor,
@@ -47,6 +48,7 @@ pub struct ServedModels {
     pub queue_wait: Option<Served<QueueWaitPredictor>>,
     pub failure: Option<Served<FailurePredictor>>,
     pub convergence: Option<Served<ConvergencePredictor>>,
+    pub dag: Option<Served<DagPredictor>>,
 }
 
 /// Why a convergence prediction could not be made.

@@ -10,7 +10,9 @@
 //! enough labelled jobs is retrained and judged against the served model on the same
 //! held-out slice ([`super::model_gate`]): it replaces the served one only when it passes.
 //! Each new version is saved to the registry either way; the report lists per kind what was
-//! promoted or kept and why. The schedule waits while the first-start training runs.
+//! promoted or kept and why. The DAG model needs each stage's measured run time, which the
+//! ingested events do not carry: the report says so in its verdicts and the served DAG model
+//! stays. The schedule waits while the first-start training runs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -116,9 +118,15 @@ pub struct Started {
 /// Starts a retrain on the ingested history in the background (blocking thread pool): the
 /// new versions are saved, promoted when they pass the gate, and the served models swapped.
 pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
-    let (jobs, finished_events, served) = {
+    let (jobs, finished_events, served, dag_jobs) = {
         let o = state.online();
-        (o.history_records(), o.counts.job_finished, o.models.clone())
+        let dag_jobs = o.jobs.values().filter(|j| j.dag.is_some()).count();
+        (
+            o.history_records(),
+            o.counts.job_finished,
+            o.models.clone(),
+            dag_jobs,
+        )
     };
     let finished = jobs
         .iter()
@@ -165,13 +173,20 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     }
     let st = state.clone();
     let n = jobs.len();
-    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, &served));
+    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, &served, dag_jobs));
     Ok(Started { jobs: n, finished })
 }
 
 /// Runs a started retrain on `jobs` (blocking): trains, saves, promotes what beats the
-/// `served` models, swaps the served models, and records the outcome.
-fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord], served: &ServedModels) {
+/// `served` models, swaps the served models, and records the outcome (with why the DAG
+/// model, `dag_jobs` ingested jobs having a DAG, is kept).
+fn run(
+    st: &AppState,
+    trigger: Trigger,
+    jobs: &[JobRecord],
+    served: &ServedModels,
+    dag_jobs: usize,
+) {
     let stats = &st.retrain_stats;
     let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
     stats.max_running.fetch_max(now_running, Ordering::SeqCst);
@@ -180,7 +195,7 @@ fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord], served: &ServedModel
         let gate = Gate {
             min_test_jobs: st.config.min_test_jobs,
         };
-        let report = training::train_and_save_with(
+        let mut report = training::train_and_save_with(
             &st.registry,
             "ingested",
             jobs,
@@ -194,6 +209,10 @@ fn run(st: &AppState, trigger: Trigger, jobs: &[JobRecord], served: &ServedModel
         for kind in report.verdicts.iter().map(|v| &v.kind) {
             o.not_trained.remove(kind);
         }
+        let dag =
+            training::dag_not_retrained(served.dag.as_ref().map(|s| s.meta.version), dag_jobs);
+        report.kept.push(format!("{}: {}", dag.kind, dag.reason));
+        report.verdicts.push(dag);
         Ok(report)
     })();
     let status = match result {
@@ -247,9 +266,9 @@ fn log_report(trigger: Trigger, report: &training::TrainReport, seconds: f64) {
     }
     for v in &report.verdicts {
         if v.promoted {
-            tracing::info!(?trigger, kind = %v.kind, version = v.version, "promoted: {}", v.reason);
+            tracing::info!(?trigger, kind = %v.kind, version = ?v.version, "promoted: {}", v.reason);
         } else {
-            tracing::info!(?trigger, kind = %v.kind, version = v.version, "saved, not promoted: {}", v.reason);
+            tracing::info!(?trigger, kind = %v.kind, version = ?v.version, "not promoted: {}", v.reason);
         }
     }
 }

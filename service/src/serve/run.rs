@@ -59,8 +59,8 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         "augur serve: listening on http://{local} (data in {})",
         state.config.data_dir.display()
     );
-    if info.needs_bootstrap || info.needs_convergence {
-        spawn_bootstrap(state.clone(), info.needs_bootstrap, info.needs_convergence);
+    if info.needs_bootstrap || info.needs_convergence || info.needs_dag {
+        spawn_bootstrap(state.clone(), &info);
     }
     if !info.needs_bootstrap && !state.ready.load(Ordering::SeqCst) {
         tracing::warn!("the registry has no runtime model: predictions answer 503 until one is trained (POST /v1/models/retrain)");
@@ -110,9 +110,11 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
 
 /// Trains the models from the bundled sample in the background and serves them: the
 /// job-trace models (`dataset`) when the registry has none, the convergence model (bundled
-/// MLPerf runs) when it has none.
-fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
+/// MLPerf runs) and the DAG model (bundled TPC-H and WfCommons DAGs) when it has none.
+fn spawn_bootstrap(state: AppState, info: &super::OpenInfo) {
     let dataset = state.config.bootstrap_dataset.clone();
+    let (dataset_models, convergence, dag) =
+        (info.needs_bootstrap, info.needs_convergence, info.needs_dag);
     if dataset_models {
         eprintln!(
             "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
@@ -125,25 +127,59 @@ fn spawn_bootstrap(state: AppState, dataset_models: bool, convergence: bool) {
             bootstrap_dataset_models(&state, &dataset);
             state.retrain_stats.set_bootstrapping(false);
         }
+        let trees = state.config.trees;
         if convergence {
-            let started = std::time::Instant::now();
-            let result =
-                training::train_convergence(&state.registry, state.config.trees).and_then(|r| {
-                    let models = training::load_serving(&state.registry, &state.ext.metrics)?;
-                    state.swap_models(models);
-                    Ok(r)
-                });
-            match result {
-                Ok(Ok(meta)) => eprintln!(
-                    "augur serve: convergence model v{} trained on the bundled MLPerf runs in {:.1} s",
-                    meta.version,
-                    started.elapsed().as_secs_f64()
-                ),
-                Ok(Err(why)) => eprintln!("augur serve:   not trained: convergence: {why}"),
-                Err(e) => eprintln!("augur serve: training the convergence model failed: {e:#}"),
-            }
+            bootstrap_bundled(
+                &state,
+                training::CONVERGENCE_KIND,
+                "the bundled MLPerf runs",
+                || training::train_convergence(&state.registry, trees),
+            );
+        }
+        if dag {
+            bootstrap_bundled(
+                &state,
+                training::DAG_KIND,
+                "the bundled TPC-H and WfCommons DAGs",
+                || training::train_bundled_dag(&state.registry, trees),
+            );
         }
     });
+}
+
+/// Trains the `kind` model with `train` (on bundled data, `what`) and serves it; logs how
+/// long it took, or why it was not trained (kept, so its answers can say why).
+fn bootstrap_bundled(
+    state: &AppState,
+    kind: &str,
+    what: &str,
+    train: impl FnOnce() -> anyhow::Result<Result<augur_predictor::ArtifactMeta, String>>,
+) {
+    let started = std::time::Instant::now();
+    let result = train().and_then(|r| {
+        let models = training::load_serving(&state.registry, &state.ext.metrics)?;
+        state.swap_models(models);
+        Ok(r)
+    });
+    match result {
+        Ok(Ok(meta)) => eprintln!(
+            "augur serve: {kind} model v{} trained on {what} in {:.1} s",
+            meta.version,
+            started.elapsed().as_secs_f64()
+        ),
+        Ok(Err(why)) => {
+            eprintln!("augur serve:   not trained: {kind}: {why}");
+            let not_trained = {
+                let mut o = state.online_mut();
+                o.not_trained.insert(kind.to_string(), why);
+                o.not_trained.clone()
+            };
+            if let Err(e) = training::save_not_trained(&state.registry, &not_trained) {
+                tracing::error!(error = %format!("{e:#}"), "keeping why {kind} was not trained failed");
+            }
+        }
+        Err(e) => eprintln!("augur serve: training the {kind} model failed: {e:#}"),
+    }
 }
 
 /// Trains the job-trace models on the bootstrap history (`dataset`: bundled names, trace

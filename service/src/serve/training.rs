@@ -13,6 +13,7 @@ use anyhow::Context;
 use augur_datasets::{JobRecord, ReadOptions};
 use augur_features::failure_label;
 use augur_predictor::convergence::load_bundled_mlperf;
+use augur_predictor::dag::{load_bundled_dag_sets, DagDataset, DagPredictor};
 use augur_predictor::queue_wait::known_wait;
 use augur_predictor::registry::{Artifact, Selector};
 use augur_predictor::{
@@ -25,7 +26,7 @@ use serde::Serialize;
 use super::metrics::Metrics;
 use super::model_gate::{
     failure_scores_on_newest, queue_wait_mae_s_on_newest, runtime_mae_log_on_newest, Gate, Scores,
-    Verdict, MAE_LOG, MAE_S, PR_AUC,
+    Verdict, MAE_LOG, MAE_S, MAKESPAN_MAE_LOG, PR_AUC,
 };
 use super::online::{Served, ServedModels};
 use crate::model_store::{
@@ -43,6 +44,13 @@ pub const RUNTIME_KIND: &str = "runtime";
 pub const FAILURE_KIND: &str = "failure";
 /// Registry kind of the convergence predictor.
 pub const CONVERGENCE_KIND: &str = "convergence";
+/// Registry kind of the DAG (stage run time and makespan) predictor.
+pub const DAG_KIND: &str = "dag";
+
+/// GRU epochs of the DAG model the service trains (`augur evaluate --task dag` runs up to
+/// 40, early-stopped on held-out groups): a few keep the first-start training short; the
+/// time it takes is measured in docs/dag.md.
+pub const SERVE_DAG_EPOCHS: usize = 3;
 
 /// What a training run produced.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -98,6 +106,7 @@ pub fn load_serving(registry: &ModelRegistry, metrics: &Metrics) -> anyhow::Resu
         queue_wait: load_good::<QueueWaitPredictor>(registry, metrics)?,
         failure: load_good::<FailurePredictor>(registry, metrics)?,
         convergence: load_good::<ConvergencePredictor>(registry, metrics)?,
+        dag: load_good::<DagPredictor>(registry, metrics)?,
     })
 }
 
@@ -162,6 +171,7 @@ pub fn check_loads(
         QUEUE_WAIT_KIND => registry.load::<QueueWaitPredictor>(at).map(|_| ()),
         FAILURE_KIND => registry.load::<FailurePredictor>(at).map(|_| ()),
         CONVERGENCE_KIND => registry.load::<ConvergencePredictor>(at).map(|_| ()),
+        DAG_KIND => registry.load::<DagPredictor>(at).map(|_| ()),
         _ => registry.verify(kind, version).map(|_| ()),
     }
 }
@@ -517,6 +527,77 @@ pub fn train_convergence(
     )?;
     registry.promote(CONVERGENCE_KIND, meta.version)?;
     Ok(Ok(meta))
+}
+
+/// Whether the registry has no DAG model yet.
+pub fn needs_dag(registry: &ModelRegistry) -> anyhow::Result<bool> {
+    Ok(registry.version_numbers(DAG_KIND)?.is_empty())
+}
+
+/// Trains the DAG predictor on both bundled DAG sets (TPC-H and WfCommons, read as
+/// `augur evaluate --task dag` reads them), saves and promotes it; `Ok(Err(why))` when they
+/// cannot be read or cannot train it.
+pub fn train_bundled_dag(
+    registry: &ModelRegistry,
+    trees: Option<usize>,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    match load_bundled_dag_sets() {
+        Ok(data) => train_dag(registry, &data, trees, SERVE_DAG_EPOCHS),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// Trains the DAG predictor on every job of `data` (`epochs` GRU epochs at most, `trees`
+/// caps the per-stage GBDT), saves and promotes it. No held-out metrics are stored: the
+/// recipe's held-out numbers are those of `augur evaluate --task dag` (grouped 5-fold
+/// cross-validation, docs/dag.md), named in the version's notes.
+pub fn train_dag(
+    registry: &ModelRegistry,
+    data: &DagDataset,
+    trees: Option<usize>,
+    epochs: usize,
+) -> anyhow::Result<Result<ArtifactMeta, String>> {
+    let trainer = trainers::dag(trees, Some(epochs));
+    let predictor = match trainer.train(data) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let mut notes = BTreeMap::new();
+    notes.insert("max_trees".to_string(), trainer.gbdt.n_trees.to_string());
+    notes.insert("gru_epochs".to_string(), trainer.gru.epochs.to_string());
+    notes.insert(
+        "trained_on".to_string(),
+        format!("every job of {} ({} jobs)", data.name, data.jobs.len()),
+    );
+    notes.insert(
+        "metrics_on".to_string(),
+        "none stored: the recipe's held-out numbers are `augur evaluate --task dag` (grouped 5-fold cross-validation, docs/dag.md)".to_string(),
+    );
+    notes.insert("trained_by".to_string(), "augur serve".to_string());
+    let meta = save_artifact(
+        registry,
+        &predictor,
+        &data.name,
+        data.jobs.len(),
+        BTreeMap::new(),
+        notes,
+    )?;
+    registry.promote(DAG_KIND, meta.version)?;
+    Ok(Ok(meta))
+}
+
+/// The retrain verdict of the DAG model: the ingested history cannot train it (a DAG model
+/// learns from each stage's measured run time; events carry a job's DAG and its whole
+/// duration only), so the served version (`served`, trained on the bundled DAG sets) stays.
+pub fn dag_not_retrained(served: Option<u32>, dag_jobs: usize) -> Verdict {
+    let stays = match served {
+        Some(v) => format!("dag v{v} (trained on the bundled DAG sets) stays served"),
+        None => "no dag model is served".to_string(),
+    };
+    let reason = format!(
+        "not retrained: the ingested history cannot train it ({dag_jobs} ingested jobs have a DAG, but events carry no per-stage run times, which it learns from); {stays}"
+    );
+    Verdict::not_trained(DAG_KIND, MAKESPAN_MAE_LOG, served, reason)
 }
 
 /// Where the reasons the first-start training skipped kinds are kept, so a restart still

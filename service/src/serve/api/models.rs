@@ -15,7 +15,9 @@ use utoipa::ToSchema;
 use super::blocking;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::retrain::{self, Trigger};
-use crate::serve::training::{self, CONVERGENCE_KIND, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND};
+use crate::serve::training::{
+    self, CONVERGENCE_KIND, DAG_KIND, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND,
+};
 use crate::serve::{lock, AppState, RetrainStatus};
 
 /// The served version of each kind (none while a kind has no model).
@@ -25,6 +27,7 @@ pub struct ServedVersions {
     pub queue_wait: Option<u32>,
     pub failure: Option<u32>,
     pub convergence: Option<u32>,
+    pub dag: Option<u32>,
 }
 
 /// A saved version: its registry metadata, or why it cannot be read.
@@ -54,7 +57,7 @@ pub struct KindVersions {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelsView {
     pub serving: ServedVersions,
-    /// By kind: `runtime`, `queue_wait`, `failure`, `convergence`.
+    /// By kind: `runtime`, `queue_wait`, `failure`, `convergence`, `dag`.
     pub kinds: BTreeMap<String, KindVersions>,
 }
 
@@ -74,17 +77,13 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsVie
             queue_wait: o.models.queue_wait.as_ref().map(|s| s.meta.version),
             failure: o.models.failure.as_ref().map(|s| s.meta.version),
             convergence: o.models.convergence.as_ref().map(|s| s.meta.version),
+            dag: o.models.dag.as_ref().map(|s| s.meta.version),
         }
     };
     let registry = state.registry.clone();
     let kinds = blocking(move || {
         let mut kinds = BTreeMap::new();
-        for kind in [
-            RUNTIME_KIND,
-            QUEUE_WAIT_KIND,
-            FAILURE_KIND,
-            CONVERGENCE_KIND,
-        ] {
+        for kind in KINDS {
             let versions = registry
                 .versions(kind)
                 .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -181,16 +180,22 @@ pub struct Promoted {
     pub promoted: Promotion,
 }
 
+/// The kinds the service serves, listed, promoted and rolled back.
+const KINDS: [&str; 5] = [
+    RUNTIME_KIND,
+    QUEUE_WAIT_KIND,
+    FAILURE_KIND,
+    CONVERGENCE_KIND,
+    DAG_KIND,
+];
+
 fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
-    match kind {
-        RUNTIME_KIND => Ok(RUNTIME_KIND),
-        QUEUE_WAIT_KIND => Ok(QUEUE_WAIT_KIND),
-        FAILURE_KIND => Ok(FAILURE_KIND),
-        CONVERGENCE_KIND => Ok(CONVERGENCE_KIND),
-        _ => Err(ApiError::not_found(format!(
-            "no model kind `{kind}`; kinds: {RUNTIME_KIND}, {QUEUE_WAIT_KIND}, {FAILURE_KIND}, {CONVERGENCE_KIND}"
-        ))),
-    }
+    KINDS.into_iter().find(|k| *k == kind).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no model kind `{kind}`; kinds: {}",
+            KINDS.join(", ")
+        ))
+    })
 }
 
 /// `POST /v1/models/{kind}/promote`: serve a saved version.
@@ -198,8 +203,8 @@ fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
     post,
     path = "/v1/models/{kind}/promote",
     tag = "models",
-    summary = "Serve a saved version of `runtime`, `queue_wait`, `failure` or `convergence`",
-    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure` or `convergence`")),
+    summary = "Serve a saved version of `runtime`, `queue_wait`, `failure`, `convergence` or `dag`",
+    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure`, `convergence` or `dag`")),
     request_body = PromoteBody,
     security(("bearer" = [])),
     responses(
@@ -235,7 +240,7 @@ pub async fn promote(
     path = "/v1/models/{kind}/rollback",
     tag = "models",
     summary = "Serve the previously promoted version again",
-    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure` or `convergence`")),
+    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure`, `convergence` or `dag`")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "`{kind, promoted}`", body = Promoted),

@@ -10,19 +10,12 @@ use serde_json::json;
 
 use super::*;
 
-/// Saves a payload that verifies (size, hash) but is not a runtime model, as the next
-/// runtime version; returns its number.
 fn save_unloadable_runtime(models: &Path) -> u32 {
-    let registry = augur_predictor::ModelRegistry::open(models).unwrap();
-    registry
-        .save_as(
-            "runtime",
-            &json!({ "not": "a runtime model" }),
-            RuntimePredictor::CURRENT_FEATURE_SCHEMA_VERSION,
-            NewArtifact::new("garbage", 1),
-        )
-        .unwrap()
-        .version
+    save_unloadable(
+        models,
+        "runtime",
+        RuntimePredictor::CURRENT_FEATURE_SCHEMA_VERSION,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,8 +48,26 @@ async fn a_manual_retrain_on_a_poor_history_keeps_the_served_model_and_says_why(
             .any(|k| k.as_str().unwrap().starts_with("runtime v2: ")),
         "{v}"
     );
+    // the DAG model cannot learn from these events (no per-stage run times): kept, saying why
+    let dag = verdicts.iter().find(|v| v["kind"] == "dag").unwrap();
+    assert_eq!(dag["promoted"], false, "{v}");
+    assert!(dag["version"].is_null(), "{v}");
+    assert_eq!(dag["served_version"], 1, "{v}");
+    assert!(
+        dag["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no per-stage run times"),
+        "{v}"
+    );
+    assert!(
+        kept.iter()
+            .any(|k| k.as_str().unwrap().starts_with("dag: ")),
+        "{v}"
+    );
     let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
     assert_eq!(m["serving"]["runtime"], 1, "{m}");
+    assert_eq!(m["serving"]["dag"], 1, "{m}");
     let body = json!({ "job": { "profile": profile_json(&jobs[0]) } });
     let (st, p) = call(&state, "POST", "/v1/predict/runtime", Some(body), false).await;
     assert_eq!(st, StatusCode::OK, "{p}");
@@ -68,23 +79,7 @@ async fn promote_and_rollback_refuse_a_version_that_does_not_load() {
     let (state, dir) = service(true);
     let models = dir.path().join("models");
     let bad = save_unloadable_runtime(&models);
-    let (st, v) = call(
-        &state,
-        "POST",
-        "/v1/models/runtime/promote",
-        Some(json!({ "version": bad })),
-        true,
-    )
-    .await;
-    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert_eq!(v["error"]["field"], "version", "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("cannot be loaded"),
-        "{v}"
-    );
+    assert_promote_refused(&state, "runtime", bad).await;
     let registry = training::open_registry(dir.path()).unwrap();
     assert_eq!(registry.promotion("runtime").unwrap().unwrap().version, 1);
     assert_eq!(

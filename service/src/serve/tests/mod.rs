@@ -9,6 +9,8 @@
 //! - [`lifecycle`]: a retrain never serves a worse model, unloadable versions are refused;
 //! - [`records`]: the answers at submit are stored records that swaps and restarts keep;
 //! - [`answers`]: the ways of asking one job's runtime at one moment agree;
+//! - [`dag`]: the DAG model answers DAGs that carry its features, the critical path the
+//!   others (saying why); its promotion and rollback;
 //! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
 //! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
 //! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
@@ -16,6 +18,7 @@
 
 mod answers;
 mod auth;
+mod dag;
 mod inputs;
 mod lifecycle;
 mod predictions;
@@ -63,8 +66,8 @@ fn openb() -> &'static [JobRecord] {
 }
 
 /// A registry with the runtime model trained on the first [`TRAIN_JOBS`] Philly jobs and
-/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs and the failure model on the
-/// first [`TRAIN_JOBS`] openb pods (trained once).
+/// the queue-wait model on the first [`TRAIN_JOBS`] Mira jobs, the failure model on the
+/// first [`TRAIN_JOBS`] openb pods, and the DAG model on [`dag_sample`] (trained once).
 fn trained_models() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -82,8 +85,55 @@ fn trained_models() -> &'static Path {
         training::train_convergence(&registry, Some(15))
             .unwrap()
             .unwrap();
+        training::train_dag(&registry, dag_sample(), Some(15), 1)
+            .unwrap()
+            .unwrap();
         dir.join("models")
     })
+}
+
+/// Every 8th job of the bundled TPC-H DAGs and every WfCommons instance (read once): the
+/// fixture DAG model's training set.
+fn dag_sample() -> &'static augur_predictor::dag::DagDataset {
+    static DATA: OnceLock<augur_predictor::dag::DagDataset> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let mut all = augur_predictor::dag::load_bundled_dag_sets().expect("bundled DAG sets");
+        let keep: Vec<bool> = all
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| j.family != "tpch" || i % 8 == 0)
+            .collect();
+        let mut k = keep.iter();
+        all.jobs.retain(|_| *k.next().unwrap());
+        let mut k = keep.iter();
+        all.groups.retain(|_| *k.next().unwrap());
+        all
+    })
+}
+
+/// Saves a payload that verifies (size, hash) but is no model, as the next `kind` version
+/// in the registry at `models` (feature schema `schema`); returns its number.
+fn save_unloadable(models: &Path, kind: &str, schema: u32) -> u32 {
+    let registry = augur_predictor::ModelRegistry::open(models).unwrap();
+    let info = augur_predictor::NewArtifact::new("garbage", 1);
+    let garbage = json!({ "not": format!("a {kind} model") });
+    registry
+        .save_as(kind, &garbage, schema, info)
+        .unwrap()
+        .version
+}
+
+/// Asks to promote `version` of `kind`, which does not load: refused with 422 naming it.
+async fn assert_promote_refused(state: &AppState, kind: &str, version: u32) {
+    let path = format!("/v1/models/{kind}/promote");
+    let body = json!({ "version": version });
+    let (st, v) = call(state, "POST", &path, Some(body), true).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "version", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    let expected = format!("{kind} v{version} cannot be loaded");
+    assert!(message.contains(&expected), "{v}");
 }
 
 fn copy_dir(from: &Path, to: &Path) {
