@@ -142,7 +142,7 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
         .filter_map(|e| match e {
             ClusterEvent::Submitted {
                 job, time, gpus, ..
-            } => Some(format!("submitted {} {} {gpus}", job.name, time - T0)),
+            } => Some(format!("submitted {} {} {gpus:?}", job.name, time - T0)),
             ClusterEvent::Started { job, time } => {
                 Some(format!("started {} {}", job.name, time - T0))
             }
@@ -161,9 +161,9 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
             "finished c -10 Succeeded",
             "started a 0",
             "started b 1100",
-            "submitted a -100 4",
-            "submitted b -50 4",
-            "submitted c -500 2",
+            "submitted a -100 Some(4)",
+            "submitted b -50 Some(4)",
+            "submitted c -500 Some(2)",
         ]
     );
     let _ = Outcome::Failed;

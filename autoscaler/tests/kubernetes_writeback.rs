@@ -1,20 +1,20 @@
 //! Writing predictions back onto the cluster's objects, against the wire-level fake API: the
-//! exact PATCHes (merge patches of annotations only, on queued and running PyTorchJobs and
-//! the Kueue Workloads queueing them), only by the leader, none in dry-run, the rate limits,
-//! and the Events of scaling decisions.
+//! exact PATCHes (merge patches of annotations only, on queued and running PyTorchJobs,
+//! TrainJobs and Kueue-managed Jobs and the Kueue Workloads queueing them), only by the
+//! leader, none in dry-run, the rate limits, and the Events of scaling decisions.
 
 mod fixtures;
 
 use std::collections::BTreeSet;
 
 use augur_autoscaler::kubernetes::{
-    Hooks, JobKey, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
+    Hooks, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
     WriteBackConfig, WRITEBACK_PREFIX,
 };
 use augur_autoscaler::ClusterBackend;
 use augur_kube_fake::*;
 use fixtures::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Runtime 3,600 s [2,400, 5,400] for every job; queued jobs also get a start.
 fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
@@ -150,10 +150,7 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
 
     // a Kubernetes Event on the job, for `kubectl describe`
     b.record_event(
-        &JobKey {
-            namespace: "ml".into(),
-            name: "a".into(),
-        },
+        &JobKey::pytorchjob("ml", "a"),
         "ScaledUp",
         "augur: 4 -> 6 workers (marginal_gain: idle GPUs)",
     )
@@ -184,10 +181,7 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     api.clear_requests();
     let r = f.write_back(predict, false).await;
     assert_eq!(r.skipped, Some("not the leader"));
-    let key_a = JobKey {
-        namespace: "ml".into(),
-        name: "a".into(),
-    };
+    let key_a = JobKey::pytorchjob("ml", "a");
     f.record_event(&key_a, "ScaledUp", "x").await.unwrap();
     assert!(
         api.requests().iter().all(|r| r.method == "GET"),
@@ -227,4 +221,131 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let r = b.write_back(longer, false).await;
     assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
     assert_eq!(patches(&api).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_the_leader_only() {
+    let api = FakeApi::start(&[TRAINJOBS, BATCH_JOBS, WORKLOADS, EVENTS]).await;
+    seed(&api);
+    seed_workloads(&api);
+    let clock = VClock::new(T0 + 100.0);
+
+    // a follower and a dry-run leader send nothing but reads
+    let follower = Hooks {
+        leader: Some(LeaderGate::default()),
+        ..Hooks::default()
+    };
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower).await;
+    f.observe().await.expect("snapshot");
+    api.clear_requests();
+    assert_eq!(
+        f.write_back(predict, false).await.skipped,
+        Some("not the leader")
+    );
+    let llama = JobKey::new(JobKind::TrainJob, "ml", "llama");
+    f.record_event(&llama, "AugurScaled", "x").await.unwrap();
+    let mut b = backend_with(&api, &clock, WriteBackConfig::default(), Hooks::default()).await;
+    b.observe().await.expect("snapshot");
+    assert_eq!(b.write_back(predict, true).await.skipped, Some("dry-run"));
+    assert!(api.requests().iter().all(|r| r.method == "GET"));
+
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.failed), (8, 0), "{r:?}");
+    let sent = patches(&api);
+    let paths: BTreeSet<&str> = sent.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from([
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/llama",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/tiny",
+            "/apis/batch/v1/namespaces/ml/jobs/sweep",
+            "/apis/batch/v1/namespaces/ml/jobs/etl",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/trainjob-tiny",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl",
+        ]),
+        "not the Job without the queue label nor the JobSet's; not sweep's admitted Workload"
+    );
+    // the exact bodies: a merge patch of metadata.annotations, the PyTorchJobs' set
+    let body = |path: &str| {
+        sent.iter()
+            .find(|r| r.path == path)
+            .and_then(|r| r.body.clone())
+            .expect("patched")
+    };
+    let job_ann = |k: &JobKey, phase| json!({ "metadata": { "annotations": predict(k, phase).unwrap().job_annotations() } });
+    let tiny = JobKey::new(JobKind::TrainJob, "ml", "tiny");
+    let sweep = JobKey::new(JobKind::Job, "ml", "sweep");
+    let etl = JobKey::new(JobKind::Job, "ml", "etl");
+    assert_eq!(
+        body("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/llama"),
+        job_ann(&llama, JobPhase::Running)
+    );
+    assert_eq!(
+        body("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/tiny"),
+        job_ann(&tiny, JobPhase::Queued)
+    );
+    assert_eq!(
+        body("/apis/batch/v1/namespaces/ml/jobs/sweep"),
+        job_ann(&sweep, JobPhase::Running)
+    );
+    assert_eq!(
+        body("/apis/batch/v1/namespaces/ml/jobs/etl"),
+        job_ann(&etl, JobPhase::Queued)
+    );
+    assert_eq!(
+        body("/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl"),
+        json!({ "metadata": { "annotations":
+            predict(&etl, JobPhase::Queued).unwrap().workload_annotations() } })
+    );
+    assert!(sent
+        .iter()
+        .all(|r| r.content_type.as_deref() == Some("application/merge-patch+json")));
+    let key = |k: &str| format!("{WRITEBACK_PREFIX}{k}");
+    let etl_wl = api.get(WORKLOADS, "ml", "job-etl").unwrap();
+    assert_eq!(
+        etl_wl["metadata"]["annotations"][key("start-bound")],
+        "2026-01-01T00:30:00Z"
+    );
+    // specs untouched
+    assert_eq!(
+        api.get(BATCH_JOBS, "ml", "sweep").unwrap()["spec"]["parallelism"],
+        2
+    );
+    assert_eq!(
+        api.get(TRAINJOBS, "ml", "llama").unwrap()["spec"]["trainer"]["numNodes"],
+        2
+    );
+
+    // the same predictions: nothing; an Event on the TrainJob names its kind
+    api.clear_requests();
+    assert_eq!(b.write_back(predict, false).await.unchanged, 8);
+    assert!(patches(&api).is_empty());
+    b.record_event(&llama, "AugurScaled", "m").await.unwrap();
+    let events = api.list(EVENTS);
+    assert_eq!(events.len(), 1, "the follower posted none: {events:?}");
+    assert_eq!(events[0]["involvedObject"]["kind"], "TrainJob");
+    assert_eq!(
+        events[0]["involvedObject"]["apiVersion"],
+        "trainer.kubeflow.org/v1alpha1"
+    );
+
+    // the rate limits hold over all kinds: one patch a minute
+    let limits = WriteBackConfig {
+        min_interval_s: 60.0,
+        max_patches_per_minute: 1,
+    };
+    let mut l = backend_with(&api, &clock, limits, Hooks::default()).await;
+    l.observe().await.expect("snapshot");
+    let longer = |k: &JobKey, p: JobPhase| {
+        predict(k, p).map(|mut x| {
+            x.failure_probability = Some(0.5);
+            x
+        })
+    };
+    api.clear_requests();
+    let r = l.write_back(longer, false).await;
+    assert_eq!((r.patched, r.deferred), (1, 7), "{r:?}");
+    assert_eq!(patches(&api).len(), 1);
 }
