@@ -5,10 +5,8 @@
 
 mod fixtures;
 
-use std::sync::{Arc, Mutex};
-
-use augur_autoscaler::kubernetes::{ClusterEvent, Hooks, JobKind};
-use augur_autoscaler::{ClusterBackend, ErrorKind};
+use augur_autoscaler::kubernetes::{ClusterEvent, Hooks, JobKind, KubeBackend};
+use augur_autoscaler::{ClusterBackend, ErrorKind, JobId};
 use augur_kube_fake::*;
 use fixtures::*;
 use serde_json::json;
@@ -22,6 +20,15 @@ async fn start() -> FakeApi {
     api
 }
 
+/// Jobs' (id, GPUs, min, max) with their ids as `namespace[/kind]/name`.
+fn sizes(
+    b: &KubeBackend,
+    jobs: impl Iterator<Item = (JobId, u32, u32, u32)>,
+) -> Vec<(String, u32, u32, u32)> {
+    jobs.map(|(id, g, lo, hi)| (b.job_key(id).unwrap().to_string(), g, lo, hi))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trainjobs_and_kueue_jobs_are_watched_and_mapped_into_the_snapshot() {
     let api = start().await;
@@ -32,16 +39,12 @@ async fn trainjobs_and_kueue_jobs_are_watched_and_mapped_into_the_snapshot() {
     // n0: a's 4 + sweep's 2 GPUs; n1: 2 foreign + 1 other namespace + llama's 4
     let free: Vec<u32> = s.nodes.iter().map(|n| n.free).collect();
     assert_eq!(free, vec![2, 1]);
-    let running: Vec<(String, u32, u32, u32)> = s
+    let running = s
         .running
         .iter()
-        .map(|r| {
-            let k = b.job_key(r.id).unwrap().to_string();
-            (k, r.workers, r.min_workers, r.max_workers)
-        })
-        .collect();
+        .map(|r| (r.id, r.workers, r.min_workers, r.max_workers));
     assert_eq!(
-        running,
+        sizes(&b, running),
         vec![
             ("ml/a".to_string(), 4, 2, 8),
             ("ml/trainjob/llama".to_string(), 4, 4, 4),
@@ -59,16 +62,12 @@ async fn trainjobs_and_kueue_jobs_are_watched_and_mapped_into_the_snapshot() {
     let sweep = job_id(&s, &b, "sweep");
     assert_eq!(b.facts(sweep).unwrap().bounds, Some((1, 8)));
     // queued: static b; tiny (suspended by Kueue); etl (suspended: Kueue admits it, not sized)
-    let queued: Vec<(String, u32, u32, u32)> = s
+    let queued = s
         .queued
         .iter()
-        .map(|q| {
-            let k = b.job_key(q.id).unwrap().to_string();
-            (k, q.requested, q.min_workers, q.max_workers)
-        })
-        .collect();
+        .map(|q| (q.id, q.requested, q.min_workers, q.max_workers));
     assert_eq!(
-        queued,
+        sizes(&b, queued),
         vec![
             ("ml/b".to_string(), 4, 4, 4),
             ("ml/trainjob/tiny".to_string(), 1, 1, 1),
@@ -96,12 +95,7 @@ async fn trainjobs_and_kueue_jobs_are_watched_and_mapped_into_the_snapshot() {
 async fn trainjob_and_job_lifecycles_reach_the_service_hook_with_gpus_and_queue() {
     let api = start().await;
     let clock = VClock::new(T0 + 1000.0);
-    let seen: Arc<Mutex<Vec<ClusterEvent>>> = Arc::default();
-    let sink = seen.clone();
-    let hooks = Hooks {
-        events: Some(Arc::new(move |e| sink.lock().unwrap().push(e))),
-        ..Hooks::default()
-    };
+    let (hooks, seen) = recording_hooks();
     let b = backend(&api, &clock, fast_safety(), hooks).await;
     // tiny is admitted and runs, then fails; llama completes; sweep succeeds; etl is deleted
     let mut tiny = api.get(TRAINJOBS, "ml", "tiny").unwrap();

@@ -274,26 +274,21 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
             .and_then(|r| r.body.clone())
             .expect("patched")
     };
-    let job_ann = |k: &JobKey, phase| json!({ "metadata": { "annotations": predict(k, phase).unwrap().job_annotations() } });
-    let tiny = JobKey::new(JobKind::TrainJob, "ml", "tiny");
-    let sweep = JobKey::new(JobKind::Job, "ml", "sweep");
+    let (trainjobs, jobs) = (
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs",
+        "/apis/batch/v1/namespaces/ml/jobs",
+    );
+    for (path, kind, name, phase) in [
+        (trainjobs, JobKind::TrainJob, "llama", JobPhase::Running),
+        (trainjobs, JobKind::TrainJob, "tiny", JobPhase::Queued),
+        (jobs, JobKind::Job, "sweep", JobPhase::Running),
+        (jobs, JobKind::Job, "etl", JobPhase::Queued),
+    ] {
+        let p = predict(&JobKey::new(kind, "ml", name), phase).unwrap();
+        let want = json!({ "metadata": { "annotations": p.job_annotations() } });
+        assert_eq!(body(&format!("{path}/{name}")), want, "{name}");
+    }
     let etl = JobKey::new(JobKind::Job, "ml", "etl");
-    assert_eq!(
-        body("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/llama"),
-        job_ann(&llama, JobPhase::Running)
-    );
-    assert_eq!(
-        body("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/tiny"),
-        job_ann(&tiny, JobPhase::Queued)
-    );
-    assert_eq!(
-        body("/apis/batch/v1/namespaces/ml/jobs/sweep"),
-        job_ann(&sweep, JobPhase::Running)
-    );
-    assert_eq!(
-        body("/apis/batch/v1/namespaces/ml/jobs/etl"),
-        job_ann(&etl, JobPhase::Queued)
-    );
     assert_eq!(
         body("/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl"),
         json!({ "metadata": { "annotations":
