@@ -43,6 +43,18 @@ fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
     })
 }
 
+/// A replica that does not hold the lease.
+fn follower() -> Hooks {
+    Hooks {
+        leader: Some(LeaderGate::default()),
+        ..Hooks::default()
+    }
+}
+
+fn paths(sent: &[augur_kube_fake::Request]) -> BTreeSet<&str> {
+    sent.iter().map(|r| r.path.as_str()).collect()
+}
+
 fn patches(api: &FakeApi) -> Vec<augur_kube_fake::Request> {
     api.requests()
         .into_iter()
@@ -89,9 +101,8 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
     let r = b.write_back(predict, false).await;
     assert_eq!((r.patched, r.failed, r.skipped), (4, 0, None), "{r:?}");
     let sent = patches(&api);
-    let paths: BTreeSet<&str> = sent.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
-        paths,
+        paths(&sent),
         BTreeSet::from([
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
@@ -172,12 +183,7 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let api = FakeApi::start(&[EVENTS]).await;
     seed(&api);
     let clock = VClock::new(T0 + 100.0);
-    // a replica that does not hold the lease
-    let follower = Hooks {
-        leader: Some(LeaderGate::default()),
-        ..Hooks::default()
-    };
-    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower).await;
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
     api.clear_requests();
     let r = f.write_back(predict, false).await;
     assert_eq!(r.skipped, Some("not the leader"));
@@ -231,11 +237,7 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
     let clock = VClock::new(T0 + 100.0);
 
     // a follower and a dry-run leader send nothing but reads
-    let follower = Hooks {
-        leader: Some(LeaderGate::default()),
-        ..Hooks::default()
-    };
-    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower).await;
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
     f.observe().await.expect("snapshot");
     api.clear_requests();
     assert_eq!(
@@ -252,9 +254,8 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
     let r = b.write_back(predict, false).await;
     assert_eq!((r.patched, r.failed), (8, 0), "{r:?}");
     let sent = patches(&api);
-    let paths: BTreeSet<&str> = sent.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
-        paths,
+        paths(&sent),
         BTreeSet::from([
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
