@@ -87,41 +87,46 @@ fn every_overlay_renders_and_passes_strict_schema_validation() {
 fn rbac_reads_what_is_watched_and_writes_scale_annotations_events_and_the_lease() {
     let docs = render("overlays/single");
     let cr = find(&docs, "ClusterRole", "augur-controller");
-    let mut writes = BTreeSet::new();
-    let mut reads = BTreeSet::new();
+    // every (verb, group/resource) the ClusterRole grants, exactly
+    let mut granted = BTreeSet::new();
     for rule in cr["rules"].as_array().unwrap() {
         for g in rule["apiGroups"].as_array().unwrap() {
             for r in rule["resources"].as_array().unwrap() {
                 for v in rule["verbs"].as_array().unwrap() {
-                    let v = v.as_str().unwrap();
                     let key = format!("{}/{}", g.as_str().unwrap(), r.as_str().unwrap());
-                    if ["get", "list", "watch"].contains(&v) {
-                        reads.insert(key);
-                    } else {
-                        writes.insert(format!("{v} {key}"));
-                    }
+                    granted.insert(format!("{} {key}", v.as_str().unwrap()));
                 }
             }
         }
     }
-    assert_eq!(
-        writes.into_iter().collect::<Vec<_>>(),
-        vec![
-            "create /events",
-            "patch kubeflow.org/pytorchjobs",
-            "patch kubeflow.org/pytorchjobs/scale",
-            "patch kueue.x-k8s.io/workloads",
-        ]
-    );
-    for r in [
+    let watched = [
         "/nodes",
         "/pods",
+        "batch/jobs",
         "kubeflow.org/pytorchjobs",
-        "scheduling.volcano.sh/podgroups",
         "kueue.x-k8s.io/workloads",
-    ] {
-        assert!(reads.contains(r), "{r} not readable");
-    }
+        "scheduling.volcano.sh/podgroups",
+        "trainer.kubeflow.org/trainjobs",
+    ];
+    let mut want: BTreeSet<String> = watched
+        .iter()
+        .flat_map(|r| ["get", "list", "watch"].map(|v| format!("{v} {r}")))
+        .collect();
+    want.extend(
+        [
+            "create /events",
+            // prediction annotations; a Job's also spec.parallelism of running elastic Kueue jobs
+            "patch batch/jobs",
+            "patch kubeflow.org/pytorchjobs",
+            "patch kueue.x-k8s.io/workloads",
+            "patch trainer.kubeflow.org/trainjobs",
+            // read before each resize of a PyTorchJob
+            "get kubeflow.org/pytorchjobs/scale",
+            "patch kubeflow.org/pytorchjobs/scale",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(granted, want);
     assert!(!cr.to_string().contains('*'), "no wildcards");
     let role = find(&docs, "Role", "augur-leader-election");
     let verbs: BTreeSet<String> = role["rules"]

@@ -4,7 +4,6 @@
 
 mod fixtures;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use augur_autoscaler::kubernetes::{ClusterEvent, Hooks, LeaderElector, LeaseConfig, Outcome};
@@ -118,12 +117,7 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
     let api = FakeApi::start(&[]).await;
     seed(&api);
     let clock = VClock::new(T0 + 1000.0);
-    let seen: Arc<Mutex<Vec<ClusterEvent>>> = Arc::default();
-    let sink = seen.clone();
-    let hooks = Hooks {
-        events: Some(Arc::new(move |e| sink.lock().unwrap().push(e))),
-        ..Hooks::default()
-    };
+    let (hooks, seen) = recording_hooks();
     let mut b = backend(&api, &clock, fast_safety(), hooks).await;
     // b starts, then finishes; a is deleted
     let mut job = api.get(JOBS, "ml", "b").unwrap();
@@ -142,7 +136,7 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
         .filter_map(|e| match e {
             ClusterEvent::Submitted {
                 job, time, gpus, ..
-            } => Some(format!("submitted {} {} {gpus}", job.name, time - T0)),
+            } => Some(format!("submitted {} {} {gpus:?}", job.name, time - T0)),
             ClusterEvent::Started { job, time } => {
                 Some(format!("started {} {}", job.name, time - T0))
             }
@@ -161,9 +155,9 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
             "finished c -10 Succeeded",
             "started a 0",
             "started b 1100",
-            "submitted a -100 4",
-            "submitted b -50 4",
-            "submitted c -500 2",
+            "submitted a -100 Some(4)",
+            "submitted b -50 Some(4)",
+            "submitted c -500 Some(2)",
         ]
     );
     let _ = Outcome::Failed;

@@ -1,20 +1,20 @@
 //! Writing predictions back onto the cluster's objects, against the wire-level fake API: the
-//! exact PATCHes (merge patches of annotations only, on queued and running PyTorchJobs and
-//! the Kueue Workloads queueing them), only by the leader, none in dry-run, the rate limits,
-//! and the Events of scaling decisions.
+//! exact PATCHes (merge patches of annotations only, on queued and running PyTorchJobs,
+//! TrainJobs and Kueue-managed Jobs and the Kueue Workloads queueing them), only by the
+//! leader, none in dry-run, the rate limits, and the Events of scaling decisions.
 
 mod fixtures;
 
 use std::collections::BTreeSet;
 
 use augur_autoscaler::kubernetes::{
-    Hooks, JobKey, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
+    Hooks, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
     WriteBackConfig, WRITEBACK_PREFIX,
 };
 use augur_autoscaler::ClusterBackend;
 use augur_kube_fake::*;
 use fixtures::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Runtime 3,600 s [2,400, 5,400] for every job; queued jobs also get a start.
 fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
@@ -41,6 +41,18 @@ fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
         failure_probability: (k.name == "a").then_some(0.25),
         model_versions: vec![("runtime", 1)],
     })
+}
+
+/// A replica that does not hold the lease.
+fn follower() -> Hooks {
+    Hooks {
+        leader: Some(LeaderGate::default()),
+        ..Hooks::default()
+    }
+}
+
+fn paths(sent: &[augur_kube_fake::Request]) -> BTreeSet<&str> {
+    sent.iter().map(|r| r.path.as_str()).collect()
 }
 
 fn patches(api: &FakeApi) -> Vec<augur_kube_fake::Request> {
@@ -89,9 +101,8 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
     let r = b.write_back(predict, false).await;
     assert_eq!((r.patched, r.failed, r.skipped), (4, 0, None), "{r:?}");
     let sent = patches(&api);
-    let paths: BTreeSet<&str> = sent.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
-        paths,
+        paths(&sent),
         BTreeSet::from([
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
             "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
@@ -150,10 +161,7 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
 
     // a Kubernetes Event on the job, for `kubectl describe`
     b.record_event(
-        &JobKey {
-            namespace: "ml".into(),
-            name: "a".into(),
-        },
+        &JobKey::pytorchjob("ml", "a"),
         "ScaledUp",
         "augur: 4 -> 6 workers (marginal_gain: idle GPUs)",
     )
@@ -175,19 +183,11 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let api = FakeApi::start(&[EVENTS]).await;
     seed(&api);
     let clock = VClock::new(T0 + 100.0);
-    // a replica that does not hold the lease
-    let follower = Hooks {
-        leader: Some(LeaderGate::default()),
-        ..Hooks::default()
-    };
-    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower).await;
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
     api.clear_requests();
     let r = f.write_back(predict, false).await;
     assert_eq!(r.skipped, Some("not the leader"));
-    let key_a = JobKey {
-        namespace: "ml".into(),
-        name: "a".into(),
-    };
+    let key_a = JobKey::pytorchjob("ml", "a");
     f.record_event(&key_a, "ScaledUp", "x").await.unwrap();
     assert!(
         api.requests().iter().all(|r| r.method == "GET"),
@@ -227,4 +227,121 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let r = b.write_back(longer, false).await;
     assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
     assert_eq!(patches(&api).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_the_leader_only() {
+    let api = FakeApi::start(&[TRAINJOBS, BATCH_JOBS, WORKLOADS, EVENTS]).await;
+    seed(&api);
+    seed_workloads(&api);
+    let clock = VClock::new(T0 + 100.0);
+
+    // a follower and a dry-run leader send nothing but reads
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
+    f.observe().await.expect("snapshot");
+    api.clear_requests();
+    assert_eq!(
+        f.write_back(predict, false).await.skipped,
+        Some("not the leader")
+    );
+    let llama = JobKey::new(JobKind::TrainJob, "ml", "llama");
+    f.record_event(&llama, "AugurScaled", "x").await.unwrap();
+    let mut b = backend_with(&api, &clock, WriteBackConfig::default(), Hooks::default()).await;
+    b.observe().await.expect("snapshot");
+    assert_eq!(b.write_back(predict, true).await.skipped, Some("dry-run"));
+    assert!(api.requests().iter().all(|r| r.method == "GET"));
+
+    let r = b.write_back(predict, false).await;
+    assert_eq!((r.patched, r.failed), (8, 0), "{r:?}");
+    let sent = patches(&api);
+    assert_eq!(
+        paths(&sent),
+        BTreeSet::from([
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a",
+            "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/llama",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/tiny",
+            "/apis/batch/v1/namespaces/ml/jobs/sweep",
+            "/apis/batch/v1/namespaces/ml/jobs/etl",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/trainjob-tiny",
+            "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl",
+        ]),
+        "not the Job without the queue label nor the JobSet's; not sweep's admitted Workload"
+    );
+    // the exact bodies: a merge patch of metadata.annotations, the PyTorchJobs' set
+    let body = |path: &str| {
+        sent.iter()
+            .find(|r| r.path == path)
+            .and_then(|r| r.body.clone())
+            .expect("patched")
+    };
+    let (trainjobs, jobs) = (
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs",
+        "/apis/batch/v1/namespaces/ml/jobs",
+    );
+    for (path, kind, name, phase) in [
+        (trainjobs, JobKind::TrainJob, "llama", JobPhase::Running),
+        (trainjobs, JobKind::TrainJob, "tiny", JobPhase::Queued),
+        (jobs, JobKind::Job, "sweep", JobPhase::Running),
+        (jobs, JobKind::Job, "etl", JobPhase::Queued),
+    ] {
+        let p = predict(&JobKey::new(kind, "ml", name), phase).unwrap();
+        let want = json!({ "metadata": { "annotations": p.job_annotations() } });
+        assert_eq!(body(&format!("{path}/{name}")), want, "{name}");
+    }
+    let etl = JobKey::new(JobKind::Job, "ml", "etl");
+    assert_eq!(
+        body("/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl"),
+        json!({ "metadata": { "annotations":
+            predict(&etl, JobPhase::Queued).unwrap().workload_annotations() } })
+    );
+    assert!(sent
+        .iter()
+        .all(|r| r.content_type.as_deref() == Some("application/merge-patch+json")));
+    let key = |k: &str| format!("{WRITEBACK_PREFIX}{k}");
+    let etl_wl = api.get(WORKLOADS, "ml", "job-etl").unwrap();
+    assert_eq!(
+        etl_wl["metadata"]["annotations"][key("start-bound")],
+        "2026-01-01T00:30:00Z"
+    );
+    // specs untouched
+    assert_eq!(
+        api.get(BATCH_JOBS, "ml", "sweep").unwrap()["spec"]["parallelism"],
+        2
+    );
+    assert_eq!(
+        api.get(TRAINJOBS, "ml", "llama").unwrap()["spec"]["trainer"]["numNodes"],
+        2
+    );
+
+    // the same predictions: nothing; an Event on the TrainJob names its kind
+    api.clear_requests();
+    assert_eq!(b.write_back(predict, false).await.unchanged, 8);
+    assert!(patches(&api).is_empty());
+    b.record_event(&llama, "AugurScaled", "m").await.unwrap();
+    let events = api.list(EVENTS);
+    assert_eq!(events.len(), 1, "the follower posted none: {events:?}");
+    assert_eq!(events[0]["involvedObject"]["kind"], "TrainJob");
+    assert_eq!(
+        events[0]["involvedObject"]["apiVersion"],
+        "trainer.kubeflow.org/v1alpha1"
+    );
+
+    // the rate limits hold over all kinds: one patch a minute
+    let limits = WriteBackConfig {
+        min_interval_s: 60.0,
+        max_patches_per_minute: 1,
+    };
+    let mut l = backend_with(&api, &clock, limits, Hooks::default()).await;
+    l.observe().await.expect("snapshot");
+    let longer = |k: &JobKey, p: JobPhase| {
+        predict(k, p).map(|mut x| {
+            x.failure_probability = Some(0.5);
+            x
+        })
+    };
+    api.clear_requests();
+    let r = l.write_back(longer, false).await;
+    assert_eq!((r.patched, r.deferred), (1, 7), "{r:?}");
+    assert_eq!(patches(&api).len(), 1);
 }

@@ -1,5 +1,5 @@
-//! The resources the fake serves ([`Kind`]): nodes, pods, PyTorchJobs, Volcano PodGroups,
-//! Kueue Workloads, Leases and Events.
+//! The resources the fake serves ([`Kind`]): nodes, pods, PyTorchJobs, Kubeflow Trainer v2
+//! TrainJobs, `batch/v1` Jobs, Volcano PodGroups, Kueue Workloads, Leases and Events.
 
 /// A served resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,20 @@ pub const JOBS: Kind = Kind {
     group: "kubeflow.org",
     version: "v1",
     kind: "PyTorchJob",
+    namespaced: true,
+};
+pub const TRAINJOBS: Kind = Kind {
+    plural: "trainjobs",
+    group: "trainer.kubeflow.org",
+    version: "v1alpha1",
+    kind: "TrainJob",
+    namespaced: true,
+};
+pub const BATCH_JOBS: Kind = Kind {
+    plural: "jobs",
+    group: "batch",
+    version: "v1",
+    kind: "Job",
     namespaced: true,
 };
 pub const PODGROUPS: Kind = Kind {

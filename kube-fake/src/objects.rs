@@ -1,5 +1,6 @@
 //! Builders of the objects tests put into the fake (k8s-openapi types where they exist): GPU
-//! nodes, worker pods, PyTorchJobs and their status, Volcano PodGroups, Kueue Workloads.
+//! nodes, worker pods, PyTorchJobs and their status, Volcano PodGroups, Kueue Workloads. The
+//! Trainer v2 TrainJobs and Kueue-managed `batch/v1` Jobs are in `workloads`.
 
 use std::collections::BTreeMap;
 
@@ -51,24 +52,67 @@ pub fn node(name: &str, gpu_count: u32, product: &str, zone: &str, ready: bool) 
 
 /// A worker pod of a PyTorchJob, bound to `node` (Running) or pending.
 pub fn worker_pod(ns: &str, job: &str, index: u32, gpu_count: u32, node: Option<&str>) -> Value {
+    let labels = [
+        ("training.kubeflow.org/job-name", job.to_string()),
+        ("training.kubeflow.org/replica-type", "worker".to_string()),
+        ("training.kubeflow.org/replica-index", index.to_string()),
+    ];
+    pod(
+        ns,
+        &format!("{job}-worker-{index}"),
+        &labels,
+        gpu_count,
+        node,
+    )
+}
+
+/// A trainer node pod of a TrainJob (labelled by the JobSet the Trainer names after it, in
+/// its `node` replicated Job), bound to `node` (Running) or pending.
+pub fn trainjob_pod(ns: &str, job: &str, index: u32, gpu_count: u32, node: Option<&str>) -> Value {
+    let labels = [
+        ("jobset.sigs.k8s.io/jobset-name", job.to_string()),
+        ("jobset.sigs.k8s.io/replicatedjob-name", "node".to_string()),
+        ("batch.kubernetes.io/job-name", format!("{job}-node-0")),
+        (
+            "batch.kubernetes.io/job-completion-index",
+            index.to_string(),
+        ),
+    ];
+    pod(
+        ns,
+        &format!("{job}-node-0-{index}"),
+        &labels,
+        gpu_count,
+        node,
+    )
+}
+
+/// A pod of a `batch/v1` Job, bound to `node` (Running) or pending.
+pub fn job_pod(ns: &str, job: &str, index: u32, gpu_count: u32, node: Option<&str>) -> Value {
+    let labels = [
+        ("batch.kubernetes.io/job-name", job.to_string()),
+        ("job-name", job.to_string()),
+    ];
+    pod(ns, &format!("{job}-{index}"), &labels, gpu_count, node)
+}
+
+fn pod(
+    ns: &str,
+    name: &str,
+    labels: &[(&str, String)],
+    gpu_count: u32,
+    node: Option<&str>,
+) -> Value {
     let p = Pod {
         metadata: ObjectMeta {
-            name: Some(format!("{job}-worker-{index}")),
+            name: Some(name.into()),
             namespace: Some(ns.into()),
-            labels: Some(BTreeMap::from([
-                (
-                    "training.kubeflow.org/job-name".to_string(),
-                    job.to_string(),
-                ),
-                (
-                    "training.kubeflow.org/replica-type".to_string(),
-                    "worker".to_string(),
-                ),
-                (
-                    "training.kubeflow.org/replica-index".to_string(),
-                    index.to_string(),
-                ),
-            ])),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            ),
             ..Default::default()
         },
         spec: Some(PodSpec {
@@ -163,6 +207,12 @@ pub fn podgroup(ns: &str, job: &str, min_member: u32, phase: &str) -> Value {
 
 /// A Kueue Workload owned by a PyTorchJob.
 pub fn workload(ns: &str, job: &str, admitted: bool) -> Value {
+    workload_of("kubeflow.org/v1", "PyTorchJob", ns, job, admitted)
+}
+
+/// A Kueue Workload owned by a job of `kind` (`apiVersion` `api_version`), named as Kueue
+/// names them (`<kind>-<job>`, lower case; the real name also has a hash suffix).
+pub fn workload_of(api_version: &str, kind: &str, ns: &str, job: &str, admitted: bool) -> Value {
     let mut conds = vec![
         json!({ "type": "QuotaReserved", "status": if admitted { "True" } else { "False" },
         "reason": if admitted { "QuotaReserved" } else { "Pending" }, "message": "",
@@ -175,8 +225,8 @@ pub fn workload(ns: &str, job: &str, admitted: bool) -> Value {
         );
     }
     json!({
-        "metadata": { "name": format!("pytorchjob-{job}"), "namespace": ns, "ownerReferences": [{
-            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": job,
+        "metadata": { "name": format!("{}-{job}", kind.to_lowercase()), "namespace": ns, "ownerReferences": [{
+            "apiVersion": api_version, "kind": kind, "name": job,
             "uid": format!("{job}-uid"), "controller": true }] },
         "spec": { "queueName": "default", "podSets": [] },
         "status": { "conditions": conds },

@@ -1,7 +1,8 @@
 //! Serving the API ([`FakeApi::start`]): each request is recorded, answered with an injected
 //! fault when one matches, else routed (`/api/v1/...`, `/apis/G/V/...`, optionally namespaced)
-//! to list, watch, get, create (with `generateName`), replace, merge-patch an object, or a
-//! PyTorchJob's `/scale` get and merge patch.
+//! to list or watch (with a `labelSelector`), get, create (with `generateName`), replace,
+//! merge-patch an object (a `metadata.resourceVersion` in the patch is a precondition → 409),
+//! or a PyTorchJob's `/scale` get and merge patch.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use tokio::sync::watch;
 use crate::kinds::{Kind, JOBS, LEASES, NODES, PODS};
 use crate::requests::{Fault, Request};
 use crate::responses::{error, expired_watch, ok_json, scale_of, status_body};
+use crate::selector::Selector;
 use crate::store::{FakeApi, State};
 
 /// A routed request: the kind, namespace, object name and subresource its path names.
@@ -41,6 +43,13 @@ fn not_found() -> Response {
         "NotFound",
         "the server could not find the requested resource",
     )
+}
+
+/// The `labelSelector` of a list or watch (matching everything when absent).
+pub(crate) fn selector(query: &BTreeMap<String, String>) -> Selector {
+    query
+        .get("labelSelector")
+        .map_or_else(Selector::default, |s| Selector::parse(s))
 }
 
 /// The query string as key → value.
@@ -79,7 +88,8 @@ fn fault_response(f: &Fault, watch: bool) -> Option<Response> {
 
 impl FakeApi {
     /// Starts serving `served` (PyTorchJobs, nodes, pods and leases always; add PODGROUPS /
-    /// WORKLOADS to pretend Volcano / Kueue are installed).
+    /// WORKLOADS to pretend Volcano / Kueue are installed, TRAINJOBS for the Kubeflow Trainer,
+    /// BATCH_JOBS for `batch/v1` Jobs).
     pub async fn start(extra: &[Kind]) -> FakeApi {
         let mut served = vec![NODES, PODS, JOBS, LEASES];
         served.extend_from_slice(extra);
@@ -190,7 +200,7 @@ impl FakeApi {
             {
                 self.watch(kind, ns, &call.query)
             }
-            ("GET", None, _) => self.list_response(kind, ns.as_deref()),
+            ("GET", None, _) => self.list_response(kind, ns.as_deref(), &selector(&call.query)),
             ("GET", Some(n), None) => match self.get(kind, in_ns, &n) {
                 Some(o) => ok_json(&o),
                 None => error(
@@ -269,7 +279,7 @@ impl FakeApi {
         ok_json(&self.get(kind, &ns, n).unwrap_or(Value::Null))
     }
 
-    fn list_response(&self, kind: Kind, ns: Option<&str>) -> Response {
+    fn list_response(&self, kind: Kind, ns: Option<&str>, selector: &Selector) -> Response {
         let s = self.lock();
         let items: Vec<Value> = s
             .objects
@@ -277,6 +287,7 @@ impl FakeApi {
             .map(|m| {
                 m.iter()
                     .filter(|((ons, _), _)| ns.is_none_or(|n| n == ons))
+                    .filter(|(_, o)| selector.matches(o))
                     .map(|(_, o)| o.clone())
                     .collect()
             })
@@ -301,6 +312,9 @@ impl FakeApi {
         let Some(body) = body else {
             return error(400, "BadRequest", "no body");
         };
+        if let Some(conflict) = stale(kind, &body, &obj) {
+            return conflict;
+        }
         merge(&mut obj, &body);
         self.put(kind, obj);
         ok_json(&self.get(kind, ns, name).unwrap_or(Value::Null))
@@ -317,14 +331,8 @@ impl FakeApi {
         let Some(body) = body else {
             return error(400, "BadRequest", "no body");
         };
-        if let Some(rv) = body.pointer("/metadata/resourceVersion") {
-            if !rv.is_null() && *rv != job["metadata"]["resourceVersion"] {
-                return error(
-                    409,
-                    "Conflict",
-                    "Operation cannot be fulfilled on pytorchjobs.kubeflow.org: the object has been modified; please apply your changes to the latest version and try again",
-                );
-            }
+        if let Some(conflict) = stale(JOBS, &body, &job) {
+            return conflict;
         }
         let Some(replicas) = body.pointer("/spec/replicas").and_then(Value::as_u64) else {
             return error(422, "Invalid", "spec.replicas: Required value");
@@ -333,6 +341,22 @@ impl FakeApi {
         self.put(JOBS, job);
         ok_json(&scale_of(&self.get(JOBS, ns, name).unwrap_or(Value::Null)))
     }
+}
+
+/// The 409 of a patch whose `metadata.resourceVersion` (a precondition, as on a real API
+/// server) is not the object's.
+fn stale(kind: Kind, patch: &Value, current: &Value) -> Option<Response> {
+    let rv = patch.pointer("/metadata/resourceVersion")?;
+    (!rv.is_null() && *rv != current["metadata"]["resourceVersion"]).then(|| {
+        error(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {}.{}: the object has been modified; please apply your changes to the latest version and try again",
+                kind.plural, kind.group
+            ),
+        )
+    })
 }
 
 /// Applies a JSON merge patch (RFC 7386): objects merge key by key, `null` removes a key,

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::kinds::Kind;
 use crate::responses::{error, status_body};
+use crate::selector::Selector;
 use crate::store::FakeApi;
 
 /// An open watch.
@@ -27,6 +28,8 @@ struct Watch {
     done: bool,
     bookmarks: bool,
     deadline: Instant,
+    /// Only objects whose labels match are sent.
+    selector: Selector,
 }
 
 impl Watch {
@@ -80,6 +83,7 @@ impl Watch {
             .iter()
             .filter(|c| c.rv > self.sent && c.plural == self.kind.plural)
             .filter(|c| self.ns.is_none() || c.namespace == self.ns)
+            .filter(|c| self.selector.matches(&c.object))
             .map(|c| json!({"type": c.kind, "object": c.object}))
             .collect();
         (batch, s.rv)
@@ -119,6 +123,7 @@ impl FakeApi {
             done: false,
             bookmarks,
             deadline: Instant::now() + timeout,
+            selector: crate::routes::selector(query),
         };
         let stream = futures::stream::unfold(watch, Watch::next);
         Response::builder()

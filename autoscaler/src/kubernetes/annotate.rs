@@ -1,6 +1,7 @@
 //! The write-back's requests ([`KubeBackend::write_back`], [`KubeBackend::record_event`]):
-//! JSON merge patches of `metadata.annotations` on the objects the watch caches hold, and a
-//! `Normal` Event on a job; only by the lease holder, never in dry-run.
+//! JSON merge patches of `metadata.annotations` on the objects the watch caches hold (jobs of
+//! every kind and their Kueue Workloads), and a `Normal` Event on a job; only by the lease
+//! holder, never in dry-run.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,14 +13,17 @@ use serde_json::json;
 
 use super::api::workload_resource;
 use super::backend::KubeBackend;
-use super::objects::{pytorchjob_view, JobKey, JobState};
+use super::kinds::JobKind;
+use super::objects::{owner_job, JobKey, JobState};
 use super::safety::{into_error, with_timeout};
+use super::workloads::job_view;
 use super::writeback::{Admission, JobPhase, JobPredictions, WriteBackReport, WriteTarget};
 use crate::error::BackendError;
 
 impl KubeBackend {
-    /// Writes `predict`'s answer for every queued or running `PyTorchJob` onto it (and onto
-    /// the Kueue `Workload` it owns, when Kueue is watched), within the rate limits; nothing
+    /// Writes `predict`'s answer for every queued or running job of every watched kind
+    /// (PyTorchJob, TrainJob, Kueue-managed Job) onto it (and onto the Kueue `Workload` it
+    /// owns, when Kueue is watched), within the rate limits; nothing
     /// when this replica is not the leader or `dry_run`. `predict` is called for all jobs
     /// before the first request goes out.
     pub async fn write_back(
@@ -75,18 +79,22 @@ impl KubeBackend {
         let mut owners: HashMap<JobKey, JobPredictions> = HashMap::new();
         let states: HashMap<&JobKey, JobState> =
             self.facts.values().map(|f| (&f.key, f.state)).collect();
-        for obj in self.job_objects() {
-            let Some(v) = pytorchjob_view(&obj, &self.cfg.observe.gpu_resource) else {
+        let objects = JobKind::ALL
+            .into_iter()
+            .flat_map(|k| self.job_objects(k).into_iter().map(move |o| (k, o)));
+        for (kind, obj) in objects {
+            let Some(v) = job_view(kind, &obj, &self.cfg.observe.gpu_resource) else {
                 continue;
             };
             if v.finished.is_some() {
                 continue;
             }
-            // the last snapshot's view (Kueue admission, Volcano phase), else the job's start
+            // the last snapshot's view (suspension, Kueue admission, Volcano phase), else the
+            // job's start
             let phase = match states.get(&v.key) {
                 Some(JobState::Running) => JobPhase::Running,
                 Some(JobState::Queued) => JobPhase::Queued,
-                None if v.start_time.is_some() => JobPhase::Running,
+                None if v.start_time.is_some() && !v.suspended => JobPhase::Running,
                 None => JobPhase::Queued,
             };
             let Some(p) = predict(&v.key, phase) else {
@@ -94,7 +102,7 @@ impl KubeBackend {
             };
             let a = p.job_annotations();
             if !a.is_empty() {
-                out.push((WriteTarget::PyTorchJob(v.key.clone()), a));
+                out.push((WriteTarget::Job(v.key.clone()), a));
             }
             if phase == JobPhase::Queued {
                 owners.insert(v.key, p);
@@ -104,27 +112,12 @@ impl KubeBackend {
             let (Some(ns), Some(name)) = (&wl.metadata.namespace, &wl.metadata.name) else {
                 continue;
             };
-            let owner = wl
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|r| r.kind == "PyTorchJob" && r.api_version.starts_with("kubeflow.org/"));
-            let Some(p) = owner.and_then(|r| {
-                owners.get(&JobKey {
-                    namespace: ns.clone(),
-                    name: r.name.clone(),
-                })
-            }) else {
+            let Some(p) = owner_job(&wl).and_then(|k| owners.get(&k)) else {
                 continue;
             };
             let a = p.workload_annotations();
             if !a.is_empty() {
-                let key = JobKey {
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                };
-                out.push((WriteTarget::Workload(key), a));
+                out.push((WriteTarget::Workload(ns.clone(), name.clone()), a));
             }
         }
         out
@@ -136,23 +129,22 @@ impl KubeBackend {
         target: &WriteTarget,
         annotations: &BTreeMap<String, String>,
     ) -> Result<(), BackendError> {
-        let (ar, key) = match target {
-            WriteTarget::PyTorchJob(k) => (self.jobs_ar.clone(), k),
-            WriteTarget::Workload(k) => (workload_resource(), k),
+        let (ar, ns, name) = match target {
+            WriteTarget::Job(k) => (k.kind.resource(), &k.namespace, &k.name),
+            WriteTarget::Workload(ns, name) => (workload_resource(), ns, name),
         };
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
         let patch = json!({ "metadata": { "annotations": annotations } });
         with_timeout(
             &self.cfg.safety,
-            api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)),
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await
         .map(|_| ())
         .map_err(|f| into_error(f, None))
     }
 
-    /// Posts a `Normal` Kubernetes Event on the `PyTorchJob` `job` (what `kubectl describe`
+    /// Posts a `Normal` Kubernetes Event on the job `job` (what `kubectl describe`
     /// shows under Events), from the component `augur`. Only the leader posts.
     pub async fn record_event(
         &self,
@@ -164,8 +156,9 @@ impl KubeBackend {
         if self.hooks.leader.as_ref().is_some_and(|g| !g.may_act(now)) {
             return Ok(());
         }
+        let ar = job.kind.resource();
         let uid = self
-            .job_objects()
+            .job_objects(job.kind)
             .into_iter()
             .find(|o| {
                 o.metadata.namespace.as_deref() == Some(&job.namespace)
@@ -180,8 +173,8 @@ impl KubeBackend {
                 ..ObjectMeta::default()
             },
             involved_object: ObjectReference {
-                api_version: Some(self.jobs_ar.api_version.clone()),
-                kind: Some(self.jobs_ar.kind.clone()),
+                api_version: Some(ar.api_version.clone()),
+                kind: Some(ar.kind.clone()),
                 name: Some(job.name.clone()),
                 namespace: Some(job.namespace.clone()),
                 uid,

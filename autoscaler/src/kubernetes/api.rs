@@ -1,5 +1,7 @@
 //! Talking to the API server: the client `augur serve` uses, the custom resources the backend
-//! reads (PyTorchJob, Volcano PodGroup, Kueue Workload), and probing whether they are served.
+//! reads (PyTorchJob, Volcano PodGroup, Kueue Workload; the job kinds' in
+//! [`JobKind::resource`](super::kinds::JobKind::resource)), and probing whether they are
+//! served.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::Client;
@@ -32,10 +34,7 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Back
 
 /// `kubeflow.org/v1` `PyTorchJob`.
 pub fn pytorchjob_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob"),
-        "pytorchjobs",
-    )
+    super::kinds::JobKind::PyTorchJob.resource()
 }
 
 /// `scheduling.volcano.sh/v1beta1` `PodGroup`.

@@ -1,24 +1,27 @@
-//! The Kubernetes backend's state ([`KubeBackend`]): starting the watches (PyTorchJob
-//! required; Volcano and Kueue when installed), their sync state, and building a snapshot from
-//! the watch caches. Acting is in `scale`; the backend traits in `drive`.
+//! The Kubernetes backend's state ([`KubeBackend`]): starting the watches (each job kind —
+//! PyTorchJob, TrainJob, Kueue-labelled `batch/v1` Job — and Volcano and Kueue where served
+//! and readable), their sync state, and building a snapshot from the watch caches. Acting is
+//! in `scale`; the backend traits in `drive`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use super::api::{dyn_api, installed, podgroup_resource, pytorchjob_resource, workload_resource};
+use super::api::{dyn_api, installed, podgroup_resource, workload_resource};
 use super::config::{Hooks, KubeConfig};
 use super::events::{ClusterEvent, Lifecycle};
-use super::objects::{pytorchjob_view, JobFacts, JobKey, JobMemory};
+use super::kinds::{JobKind, QUEUE_LABEL};
+use super::objects::{JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
+use super::workloads::job_view;
 use super::writeback::WriteBackLimiter;
 use crate::cluster::{ClusterSnapshot, JobId};
 use crate::error::{BackendError, ErrorKind};
@@ -37,11 +40,11 @@ pub struct ScaleRecord {
 pub struct KubeBackend {
     pub(super) cfg: KubeConfig,
     pub(super) hooks: Hooks,
-    pub(super) jobs_ar: ApiResource,
     pub(super) client: Client,
     nodes: Watched<Node>,
     pods: Watched<Pod>,
-    jobs: Watched<DynamicObject>,
+    /// The watched job kinds (those served and readable).
+    jobs: Vec<(JobKind, Watched<DynamicObject>)>,
     podgroups: Option<Watched<DynamicObject>>,
     workloads: Option<Watched<DynamicObject>>,
     pub(super) memory: JobMemory,
@@ -70,16 +73,18 @@ impl std::fmt::Debug for KubeBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeBackend")
             .field("cfg", &self.cfg)
+            .field("kinds", &self.job_kinds())
             .field("volcano", &self.podgroups.is_some())
             .field("kueue", &self.workloads.is_some())
             .finish_non_exhaustive()
     }
 }
 
-/// Watches the PyTorchJobs; with an event sink, turns their changes into lifecycle events.
+/// Watches the jobs of `kind` (Jobs: only those with Kueue's queue label, selected
+/// server-side); with an event sink, turns their changes into lifecycle events.
 fn watch_jobs(
+    kind: JobKind,
     api: Api<DynamicObject>,
-    ar: ApiResource,
     cfg: &KubeConfig,
     hooks: &Hooks,
     tasks: &mut Vec<JoinHandle<()>>,
@@ -93,12 +98,12 @@ fn watch_jobs(
         let Some(sink) = &sink else { return };
         match ev {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                if let Some(v) = pytorchjob_view(o, &gpu_resource) {
+                if let Some(v) = job_view(kind, o, &gpu_resource) {
                     lifecycle.applied(&v, &mut out);
                 }
             }
             watcher::Event::Delete(o) => {
-                if let Some(v) = pytorchjob_view(o, &gpu_resource) {
+                if let Some(v) = job_view(kind, o, &gpu_resource) {
                     lifecycle.deleted(&v.key, clock(), &mut out);
                 }
             }
@@ -108,11 +113,37 @@ fn watch_jobs(
             sink(e);
         }
     };
-    spawn_watch("pytorchjobs", api, ar, cfg.watch_timeout_s, on_event, tasks)
+    let mut wc = watcher::Config::default().timeout(cfg.watch_timeout_s);
+    if kind == JobKind::Job {
+        wc = wc.labels(QUEUE_LABEL);
+    }
+    spawn_watch_with(kind.plural(), api, kind.resource(), wc, on_event, tasks)
+}
+
+/// The job kinds served and readable (a 404 or 403 on list skips a kind); an error when none is.
+async fn job_kinds(
+    client: &Client,
+    ns: Option<&str>,
+) -> Result<Vec<(JobKind, Api<DynamicObject>)>, BackendError> {
+    let mut kinds = Vec::new();
+    for kind in JobKind::ALL {
+        let api = dyn_api(client, ns, &kind.resource());
+        if installed(&api, kind.qualified(), true).await? {
+            kinds.push((kind, api));
+        }
+    }
+    if kinds.is_empty() {
+        return Err(BackendError::new(
+            ErrorKind::Invalid,
+            None,
+            "no job kind is served and readable (pytorchjobs.kubeflow.org, trainjobs.trainer.kubeflow.org, jobs.batch)",
+        ));
+    }
+    Ok(kinds)
 }
 
 impl KubeBackend {
-    /// Probes which CRDs are installed (PyTorchJob is required; Volcano and Kueue are
+    /// Probes which CRDs are installed (at least one job kind; Volcano and Kueue are
     /// optional) and starts the watches. Must run inside a tokio runtime.
     pub async fn start(
         client: Client,
@@ -120,22 +151,15 @@ impl KubeBackend {
         hooks: Hooks,
     ) -> Result<KubeBackend, BackendError> {
         let ns = cfg.namespace.as_deref();
-        let jobs_ar = pytorchjob_resource();
-        let jobs_api = dyn_api(&client, ns, &jobs_ar);
-        if !installed(&jobs_api, "pytorchjobs.kubeflow.org", false).await? {
-            return Err(BackendError::new(
-                ErrorKind::Invalid,
-                None,
-                "the PyTorchJob CRD (kubeflow.org/v1 pytorchjobs) is not installed",
-            ));
-        }
+        let kinds = job_kinds(&client, ns).await?;
         let pg_ar = podgroup_resource();
         let pg_api = dyn_api(&client, ns, &pg_ar);
         let volcano = installed(&pg_api, "podgroups.scheduling.volcano.sh", true).await?;
         let wl_ar = workload_resource();
         let wl_api = dyn_api(&client, ns, &wl_ar);
         let kueue = installed(&wl_api, "workloads.kueue.x-k8s.io", true).await?;
-        tracing::info!(volcano, kueue, namespace = ?ns, "kubernetes backend watching");
+        let watched: Vec<&str> = kinds.iter().map(|(k, _)| k.plural()).collect();
+        tracing::info!(?watched, volcano, kueue, namespace = ?ns, "kubernetes backend watching");
 
         let mut tasks = Vec::new();
         let t = cfg.watch_timeout_s;
@@ -160,7 +184,10 @@ impl KubeBackend {
             |_| {},
             &mut tasks,
         );
-        let jobs = watch_jobs(jobs_api, jobs_ar.clone(), &cfg, &hooks, &mut tasks);
+        let jobs = kinds
+            .into_iter()
+            .map(|(kind, api)| (kind, watch_jobs(kind, api, &cfg, &hooks, &mut tasks)))
+            .collect();
         let podgroups =
             volcano.then(|| spawn_watch("podgroups", pg_api, pg_ar, t, |_| {}, &mut tasks));
         let workloads =
@@ -169,7 +196,6 @@ impl KubeBackend {
         Ok(KubeBackend {
             cfg,
             hooks,
-            jobs_ar,
             client,
             nodes,
             pods,
@@ -192,8 +218,8 @@ impl KubeBackend {
         let mut v = vec![
             (self.nodes.name, &self.nodes.sync),
             (self.pods.name, &self.pods.sync),
-            (self.jobs.name, &self.jobs.sync),
         ];
+        v.extend(self.jobs.iter().map(|(_, w)| (w.name, &w.sync)));
         if let Some(w) = &self.podgroups {
             v.push((w.name, &w.sync));
         }
@@ -204,7 +230,7 @@ impl KubeBackend {
     }
 
     /// Sync state of each watch, by resource name (`nodes`, `pods`, `pytorchjobs`,
-    /// `podgroups`, `workloads`).
+    /// `trainjobs`, `jobs`, `podgroups`, `workloads`).
     pub fn watch_sync(&self) -> Vec<(&'static str, Arc<WatchSync>)> {
         self.watches()
             .into_iter()
@@ -244,6 +270,11 @@ impl KubeBackend {
         &self.cfg
     }
 
+    /// The job kinds watched.
+    pub fn job_kinds(&self) -> Vec<JobKind> {
+        self.jobs.iter().map(|(k, _)| *k).collect()
+    }
+
     /// Whether Volcano `PodGroup`s / Kueue `Workload`s are watched.
     pub fn queueing_systems(&self) -> (bool, bool) {
         (self.podgroups.is_some(), self.workloads.is_some())
@@ -264,9 +295,13 @@ impl KubeBackend {
         self.facts.get(&job)
     }
 
-    /// The `PyTorchJob`s in the watch cache.
-    pub(super) fn job_objects(&self) -> Vec<Arc<DynamicObject>> {
-        self.jobs.store.state()
+    /// The jobs of `kind` in the watch cache (none when the kind is not watched).
+    pub(super) fn job_objects(&self, kind: JobKind) -> Vec<Arc<DynamicObject>> {
+        self.jobs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, w)| w.store.state())
+            .unwrap_or_default()
     }
 
     /// The Kueue `Workload`s in the watch cache (none when Kueue is not watched).
@@ -294,13 +329,17 @@ impl KubeBackend {
         }
         let nodes = self.nodes.store.state();
         let pods = self.pods.store.state();
-        let jobs = self.jobs.store.state();
+        let jobs = self.job_objects(JobKind::PyTorchJob);
+        let trainjobs = self.job_objects(JobKind::TrainJob);
+        let batch_jobs = self.job_objects(JobKind::Job);
         let pgs = self.podgroups.as_ref().map(|w| w.store.state());
         let wls = self.workloads.as_ref().map(|w| w.store.state());
         let objs = Objects {
             nodes: &nodes,
             pods: &pods,
             jobs: &jobs,
+            trainjobs: &trainjobs,
+            batch_jobs: &batch_jobs,
             podgroups: pgs.as_deref(),
             workloads: wls.as_deref(),
         };

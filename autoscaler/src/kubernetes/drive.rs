@@ -1,5 +1,6 @@
 //! How the controller and the live loop drive the Kubernetes backend: as a [`ClusterBackend`]
-//! (observe the watch caches, admit and rescale through `/scale`, suspend refused) and as a
+//! (observe the watch caches, admit and rescale through `/scale` or a Job's `spec.parallelism`,
+//! suspend refused) and as a
 //! [`LiveBackend`] (wall clock, a tick asks the policy when a watch saw a change or the resync
 //! period passed, only the lease holder acts).
 
@@ -28,7 +29,7 @@ impl ClusterBackend for KubeBackend {
         Err(BackendError::new(
             ErrorKind::Invalid,
             Some(job),
-            "suspend is not supported by the Kubernetes backend (its RBAC grants patch on pytorchjobs/scale only); run the elastic policy without preemption",
+            "suspend is not supported by the Kubernetes backend (it resizes, never suspends: Kueue owns spec.suspend of the jobs it queues); run the elastic policy without preemption",
         ))
     }
 }

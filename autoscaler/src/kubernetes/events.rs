@@ -1,5 +1,5 @@
 //! What the watches tell the service: job submitted / started / finished events (derived from
-//! each `PyTorchJob` watch event) and the snapshots the backend builds, through one callback
+//! each job watch event: PyTorchJobs, TrainJobs, Kueue-managed Jobs) and the snapshots the backend builds, through one callback
 //! the service hooks into its ingest path.
 
 use std::collections::HashMap;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::objects::{JobKey, PyTorchJobView};
+use super::objects::{JobKey, JobView};
 use crate::cluster::ClusterSnapshot;
 
 /// How a job ended.
@@ -27,12 +27,16 @@ pub enum ClusterEvent {
     Submitted {
         job: JobKey,
         time: f64,
-        /// Requested GPUs (worker replicas × GPUs per worker).
-        gpus: u32,
+        /// Requested GPUs (worker replicas × GPUs per worker); `None` when the job's spec
+        /// leaves them to something Augur does not read (a TrainJob's runtime).
+        gpus: Option<u32>,
         /// Elastic bounds in GPUs, when elastic.
         elastic: Option<(u32, u32)>,
+        /// Kueue LocalQueue (label `kueue.x-k8s.io/queue-name`).
+        queue: Option<String>,
     },
-    /// A job started (time: `status.startTime`).
+    /// A job started (time: `status.startTime`; a TrainJob's resume, see
+    /// [`JobKind`](super::kinds::JobKind)).
     Started { job: JobKey, time: f64 },
     /// A job finished (time: the terminal condition's transition, or when its deletion was seen).
     Finished {
@@ -61,7 +65,7 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     /// A job object was listed or changed.
-    pub fn applied(&mut self, v: &PyTorchJobView, out: &mut Vec<ClusterEvent>) {
+    pub fn applied(&mut self, v: &JobView, out: &mut Vec<ClusterEvent>) {
         let fresh = !self.seen.contains_key(&v.key);
         let s = self.seen.entry(v.key.clone()).or_default();
         if fresh {
@@ -69,8 +73,9 @@ impl Lifecycle {
             out.push(ClusterEvent::Submitted {
                 job: v.key.clone(),
                 time: v.created,
-                gpus: v.requested_replicas.unwrap_or(v.worker_replicas) * g,
+                gpus: v.declared_gpus,
                 elastic: v.elastic.map(|(a, b)| (a * g, b * g)),
+                queue: v.queue.clone(),
             });
         }
         if let (false, Some(t)) = (s.started, v.start_time) {

@@ -1,7 +1,8 @@
-//! Reading Kubernetes objects: the facts of a `PyTorchJob` ([`PyTorchJobView`]), of pods and
-//! nodes, of Volcano `PodGroup`s and Kueue `Workload`s, the annotations Augur reads and writes,
-//! and what is remembered about jobs across snapshots ([`JobMemory`]). Pure functions over what
-//! the watches hold, so the mapping is tested without a server.
+//! Reading Kubernetes objects: the facts of a job ([`JobView`]; a `PyTorchJob` here, the
+//! other kinds in `workloads`), of pods and nodes, of Volcano `PodGroup`s and Kueue
+//! `Workload`s, the annotations Augur reads and writes, and what is remembered about jobs
+//! across snapshots ([`JobMemory`]). Pure functions over what the watches hold, so the mapping
+//! is tested without a server.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
+use super::kinds::{JobKind, QUEUE_LABEL};
 use crate::cluster::JobId;
 use crate::placement::PlacementRules;
 
@@ -54,16 +56,38 @@ impl Default for ObserveConfig {
     }
 }
 
-/// `namespace/name` of a job.
+/// A job: its kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobKey {
+    pub kind: JobKind,
     pub namespace: String,
     pub name: String,
 }
 
+impl JobKey {
+    /// A job of `kind`.
+    pub fn new(kind: JobKind, namespace: &str, name: &str) -> JobKey {
+        JobKey {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// A `PyTorchJob`.
+    pub fn pytorchjob(namespace: &str, name: &str) -> JobKey {
+        JobKey::new(JobKind::PyTorchJob, namespace, name)
+    }
+}
+
+/// The job's id: `namespace/name` for a PyTorchJob, `namespace/trainjob/name` and
+/// `namespace/job/name` for the other kinds.
 impl std::fmt::Display for JobKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        match self.kind.id_segment() {
+            None => write!(f, "{}/{}", self.namespace, self.name),
+            Some(k) => write!(f, "{}/{k}/{}", self.namespace, self.name),
+        }
     }
 }
 
@@ -79,11 +103,12 @@ pub enum JobState {
 pub struct JobFacts {
     pub key: JobKey,
     pub state: JobState,
-    /// `spec.pytorchReplicaSpecs.Worker.replicas` as observed.
+    /// Its size as observed: PyTorchJob `spec.pytorchReplicaSpecs.Worker.replicas`, TrainJob
+    /// `spec.trainer.numNodes`, Job `spec.parallelism`.
     pub spec_replicas: u32,
     /// GPUs per worker pod (≥ 1).
     pub gpus_per_worker: u32,
-    /// `spec.elasticPolicy` bounds in replicas; `None` for a job that is never scaled.
+    /// Bounds in replicas ([`JobKind::bounds_field`]); `None` for a job that is never scaled.
     pub bounds: Option<(u32, u32)>,
     /// When its current run started (running jobs).
     pub started: f64,
@@ -174,6 +199,7 @@ pub fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
+/// A label of an object.
 pub(super) fn label<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
@@ -184,7 +210,7 @@ pub(super) fn label<'a>(
         .map(String::as_str)
 }
 
-fn annotation<'a>(
+pub(super) fn annotation<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
 ) -> Option<&'a str> {
@@ -194,7 +220,7 @@ fn annotation<'a>(
         .map(String::as_str)
 }
 
-fn u32_at(v: &Value, path: &[&str]) -> Option<u32> {
+pub(super) fn u32_at(v: &Value, path: &[&str]) -> Option<u32> {
     let mut cur = v;
     for p in path {
         cur = cur.get(p)?;
@@ -202,107 +228,144 @@ fn u32_at(v: &Value, path: &[&str]) -> Option<u32> {
     cur.as_u64().and_then(|n| u32::try_from(n).ok())
 }
 
-/// The facts of a `PyTorchJob` read from its spec and status.
+/// The facts of a job read from its spec and status.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PyTorchJobView {
+pub struct JobView {
     pub key: JobKey,
     pub created: f64,
-    /// `status.startTime`.
+    /// When it started running (see [`JobKind`] for each kind's field).
     pub start_time: Option<f64>,
-    /// `Succeeded` or `Failed` when a terminal condition is `True`.
+    /// `Succeeded` or `Failed` when a terminal condition is `True`, with its transition time.
     pub finished: Option<(&'static str, f64)>,
+    /// Its size in worker pods (PyTorchJob workers, TrainJob nodes, Job parallelism).
     pub worker_replicas: u32,
+    /// GPUs per worker pod (≥ 1).
     pub gpus_per_worker: u32,
-    /// `spec.elasticPolicy.{minReplicas,maxReplicas}` when both are set and ordered.
+    /// GPUs the spec asks for in all (`None` when it leaves them to something not read, e.g. a
+    /// TrainJob's runtime).
+    pub declared_gpus: Option<u32>,
+    /// Scaling bounds in worker pods, when it may be scaled.
     pub elastic: Option<(u32, u32)>,
     pub requested_replicas: Option<u32>,
     pub predicted_runtime: Option<f64>,
     pub last_checkpoint: Option<f64>,
+    /// Kueue LocalQueue (label [`QUEUE_LABEL`]).
+    pub queue: Option<String>,
+    /// `spec.suspend` (PyTorchJob `spec.runPolicy.suspend`): held, e.g. by Kueue until admitted.
+    pub suspended: bool,
 }
 
-/// Reads a `kubeflow.org/v1` `PyTorchJob`; `None` when it has no name or namespace.
-pub fn pytorchjob_view(obj: &DynamicObject, gpu_resource: &str) -> Option<PyTorchJobView> {
-    let key = JobKey {
-        namespace: obj.metadata.namespace.clone()?,
-        name: obj.metadata.name.clone()?,
-    };
-    let data = &obj.data;
-    let worker = data
-        .get("spec")
-        .and_then(|s| s.get("pytorchReplicaSpecs"))
-        .and_then(|r| r.get("Worker"));
-    let worker_replicas = worker.and_then(|w| u32_at(w, &["replicas"])).unwrap_or(1);
-    let gpus_per_worker = worker
-        .and_then(|w| w.pointer("/template/spec/containers"))
+/// GPUs of a list of containers (`limits`, else `requests`; whole numbers only).
+pub(super) fn containers_gpus(containers: Option<&Value>, gpu_resource: &str) -> u32 {
+    containers
         .and_then(Value::as_array)
         .map(|cs| {
             cs.iter()
-                .map(|c| {
-                    let pick = |k: &str| {
-                        c.pointer(&format!("/resources/{k}"))
-                            .and_then(|m| m.get(gpu_resource))
-                            .and_then(|q| match q {
-                                Value::String(s) => s.trim().parse::<u32>().ok(),
-                                Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-                                _ => None,
-                            })
-                    };
-                    pick("limits").or_else(|| pick("requests")).unwrap_or(0)
-                })
-                .sum::<u32>()
+                .map(|c| resources_gpus(c.get("resources"), gpu_resource))
+                .sum()
         })
         .unwrap_or(0)
-        .max(1);
-    let elastic = data
-        .get("spec")
-        .and_then(|s| s.get("elasticPolicy"))
-        .and_then(|e| Some((u32_at(e, &["minReplicas"])?, u32_at(e, &["maxReplicas"])?)))
-        .filter(|&(lo, hi)| lo >= 1 && lo <= hi);
-    let status = data.get("status");
-    let start_time = status
-        .and_then(|s| s.get("startTime"))
-        .and_then(Value::as_str)
-        .and_then(parse_time);
-    let finished = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter().find_map(|c| {
-                let kind = match c.get("type").and_then(Value::as_str)? {
-                    "Succeeded" => "Succeeded",
-                    "Failed" => "Failed",
-                    _ => return None,
-                };
-                if c.get("status").and_then(Value::as_str) != Some("True") {
-                    return None;
-                }
-                let t = c
-                    .get("lastTransitionTime")
-                    .and_then(Value::as_str)
-                    .and_then(parse_time)
-                    .unwrap_or(0.0);
-                Some((kind, t))
+}
+
+/// GPUs of a `ResourceRequirements` (`limits`, else `requests`); 0 when it names none.
+pub(super) fn resources_gpus(resources: Option<&Value>, gpu_resource: &str) -> u32 {
+    let pick = |k: &str| {
+        resources
+            .and_then(|r| r.get(k))
+            .and_then(|m| m.get(gpu_resource))
+            .and_then(|q| match q {
+                Value::String(s) => s.trim().parse::<u32>().ok(),
+                Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+                _ => None,
             })
-        });
+    };
+    pick("limits").or_else(|| pick("requests")).unwrap_or(0)
+}
+
+/// The first of `conditions` whose `type` is a success or failure kind and whose status is
+/// `True`, as `Succeeded` / `Failed` with its transition time.
+pub(super) fn terminal(data: &Value, success: &str, failure: &str) -> Option<(&'static str, f64)> {
+    data.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find_map(|c| {
+            let ty = c.get("type").and_then(Value::as_str)?;
+            let kind = if ty == success {
+                "Succeeded"
+            } else if ty == failure {
+                "Failed"
+            } else {
+                return None;
+            };
+            if c.get("status").and_then(Value::as_str) != Some("True") {
+                return None;
+            }
+            let t = c
+                .get("lastTransitionTime")
+                .and_then(Value::as_str)
+                .and_then(parse_time)
+                .unwrap_or(0.0);
+            Some((kind, t))
+        })
+}
+
+/// The view of a job with what every kind shares (metadata, annotations, queue label); the
+/// kind's reader fills in its size, times and bounds.
+pub(super) fn base_view(obj: &DynamicObject, kind: JobKind) -> Option<JobView> {
     let meta = &obj.metadata;
-    Some(PyTorchJobView {
-        key,
+    Some(JobView {
+        key: JobKey {
+            kind,
+            namespace: meta.namespace.clone()?,
+            name: meta.name.clone()?,
+        },
         created: meta
             .creation_timestamp
             .as_ref()
             .map_or(0.0, |t| seconds(&t.0)),
-        start_time,
-        finished,
-        worker_replicas,
-        gpus_per_worker,
-        elastic,
+        start_time: None,
+        finished: None,
+        worker_replicas: 1,
+        gpus_per_worker: 1,
+        declared_gpus: None,
+        elastic: None,
         requested_replicas: annotation(meta, REQUESTED_ANNOTATION)
             .and_then(|s| s.trim().parse().ok()),
         predicted_runtime: annotation(meta, PREDICTED_ANNOTATION)
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|x| x.is_finite() && *x > 0.0),
         last_checkpoint: annotation(meta, CHECKPOINT_ANNOTATION).and_then(parse_time),
+        queue: label(meta, QUEUE_LABEL).map(str::to_string),
+        suspended: false,
     })
+}
+
+/// Reads a `kubeflow.org/v1` `PyTorchJob`; `None` when it has no name or namespace.
+pub fn pytorchjob_view(obj: &DynamicObject, gpu_resource: &str) -> Option<JobView> {
+    let mut v = base_view(obj, JobKind::PyTorchJob)?;
+    let data = &obj.data;
+    let worker = data.pointer("/spec/pytorchReplicaSpecs/Worker");
+    v.worker_replicas = worker.and_then(|w| u32_at(w, &["replicas"])).unwrap_or(1);
+    let per_worker = containers_gpus(
+        worker.and_then(|w| w.pointer("/template/spec/containers")),
+        gpu_resource,
+    );
+    v.gpus_per_worker = per_worker.max(1);
+    v.declared_gpus = Some(v.requested_replicas.unwrap_or(v.worker_replicas) * v.gpus_per_worker);
+    v.elastic = data
+        .pointer("/spec/elasticPolicy")
+        .and_then(|e| Some((u32_at(e, &["minReplicas"])?, u32_at(e, &["maxReplicas"])?)))
+        .filter(|&(lo, hi)| lo >= 1 && lo <= hi);
+    v.start_time = data
+        .pointer("/status/startTime")
+        .and_then(Value::as_str)
+        .and_then(parse_time);
+    v.finished = terminal(data, "Succeeded", "Failed");
+    v.suspended = data
+        .pointer("/spec/runPolicy/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Some(v)
 }
 
 /// True when the Kueue `Workload` has an `Admitted` condition `True`.
@@ -322,24 +385,26 @@ pub fn condition_true(data: &Value, kind: &str) -> bool {
         })
 }
 
-/// The PyTorchJob a Kueue `Workload` or Volcano `PodGroup` belongs to (its controller owner
-/// reference of kind `PyTorchJob`).
+/// The job a Kueue `Workload` or Volcano `PodGroup` belongs to: its owner reference of a
+/// kind the backend reads ([`JobKind::of_owner`]).
 pub fn owner_job(obj: &DynamicObject) -> Option<JobKey> {
-    let ns = obj.metadata.namespace.clone()?;
+    let ns = obj.metadata.namespace.as_deref()?;
     obj.metadata
         .owner_references
         .as_ref()?
         .iter()
-        .find(|o| o.kind == "PyTorchJob")
-        .map(|o| JobKey {
-            namespace: ns,
-            name: o.name.clone(),
+        .find_map(|o| {
+            Some(JobKey::new(
+                JobKind::of_owner(&o.api_version, &o.kind)?,
+                ns,
+                &o.name,
+            ))
         })
 }
 
 /// Predicted run time of a job from outside (Augur's predictor), used when the job has no
 /// [`PREDICTED_ANNOTATION`].
-pub type RuntimeHint = Arc<dyn Fn(&PyTorchJobView) -> Option<f64> + Send + Sync>;
+pub type RuntimeHint = Arc<dyn Fn(&JobView) -> Option<f64> + Send + Sync>;
 
 /// Allocatable GPUs of a node.
 pub fn node_gpus(n: &Node, resource: &str) -> u32 {

@@ -1,12 +1,17 @@
-//! Acting on a cluster: sizing a `PyTorchJob` through its `/scale` subresource after the
-//! safety checks (leader, fresh snapshot, job state, `elasticPolicy` bounds, checkpoint or grace
-//! period before a scale-down, hourly action budget), in dry-run only logging what it would do.
+//! Acting on a cluster: sizing a job after the safety checks (leader, fresh snapshot, job
+//! state, its kind's bounds, checkpoint or grace period before a scale-down, hourly action
+//! budget), in dry-run only logging what it would do. A `PyTorchJob` is sized through its
+//! `/scale` subresource, an elastic Kueue `batch/v1` Job by a merge patch of its
+//! `spec.parallelism`; both carry the `resourceVersion` just read. TrainJobs have no bounds
+//! and are never sized.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Value};
 
 use super::backend::{KubeBackend, ScaleRecord};
+use super::kinds::JobKind;
 use super::objects::{JobFacts, JobState, CHECKPOINT_ANNOTATION};
-use super::safety::{into_error, with_timeout, Failure};
+use super::safety::{into_error, with_timeout, Failure, Safety};
 use crate::cluster::JobId;
 use crate::error::{BackendError, ErrorKind};
 
@@ -110,21 +115,20 @@ impl KubeBackend {
         now: f64,
     ) -> Result<(), BackendError> {
         let err = |k: ErrorKind, m: String| Err(BackendError::new(k, Some(job), m));
+        let kind = f.key.kind;
         let Some((lo, hi)) = f.bounds else {
             return err(
                 ErrorKind::Invalid,
-                format!(
-                    "{} has no spec.elasticPolicy; observed, never scaled",
-                    f.key
-                ),
+                format!("{} {}; observed, never scaled", f.key, kind.observed_only()),
             );
         };
         if target < lo || target > hi {
             return err(
                 ErrorKind::Invalid,
                 format!(
-                    "{} replicas {target} outside elasticPolicy [{lo}, {hi}]",
-                    f.key
+                    "{} replicas {target} outside {} [{lo}, {hi}]",
+                    f.key,
+                    kind.bounds_field()
                 ),
             );
         }
@@ -154,11 +158,14 @@ impl KubeBackend {
         Ok(())
     }
 
-    /// GET `/scale`, check it still shows what the snapshot saw, PATCH it with the read
-    /// `resourceVersion`; 409 re-reads, 429/5xx/timeouts back off with jitter.
+    /// Reads the job's size, checks it still is what the snapshot saw, and patches it with the
+    /// read `resourceVersion`; 409 re-reads, 429/5xx/timeouts back off with jitter.
     async fn patch_scale(&self, job: JobId, f: &JobFacts, target: u32) -> Result<(), BackendError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &f.key.namespace, &self.jobs_ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &f.key.namespace,
+            &f.key.kind.resource(),
+        );
         let s = &self.cfg.safety;
         let attempts = s.attempts.max(1);
         let mut attempt = 0;
@@ -173,47 +180,26 @@ impl KubeBackend {
                     ));
                 }
             }
-            let failure = match with_timeout(s, api.get_scale(&f.key.name)).await {
+            let failure = match read_size(s, &api, f).await {
                 Err(e) => e,
-                Ok(scale) => {
-                    let current = scale
-                        .spec
-                        .as_ref()
-                        .and_then(|sp| sp.replicas)
-                        .and_then(|r| u32::try_from(r).ok())
-                        .unwrap_or(0);
-                    if current == target {
-                        // done (by an earlier attempt whose answer was lost, or by someone else)
-                        return Ok(());
-                    }
-                    if current != f.spec_replicas {
-                        return Err(BackendError::new(
-                            ErrorKind::Conflict,
-                            Some(job),
-                            format!(
-                                "{} has {current} worker replicas, the snapshot saw {}: not acting on a stale view",
-                                f.key, f.spec_replicas
-                            ),
-                        ));
-                    }
-                    let patch = serde_json::json!({
-                        "metadata": { "resourceVersion": scale.metadata.resource_version },
-                        "spec": { "replicas": target },
-                    });
-                    match with_timeout(
-                        s,
-                        api.patch_scale(
-                            &f.key.name,
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        ),
-                    )
-                    .await
-                    {
-                        Ok(_) => return Ok(()),
-                        Err(e) => e,
-                    }
+                Ok((current, _)) if current == target => {
+                    // done (by an earlier attempt whose answer was lost, or by someone else)
+                    return Ok(());
                 }
+                Ok((current, _)) if current != f.spec_replicas => {
+                    return Err(BackendError::new(
+                        ErrorKind::Conflict,
+                        Some(job),
+                        format!(
+                            "{} has {current} worker replicas, the snapshot saw {}: not acting on a stale view",
+                            f.key, f.spec_replicas
+                        ),
+                    ));
+                }
+                Ok((_, rv)) => match write_size(s, &api, f, rv, target).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                },
             };
             match failure {
                 Failure::Permanent(..) => return Err(into_error(failure, Some(job))),
@@ -229,4 +215,75 @@ impl KubeBackend {
             }
         }
     }
+}
+
+/// A TrainJob has no size Augur may change (its bounds are always `None`; this is the guard).
+fn never_scaled() -> Failure {
+    Failure::Permanent(
+        ErrorKind::Invalid,
+        "TrainJobs are never scaled (spec.trainer.numNodes is immutable, no /scale subresource)"
+            .into(),
+    )
+}
+
+/// The job's current size and `resourceVersion`: a PyTorchJob's `/scale` `spec.replicas`, a
+/// Job's `spec.parallelism`.
+async fn read_size(
+    s: &Safety,
+    api: &Api<DynamicObject>,
+    f: &JobFacts,
+) -> Result<(u32, Option<String>), Failure> {
+    let name = &f.key.name;
+    match f.key.kind {
+        JobKind::PyTorchJob => {
+            let scale = with_timeout(s, api.get_scale(name)).await?;
+            let current = scale.spec.as_ref().and_then(|sp| sp.replicas);
+            Ok((
+                current.and_then(|r| u32::try_from(r).ok()).unwrap_or(0),
+                scale.metadata.resource_version,
+            ))
+        }
+        JobKind::TrainJob => Err(never_scaled()),
+        JobKind::Job => {
+            let obj = with_timeout(s, api.get(name)).await?;
+            let current = obj
+                .data
+                .pointer("/spec/parallelism")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(1);
+            Ok((current, obj.metadata.resource_version))
+        }
+    }
+}
+
+/// Sizes the job to `target` with a merge patch carrying `rv` (a precondition: 409 when the
+/// object changed since it was read).
+async fn write_size(
+    s: &Safety,
+    api: &Api<DynamicObject>,
+    f: &JobFacts,
+    rv: Option<String>,
+    target: u32,
+) -> Result<(), Failure> {
+    let name = &f.key.name;
+    let pp = PatchParams::default();
+    match f.key.kind {
+        JobKind::PyTorchJob => {
+            let patch = json!({
+                "metadata": { "resourceVersion": rv },
+                "spec": { "replicas": target },
+            });
+            with_timeout(s, api.patch_scale(name, &pp, &Patch::Merge(&patch))).await?;
+        }
+        JobKind::TrainJob => return Err(never_scaled()),
+        JobKind::Job => {
+            let patch = json!({
+                "metadata": { "resourceVersion": rv },
+                "spec": { "parallelism": target },
+            });
+            with_timeout(s, api.patch(name, &pp, &Patch::Merge(&patch))).await?;
+        }
+    }
+    Ok(())
 }

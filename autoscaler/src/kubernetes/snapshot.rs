@@ -1,18 +1,20 @@
 //! Building a [`ClusterSnapshot`] from what the watches hold (nodes, pods, Kubeflow
-//! `PyTorchJob`s, Volcano `PodGroup`s, Kueue `Workload`s), with the facts the backend needs to
-//! act on each job.
+//! `PyTorchJob`s, Trainer v2 `TrainJob`s, Kueue-managed `batch/v1` Jobs, Volcano
+//! `PodGroup`s, Kueue `Workload`s), with the facts the backend needs to act on each job.
 //!
 //! - **Nodes**: GPU nodes only (allocatable `nvidia.com/gpu` > 0), sorted by name. A node is
 //!   healthy when its `Ready` condition is `True` and it is not cordoned. Its GPU type is the
 //!   `nvidia.com/gpu.product` label (speed from [`ObserveConfig::gpu_speeds`], else 1.0); its
 //!   rack is the value of [`ObserveConfig::rack_label`]. Free GPUs are allocatable minus the
 //!   GPU requests of the non-terminated pods bound to it.
-//! - **Jobs**: one entry per unfinished `PyTorchJob`, in GPUs (a worker pod with `g` GPUs counts
-//!   `g`). A job is *queued* when its Kueue `Workload` is not `Admitted`, its Volcano `PodGroup`
-//!   is `Pending`/`Inqueue`, or none of its worker pods is bound to a node; otherwise it is
+//! - **Jobs**: one entry per unfinished job of every kind, in GPUs (a worker pod with `g` GPUs
+//!   counts `g`). A job is *queued* when it is suspended (`spec.suspend`, as Kueue holds a job
+//!   until it admits it), its Kueue `Workload` is not `Admitted`, its Volcano `PodGroup` is
+//!   `Pending`/`Inqueue`, or none of its worker pods is bound to a node; otherwise it is
 //!   *running* with as many workers as it has bound worker pods. Its `[min, max]` comes from
-//!   `spec.elasticPolicy`; a job without both bounds is observed with `min = max` (never
-//!   scaled).
+//!   its kind's bounds ([`JobKind::bounds_field`](super::kinds::JobKind::bounds_field)); a job
+//!   without bounds, and a queued job of a kind Kueue admits, is observed with `min = max`
+//!   (never scaled).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -21,11 +23,12 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::DynamicObject;
 use serde_json::Value;
 
+use super::kinds::JobKind;
 use super::objects::{
-    bound_node, label, node_gpus, owner_job, pod_gpus, pytorchjob_view, terminated,
-    workload_admitted, JobFacts, JobKey, JobMemory, JobState, ObserveConfig, PyTorchJobView,
-    RuntimeHint, JOB_NAME_LABEL, REPLICA_TYPE_LABEL,
+    bound_node, label, node_gpus, owner_job, pod_gpus, terminated, workload_admitted, JobFacts,
+    JobKey, JobMemory, JobState, JobView, ObserveConfig, RuntimeHint,
 };
+use super::workloads::{job_view, workers_of};
 use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 
 /// What the watches hold, borrowed for one snapshot.
@@ -33,7 +36,12 @@ use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, Runni
 pub struct Objects<'a> {
     pub nodes: &'a [Arc<Node>],
     pub pods: &'a [Arc<Pod>],
+    /// PyTorchJobs.
     pub jobs: &'a [Arc<DynamicObject>],
+    /// Trainer v2 TrainJobs (none when not installed).
+    pub trainjobs: &'a [Arc<DynamicObject>],
+    /// `batch/v1` Jobs (those with Kueue's queue label).
+    pub batch_jobs: &'a [Arc<DynamicObject>],
     /// `None` when Volcano is not installed.
     pub podgroups: Option<&'a [Arc<DynamicObject>]>,
     /// `None` when Kueue is not installed.
@@ -60,17 +68,23 @@ pub fn build_snapshot(
     let node_index = add_nodes(&mut snap, objs.nodes, cfg);
     let bound = count_pods(&mut snap, objs.pods, cfg, &node_index);
     let held = held_by_queues(objs);
-    let mut views: Vec<PyTorchJobView> = objs
-        .jobs
+    let by_kind = [
+        (JobKind::PyTorchJob, objs.jobs),
+        (JobKind::TrainJob, objs.trainjobs),
+        (JobKind::Job, objs.batch_jobs),
+    ];
+    let mut views: Vec<JobView> = by_kind
         .iter()
-        .filter_map(|j| pytorchjob_view(j, &cfg.gpu_resource))
+        .flat_map(|(kind, objs)| objs.iter().map(move |j| (*kind, j)))
+        .filter_map(|(kind, j)| job_view(kind, j, &cfg.gpu_resource))
         .filter(|v| v.finished.is_none())
         .collect();
     views.sort_by(|a, b| a.created.total_cmp(&b.created).then(a.key.cmp(&b.key)));
     memory.retain(&views.iter().map(|v| &v.key).collect());
     let mut facts = HashMap::new();
     for v in &views {
-        let queued = held.get(&v.key).copied().unwrap_or(false)
+        let queued = v.suspended
+            || held.get(&v.key).copied().unwrap_or(false)
             || bound.get(&v.key).is_none_or(Vec::is_empty);
         let (id, f) = add_job(&mut snap, v, queued, bound.get(&v.key), memory, hint);
         facts.insert(id, f);
@@ -161,20 +175,8 @@ fn count_pods(
         if let Some(n) = snap.nodes.get_mut(node as usize) {
             n.free = n.free.saturating_sub(g);
         }
-        let is_worker = label(&pod.metadata, REPLICA_TYPE_LABEL)
-            .is_some_and(|t| t.eq_ignore_ascii_case("worker"));
-        if let (true, Some(job), Some(ns)) = (
-            is_worker,
-            label(&pod.metadata, JOB_NAME_LABEL),
-            pod.metadata.namespace.as_deref(),
-        ) {
-            bound_workers
-                .entry(JobKey {
-                    namespace: ns.to_string(),
-                    name: job.to_string(),
-                })
-                .or_default()
-                .push((node, g));
+        for job in workers_of(&pod.metadata) {
+            bound_workers.entry(job).or_default().push((node, g));
         }
     }
     for n in &mut snap.nodes {
@@ -207,7 +209,7 @@ fn held_by_queues(objs: &Objects<'_>) -> HashMap<JobKey, bool> {
 /// and the facts the backend acts on.
 fn add_job(
     snap: &mut ClusterSnapshot,
-    v: &PyTorchJobView,
+    v: &JobView,
     queued: bool,
     bound: Option<&Vec<(u32, u32)>>,
     memory: &mut JobMemory,
@@ -220,7 +222,9 @@ fn add_job(
         .entry(v.key.clone())
         .or_insert(v.worker_replicas);
     let requested = v.requested_replicas.unwrap_or(first);
-    let (lo, hi) = v.elastic.unwrap_or((requested, requested));
+    // a queued job of a kind Kueue admits is not sized before it starts
+    let bounds = v.elastic.filter(|_| !queued || v.key.kind.resizes_queued());
+    let (lo, hi) = bounds.unwrap_or((requested, requested));
     // an explicit annotation wins over the service's prediction
     let predicted = v.predicted_runtime.or_else(|| hint.and_then(|h| h(v)));
     let last_rescale = memory.last_rescale.get(&v.key).copied();
@@ -235,7 +239,7 @@ fn add_job(
         },
         spec_replicas: v.worker_replicas,
         gpus_per_worker: g,
-        bounds: v.elastic,
+        bounds,
         started,
         last_checkpoint: v.last_checkpoint,
     };
@@ -288,6 +292,7 @@ fn add_job(
 
 #[cfg(test)]
 mod tests {
+    use super::super::objects::{JOB_NAME_LABEL, REPLICA_TYPE_LABEL};
     use super::*;
     use serde_json::json;
 

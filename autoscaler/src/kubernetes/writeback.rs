@@ -1,5 +1,6 @@
 //! What Augur writes onto the objects users already look at (`kubectl get`, `kubectl
-//! describe`): the annotations of each `PyTorchJob` and of the Kueue `Workload` that queues it
+//! describe`): the annotations of each job (`PyTorchJob`, `TrainJob`, Kueue-managed `Job`) and
+//! of the Kueue `Workload` that queues it
 //! ([`JobPredictions`]), and the rate limits of writing them ([`WriteBackLimiter`]). The
 //! requests themselves (and the `Event` of each scaling decision) are in `annotate`.
 //!
@@ -145,9 +146,10 @@ impl Default for WriteBackConfig {
 /// An object the write-back patches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WriteTarget {
-    PyTorchJob(JobKey),
-    /// A Kueue `Workload` (its own namespace and name).
-    Workload(JobKey),
+    /// A job of its key's kind.
+    Job(JobKey),
+    /// A Kueue `Workload`: its namespace and name.
+    Workload(String, String),
 }
 
 /// Why a target was or was not patched.
@@ -235,10 +237,7 @@ mod tests {
     use super::*;
 
     fn key(n: &str) -> JobKey {
-        JobKey {
-            namespace: "ml".into(),
-            name: n.into(),
-        }
+        JobKey::pytorchjob("ml", n)
     }
 
     fn ann(v: &str) -> BTreeMap<String, String> {
@@ -292,14 +291,14 @@ mod tests {
             min_interval_s: 60.0,
             max_patches_per_minute: 2,
         });
-        let a = WriteTarget::PyTorchJob(key("a"));
+        let a = WriteTarget::Job(key("a"));
         assert_eq!(l.admit(0.0, &a, &ann("1")), Admission::Write);
         l.written(0.0, a.clone(), ann("1"));
         assert_eq!(l.admit(1.0, &a, &ann("1")), Admission::Unchanged);
         assert_eq!(l.admit(30.0, &a, &ann("2")), Admission::TooSoon);
-        let b = WriteTarget::PyTorchJob(key("b"));
+        let b = WriteTarget::Job(key("b"));
         l.written(10.0, b, ann("1"));
-        let c = WriteTarget::Workload(key("c"));
+        let c = WriteTarget::Workload("ml".into(), "c".into());
         assert_eq!(l.admit(20.0, &c, &ann("1")), Admission::OverBudget);
         // the first patch leaves the minute's window at t = 60
         assert_eq!(l.admit(60.0, &c, &ann("1")), Admission::Write);

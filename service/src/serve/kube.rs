@@ -1,13 +1,13 @@
 //! `augur serve --backend kubernetes`: the controller acts on a real cluster instead of the
 //! simulated replay.
 //!
-//! - The [`KubeBackend`] watches nodes, pods and
-//!   Kubeflow `PyTorchJob`s (and Volcano `PodGroup`s / Kueue `Workload`s where installed) in
+//! - The [`KubeBackend`] watches nodes, pods, Kubeflow `PyTorchJob`s, Trainer v2 `TrainJob`s and
+//!   Kueue-managed `batch/v1` Jobs (and Volcano `PodGroup`s / Kueue `Workload`s where installed) in
 //!   `--namespace` (all namespaces by default), with the client from `--kubeconfig`, else the
 //!   in-cluster configuration.
 //! - The same controller loop as the simulator's ([`super::live`], a
 //!   [`LiveLoop`] over the backend) runs the elastic
-//!   controller (without preemption: the backend only patches `pytorchjobs/scale`). Every
+//!   controller (without preemption: the backend only resizes elastic jobs). Every
 //!   [`TICK`] it looks at the watches; the policy is asked when one saw a change, at least every
 //!   [`RECONCILE_EVERY`]. It decides and acts only while this replica holds the
 //!   `augur-controller` Lease in `$POD_NAMESPACE` (default `augur-system`; identity
@@ -17,12 +17,13 @@
 //!   outcomes), `POST /v1/autoscaler/pause|resume|dry-run` and the `/metrics` controller and
 //!   cluster gauges describe and steer this cluster. `--dry-run` starts the loop in dry-run
 //!   (decide and log, never patch) until `POST /v1/autoscaler/dry-run {"enabled": false}`.
-//! - The leader writes each job's predictions onto its `PyTorchJob` and Kueue `Workload` as
+//! - The leader writes each job's predictions onto its job object and Kueue `Workload` as
 //!   annotations every [`RECONCILE_EVERY`], and an Event for each scaling decision carried out
 //!   ([`super::writeback`]); nothing in dry-run.
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
-//!   are `namespace/name`), so predictions learn from the live cluster; the runtime predicted
+//!   are `namespace/name`, `namespace/trainjob/name`, `namespace/job/name`; the Kueue queue
+//!   label is the profile's queue), so predictions learn from the live cluster; the runtime predicted
 //!   at a job's submit is what the controller plans with.
 //!
 //! `main` selects this backend with [`select`] before the service starts; without it the
@@ -34,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
-    self, ClusterEvent, EventSink, Hooks, KubeBackend, KubeConfig, LeaderElector, LeaseConfig,
-    Outcome, PyTorchJobView, RuntimeHint, Safety,
+    self, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig, LeaderElector,
+    LeaseConfig, Outcome, RuntimeHint, Safety,
 };
 use augur_autoscaler::live::{LiveConfig, LiveLoop};
 use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
@@ -150,12 +151,13 @@ pub fn cluster_name() -> String {
     )
 }
 
-fn profile(job: &kubernetes::JobKey, gpus: u32) -> JobProfile {
+fn profile(job: &kubernetes::JobKey, gpus: Option<u32>, queue: Option<&str>) -> JobProfile {
     JobProfile {
-        num_gpus: Some(f64::from(gpus)),
+        num_gpus: gpus.map(f64::from),
         group: Some(job.namespace.clone()),
         job_name: Some(job.name.clone()),
         cluster: Some("kubernetes".into()),
+        queue: queue.map(str::to_string),
         ..JobProfile::default()
     }
 }
@@ -164,11 +166,15 @@ fn profile(job: &kubernetes::JobKey, gpus: u32) -> JobProfile {
 fn to_event(e: &ClusterEvent) -> Event {
     match e {
         ClusterEvent::Submitted {
-            job, time, gpus, ..
+            job,
+            time,
+            gpus,
+            queue,
+            ..
         } => Event::JobSubmitted {
             job_id: job.to_string(),
             at: *time,
-            profile: profile(job, *gpus),
+            profile: profile(job, *gpus, queue.as_deref()),
             dag: None,
         },
         ClusterEvent::Started { job, time } => Event::JobStarted {
@@ -293,7 +299,7 @@ async fn start_backend(
         let _ = tx.send(e);
     });
     let hint_state = state.clone();
-    let hint: RuntimeHint = Arc::new(move |v: &PyTorchJobView| {
+    let hint: RuntimeHint = Arc::new(move |v: &JobView| {
         hint_state
             .online()
             .jobs
@@ -408,16 +414,14 @@ mod tests {
 
     #[test]
     fn cluster_events_become_ingestable_store_events() {
-        let job = JobKey {
-            namespace: "ml".into(),
-            name: "bert".into(),
-        };
+        let job = JobKey::pytorchjob("ml", "bert");
         let evs = [
             ClusterEvent::Submitted {
                 job: job.clone(),
                 time: 100.0,
-                gpus: 8,
+                gpus: Some(8),
                 elastic: Some((4, 16)),
+                queue: Some("team-a".into()),
             },
             ClusterEvent::Started {
                 job: job.clone(),
@@ -440,6 +444,7 @@ mod tests {
                 assert_eq!(job_id, "ml/bert");
                 assert_eq!(profile.num_gpus, Some(8.0));
                 assert_eq!(profile.group.as_deref(), Some("ml"));
+                assert_eq!(profile.queue.as_deref(), Some("team-a"));
             }
             other => panic!("{other:?}"),
         }
