@@ -53,7 +53,7 @@ const PAGE: i64 = 10_000;
 /// The channel of the append notifications.
 const CHANNEL: &str = "augur_events";
 /// Key of the advisory lock that serialises schema creation between replicas starting at once.
-const SCHEMA_LOCK: i64 = 0x6175_6775_72;
+const SCHEMA_LOCK: i64 = 0x0061_7567_7572;
 
 /// Called with the prediction records stored for events about to be applied from the log.
 pub type OnRecords = Box<dyn FnMut(&[PredictionRecord]) + Send>;
