@@ -1,4 +1,4 @@
-//! The kustomize tree in deploy/ (base, overlays/single, overlays/dry-run), the container
+//! The kustomize tree in deploy/ (base, overlays/single, overlays/dry-run, overlays/ha), the container
 //! image (Dockerfile) and the alerting rules, checked offline:
 //! - every overlay renders with `kubectl kustomize` and validates against the Kubernetes
 //!   OpenAPI schemas (v1.33, strict: unknown fields are errors) with `kubernetes-validate`
@@ -64,8 +64,8 @@ fn every_overlay_renders_and_passes_strict_schema_validation() {
         }
         assert_eq!(
             kinds.contains("PersistentVolumeClaim"),
-            k != "base",
-            "{k}: the overlays add the PVC, the base has none"
+            k != "base" && k != "overlays/ha",
+            "{k}: the single-replica overlays add the PVC, the base and HA have none"
         );
     }
 
@@ -435,4 +435,60 @@ fn the_grafana_dashboard_queries_only_metrics_augur_serve_exposes() {
         dash["panels"].as_array().unwrap().len(),
         "panel ids unique"
     );
+}
+
+#[test]
+fn the_ha_overlay_runs_two_replicas_on_the_store_secret_without_a_volume_claim() {
+    let ha = render("overlays/ha");
+    let single = render("overlays/single");
+    let dep = find(&ha, "Deployment", "augur");
+    assert_eq!(dep["spec"]["replicas"], 2);
+    // rolled one at a time, never below the two serving replicas
+    assert_eq!(dep["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
+    // the store from a Secret, required; never a literal argument (it holds the password)
+    let store = env_var(&ha, "AUGUR_SERVE_STORE").expect("AUGUR_SERVE_STORE");
+    let secret = &store["valueFrom"]["secretKeyRef"];
+    assert_eq!(secret["name"], "augur-store");
+    assert_eq!(secret["key"], "url");
+    assert_ne!(secret["optional"], true);
+    assert!(!args(&ha).iter().any(|a| a.starts_with("--store")));
+    assert!(sources(&repo_dir().join("service/src")).contains("\"AUGUR_SERVE_STORE\""));
+    // the token is required: a generated one would differ between the replicas
+    let token = env_var(&ha, "AUGUR_SERVE_TOKEN").expect("AUGUR_SERVE_TOKEN");
+    assert_eq!(
+        token["valueFrom"]["secretKeyRef"]["name"],
+        "augur-api-token"
+    );
+    assert_eq!(token["valueFrom"]["secretKeyRef"]["optional"], false);
+    // no claim: the data folder (models, switches) is per pod
+    assert!(ha.iter().all(|d| d.kind() != "PersistentVolumeClaim"));
+    let data = dep["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "data")
+        .unwrap()
+        .clone();
+    assert_eq!(data, serde_json::json!({"name": "data", "emptyDir": {}}));
+    // a drain keeps one replica; it selects the Deployment's pods
+    let pdb = find(&ha, "PodDisruptionBudget", "augur");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let labels = &dep["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in pdb["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(&labels[k], v, "PodDisruptionBudget selector {k}");
+    }
+    // everything else as in the single-replica overlay: RBAC, Service, monitoring
+    for (kind, name) in [
+        ("ClusterRole", "augur-controller"),
+        ("Role", "augur-leader-election"),
+        ("Service", "augur"),
+        ("ServiceMonitor", "augur"),
+        ("PrometheusRule", "augur"),
+    ] {
+        assert_eq!(find(&ha, kind, name), find(&single, kind, name), "{kind}");
+    }
 }

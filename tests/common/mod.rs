@@ -5,6 +5,8 @@
 // each test crate uses its own part of this module
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command};

@@ -7,7 +7,8 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// Every kustomization that must render.
-pub const KUSTOMIZATIONS: [&str; 3] = ["base", "overlays/single", "overlays/dry-run"];
+pub const KUSTOMIZATIONS: [&str; 4] =
+    ["base", "overlays/single", "overlays/dry-run", "overlays/ha"];
 
 pub fn repo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

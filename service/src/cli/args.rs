@@ -405,6 +405,10 @@ pub struct ServeArgs {
     /// Folder of the event store, model registry and API token [default: ./augur-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The event log: a `postgres://user:password@host/db` connection string shared by
+    /// replicas [default: the SQLite store in the data folder].
+    #[arg(long)]
+    pub store: Option<String>,
     /// A TOML configuration file (keys as in the README).
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -12,6 +12,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let flags = serve::config::PartialConfig {
         addr: args.addr,
         data_dir: args.data_dir.clone(),
+        store: args.store.clone(),
         insecure: args.insecure.then_some(true),
         speed: args.speed,
         trees: args.trees,

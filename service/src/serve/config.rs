@@ -8,6 +8,7 @@
 //! |---|---|---|---|
 //! | `addr` | `AUGUR_SERVE_ADDR` | `--addr` | `127.0.0.1:8080` |
 //! | `data_dir` | `AUGUR_SERVE_DATA_DIR` | `--data-dir` | `./augur-data` |
+//! | `store` | `AUGUR_SERVE_STORE` | `--store` | `<data_dir>/events.sqlite` (or `postgres://…`) |
 //! | `token` | `AUGUR_SERVE_TOKEN` | — | generated on first start |
 //! | `insecure` | `AUGUR_SERVE_INSECURE` | `--insecure` | `false` |
 //! | `bootstrap_dataset` | `AUGUR_SERVE_BOOTSTRAP` | `--bootstrap` | `philly` |
@@ -46,6 +47,11 @@ pub struct ServeConfig {
     /// Folder of the durable state: the event store (`events.sqlite`), the model registry
     /// (`models/`) and the generated API token (`auth-token`).
     pub data_dir: PathBuf,
+    /// The event log: `None` is the embedded SQLite store in `data_dir`; a `postgres://`
+    /// connection string is a PostgreSQL database replicas share (never serialised back
+    /// out: it may hold a password).
+    #[serde(skip)]
+    pub store: Option<String>,
     /// Bearer token for mutating endpoints (never serialised back out).
     #[serde(skip)]
     pub token: Option<String>,
@@ -167,6 +173,7 @@ impl Default for ServeConfig {
         ServeConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("augur-data"),
+            store: None,
             token: None,
             insecure: false,
             bootstrap_dataset: "philly".to_string(),
@@ -199,6 +206,7 @@ impl Default for ServeConfig {
 pub struct PartialConfig {
     pub addr: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
+    pub store: Option<String>,
     pub token: Option<String>,
     pub insecure: Option<bool>,
     pub bootstrap_dataset: Option<String>,
@@ -264,6 +272,10 @@ impl PartialConfig {
         Ok(PartialConfig {
             addr: parse(env, "AUGUR_SERVE_ADDR")?,
             data_dir: env.get("AUGUR_SERVE_DATA_DIR").map(PathBuf::from),
+            store: env
+                .get("AUGUR_SERVE_STORE")
+                .filter(|s| !s.is_empty())
+                .cloned(),
             token: env
                 .get("AUGUR_SERVE_TOKEN")
                 .filter(|t| !t.is_empty())
@@ -297,6 +309,7 @@ impl PartialConfig {
         PartialConfig {
             addr: later.addr.or(self.addr),
             data_dir: later.data_dir.or(self.data_dir),
+            store: later.store.or(self.store),
             token: later.token.or(self.token),
             insecure: later.insecure.or(self.insecure),
             bootstrap_dataset: later.bootstrap_dataset.or(self.bootstrap_dataset),
@@ -334,6 +347,7 @@ impl PartialConfig {
         let cfg = ServeConfig {
             addr: self.addr.unwrap_or(d.addr),
             data_dir: self.data_dir.unwrap_or(d.data_dir),
+            store: self.store.or(d.store),
             token: self.token.or(d.token),
             insecure: self.insecure.unwrap_or(d.insecure),
             bootstrap_dataset: self.bootstrap_dataset.unwrap_or(d.bootstrap_dataset),
@@ -407,6 +421,13 @@ impl PartialConfig {
                 "max_future_skew_seconds must be a number of seconds >= 0, got {}",
                 cfg.max_future_skew_seconds
             );
+        }
+        if let Some(s) = &cfg.store {
+            if !(s.starts_with("postgres://") || s.starts_with("postgresql://")) {
+                anyhow::bail!(
+                    "store must be a postgres:// (or postgresql://) connection string, or unset for the SQLite store in the data folder"
+                );
+            }
         }
         if cfg.max_batch == 0 {
             anyhow::bail!("max_batch must be at least 1");

@@ -23,8 +23,11 @@
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
 //!   are `namespace/name`, `namespace/trainjob/name`, `namespace/job/name`; the Kueue queue
-//!   label is the profile's queue), so predictions learn from the live cluster; the runtime predicted
-//!   at a job's submit is what the controller plans with.
+//!   label is the profile's queue), so predictions learn from the live cluster; the runtime
+//!   predicted at a job's submit is what the controller plans with. Only the leader appends
+//!   them, and only those the log does not hold yet ([`unlogged`], after applying every event
+//!   already committed): replicas sharing one log (`--store postgres://…`) all watch, the
+//!   leader writes, a new leader ingests what the old one had not, and nothing twice.
 //!
 //! `main` selects this backend with [`select`] before the service starts; without it the
 //! simulated replay runs ([`super::live`]).
@@ -35,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
-    self, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig, LeaderElector,
-    LeaseConfig, Outcome, RuntimeHint, Safety,
+    self, Clock, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig,
+    LeaderElector, LeaderGate, LeaseConfig, Outcome, RuntimeHint, Safety,
 };
 use augur_autoscaler::live::{LiveConfig, LiveLoop};
 use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
@@ -45,6 +48,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::config::Backend;
 use super::events::{self, Event, FinishStatus, JobProfile};
 use super::live::{publish, Counted, Driven, KubeLoop};
+use super::online::Online;
 use super::{writeback, AppState};
 
 /// Wall time between two ticks of the loop (each reads the watch caches; no API request).
@@ -210,7 +214,7 @@ fn snapshot_event(s: &ClusterSnapshot) -> Event {
 async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     // the lease elector of this attempt stops when the attempt ends (dropping the sender)
     let (_attempt, attempt_over) = tokio::sync::oneshot::channel::<()>();
-    let (backend, mut rx) = start_backend(&state, &opts, attempt_over).await?;
+    let (backend, mut rx, leader) = start_backend(&state, &opts, attempt_over).await?;
     let params = ElasticParams {
         preempt_factor: None,
         ..ElasticParams::default()
@@ -237,6 +241,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     let mut last = Instant::now();
     let mut last_snapshot = f64::NEG_INFINITY;
     let mut last_writeback: Option<Instant> = None;
+    let mut pending: Vec<Event> = Vec::new();
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -258,23 +263,108 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
                 writeback::write_predictions(&state, l.backend_mut(), dry_run).await;
             }
         }
-        let batch = store_events(&mut rx, &mut last_snapshot);
-        if !batch.is_empty() {
-            if let Err(e) = state.store.append(batch).await {
-                tracing::warn!(error = %e, "ingesting the cluster's events failed; they are dropped");
-            }
-        }
+        pending.extend(store_events(&mut rx, &mut last_snapshot));
+        ingest(&state, &leader, &mut pending).await;
     }
     Ok(())
 }
 
+/// Appends the cluster's events the shared log lacks when this replica leads; else keeps the
+/// lifecycle events the log does not hold yet (the leader's appends, applied here, remove
+/// them), to be ingested should this replica become the leader.
+async fn ingest(state: &AppState, leader: &(LeaderGate, Clock), pending: &mut Vec<Event>) {
+    if pending.is_empty() {
+        return;
+    }
+    if !leader.0.may_act((leader.1)()) {
+        pending.retain(|e| !matches!(e, Event::ClusterSnapshot(_)));
+        *pending = unlogged(&state.online(), std::mem::take(pending));
+        return;
+    }
+    // every event another replica committed is applied here first, so the filter sees it
+    let log = state.store.clone();
+    let caught_up = tokio::task::spawn_blocking(move || log.wait_applied(Duration::from_secs(5)))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    match caught_up {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("the shared event log is not applied yet; the cluster's events wait");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the shared event log; the cluster's events wait");
+            return;
+        }
+    }
+    let batch = unlogged(&state.online(), std::mem::take(pending));
+    if batch.is_empty() {
+        return;
+    }
+    if let Err(e) = state.store.append(batch.clone()).await {
+        // not acknowledged: tried again next tick (a commit that did happen is filtered then)
+        tracing::warn!(error = %e, "ingesting the cluster's events failed; retried");
+        pending.extend(
+            batch
+                .into_iter()
+                .filter(|e| !matches!(e, Event::ClusterSnapshot(_))),
+        );
+    }
+}
+
+/// The events of `batch` the log (as applied to `online`) does not hold yet, in order: a
+/// submit no run of the job has at that time, a start or finish of a run the log has not
+/// started or finished (or of a run submitted earlier in `batch`). Snapshots are kept.
+pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
+    let mut new_runs: std::collections::HashSet<String> = std::collections::HashSet::new();
+    batch
+        .into_iter()
+        .filter(|ev| {
+            let Some(id) = ev.job_id() else {
+                return true;
+            };
+            let current = online.jobs.get(id);
+            let runs = || {
+                current
+                    .into_iter()
+                    .chain(online.earlier_runs.get(id).into_iter().flatten())
+            };
+            match ev {
+                Event::JobSubmitted { at, .. } => {
+                    let fresh = !runs().any(|j| j.submitted_at == Some(*at));
+                    if fresh {
+                        new_runs.insert(id.to_string());
+                    }
+                    fresh
+                }
+                Event::JobStarted { .. } => {
+                    new_runs.contains(id) || current.is_none_or(|j| j.started_at.is_none())
+                }
+                Event::JobFinished { .. } => {
+                    new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
+                }
+                _ => true,
+            }
+        })
+        .collect()
+}
+
+/// The backend, the receiver of the cluster's job lifecycle and snapshots, and whether this
+/// replica leads (the gate and its clock).
+type Started = (
+    KubeBackend,
+    UnboundedReceiver<ClusterEvent>,
+    (LeaderGate, Clock),
+);
+
 /// Takes the lease in the background and starts the backend's watches (waiting up to a
-/// minute for them to sync); the receiver gets the cluster's job lifecycle and snapshots.
+/// minute for them to sync).
 async fn start_backend(
     state: &AppState,
     opts: &KubeOptions,
     attempt_over: tokio::sync::oneshot::Receiver<()>,
-) -> anyhow::Result<(KubeBackend, UnboundedReceiver<ClusterEvent>)> {
+) -> anyhow::Result<Started> {
     let client = kubernetes::client(opts.kubeconfig.as_deref()).await?;
     let identity =
         std::env::var("POD_NAME").unwrap_or_else(|_| format!("augur-{}", std::process::id()));
@@ -319,7 +409,7 @@ async fn start_backend(
         clock: clock.clone(),
         events: Some(sink),
         runtime_hint: Some(hint),
-        leader: Some(gate),
+        leader: Some(gate.clone()),
     };
     let backend = KubeBackend::start(client, cfg, hooks)
         .await
@@ -334,7 +424,7 @@ async fn start_backend(
     if let Err(e) = backend.wait_synced(Duration::from_secs(60)).await {
         tracing::warn!(error = %e, "watches not in sync yet; the controller waits for them");
     }
-    Ok((backend, rx))
+    Ok((backend, rx, (gate, clock)))
 }
 
 /// One tick of the loop: the backend observes `wall` time passing, the controller decides
@@ -410,7 +500,70 @@ fn store_events(rx: &mut UnboundedReceiver<ClusterEvent>, last_snapshot: &mut f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::online::ServedModels;
+    use crate::serve::store::StoredEvent;
     use augur_autoscaler::kubernetes::JobKey;
+
+    #[test]
+    fn a_new_leader_ingests_only_the_job_facts_the_log_lacks() {
+        let submit = |id: &str, at: f64| Event::JobSubmitted {
+            job_id: id.into(),
+            at,
+            profile: JobProfile::default(),
+            dag: None,
+        };
+        let start = |id: &str, at: f64| Event::JobStarted {
+            job_id: id.into(),
+            at,
+        };
+        let finish = |id: &str, at: f64| Event::JobFinished {
+            job_id: id.into(),
+            at,
+            status: FinishStatus::Completed,
+            duration: None,
+        };
+        // the log (applied): ml/a submitted and started, ml/c's whole first run
+        let mut online = Online::new(ServedModels::default());
+        let logged = [
+            submit("ml/a", 100.0),
+            start("ml/a", 110.0),
+            submit("ml/c", 50.0),
+            start("ml/c", 60.0),
+            finish("ml/c", 90.0),
+        ];
+        for (i, event) in logged.into_iter().enumerate() {
+            online.apply(&StoredEvent {
+                seq: i as i64 + 1,
+                received_at: 0.0,
+                event,
+            });
+        }
+        // what this replica's watches saw (a deletion's time is each replica's own clock)
+        let seen = vec![
+            submit("ml/a", 100.0),
+            start("ml/a", 110.0),
+            finish("ml/a", 500.0),
+            submit("ml/c", 50.0),
+            start("ml/c", 60.0),
+            finish("ml/c", 91.0),
+            // ml/c submitted again: a new run, started and finished
+            submit("ml/c", 200.0),
+            start("ml/c", 210.0),
+            finish("ml/c", 300.0),
+            submit("ml/d", 400.0),
+        ];
+        let kept = unlogged(&online, seen);
+        assert_eq!(
+            kept,
+            vec![
+                finish("ml/a", 500.0),
+                submit("ml/c", 200.0),
+                start("ml/c", 210.0),
+                finish("ml/c", 300.0),
+                submit("ml/d", 400.0),
+            ]
+        );
+    }
 
     #[test]
     fn cluster_events_become_ingestable_store_events() {

@@ -55,7 +55,7 @@ pub use run::run;
 
 use auth::{Auth, TokenSource};
 use online::{Online, Outcome, ServedModels};
-use store::Store;
+use store::EventLog;
 
 /// Something that happened in the service, broadcast to whoever listens (metrics, status
 /// page). Sending never blocks; a slow listener misses events (`RecvError::Lagged`).
@@ -167,7 +167,7 @@ pub struct AppState {
     /// The resolved configuration.
     pub config: Arc<ServeConfig>,
     /// The durable event store.
-    pub store: Store,
+    pub store: EventLog,
     /// Served models + online feature/queue state + what is known about each job.
     /// Predictions read it under a shared lock (off the async workers, see
     /// [`api::predict`]); the store's writer applies events under the exclusive lock, held
@@ -265,8 +265,22 @@ impl AppState {
                 records
             })
         };
+        let on_records = {
+            let online = online.clone();
+            Box::new(move |r: &[store::PredictionRecord]| write(&online).use_records(r))
+        };
+        let owner = store::event_log::Owner {
+            backend: config.backend.name(),
+            cluster: &cluster,
+        };
         let store_path = config.data_dir.join("events.sqlite");
-        let (store, existing) = Store::open(&store_path, on_commit)?;
+        let (store, existing) = EventLog::open(
+            config.store.as_deref(),
+            &store_path,
+            owner,
+            on_commit,
+            on_records,
+        )?;
         {
             let records = store.read_predictions()?;
             let mut o = write(&online);
@@ -278,6 +292,8 @@ impl AppState {
             // served now; those answers are not records of what was said then
             let _ = o.take_issued();
         }
+        // from here on, what other replicas append is applied after what was read above
+        store.follow()?;
         let finished_at_open = read(&online).counts.job_finished;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let state = AppState {

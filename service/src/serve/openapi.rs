@@ -10,9 +10,7 @@
 use axum::extract::State;
 use axum::Json;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{
-    HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
-};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 

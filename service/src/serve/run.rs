@@ -47,7 +47,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         }
     }
     tracing::info!(
-        store = %state.store.path().display(),
+        store = %state.store,
         events = info.events_replayed,
         "event store opened and replayed"
     );

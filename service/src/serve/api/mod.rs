@@ -111,9 +111,13 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         },
     }];
     let dir = state.config.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || store_writable(&dir))
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
+    let log = state.store.clone();
+    let store = tokio::task::spawn_blocking(move || {
+        store_writable(&dir)?;
+        log.check_writable()
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
     checks.push(ReadyCheck {
         name: "store".into(),
         ok: store.is_ok(),

@@ -38,7 +38,11 @@ use tokio::sync::oneshot;
 
 use super::events::Event;
 
+pub mod event_log;
 pub mod integrity;
+pub mod postgres;
+
+pub use event_log::EventLog;
 
 use integrity::{HighWater, IntegrityReport, MarkState, RepairReport};
 
@@ -71,6 +75,8 @@ pub enum StoreError {
     Damaged(Box<IntegrityReport>),
     #[error("the event store's writer has stopped")]
     Closed,
+    #[error(transparent)]
+    Postgres(#[from] postgres::PgStoreError),
 }
 
 impl StoreError {
@@ -434,7 +440,7 @@ fn read_after(
     Ok(out)
 }
 
-fn now_unix() -> f64 {
+pub(crate) fn now_unix() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

@@ -1,0 +1,128 @@
+//! The event log the service runs on: the embedded SQLite store of the data folder (one
+//! replica) or a PostgreSQL database shared by replicas (`--store postgres://…`). Both keep the
+//! same promises (acknowledged = committed, sequence numbers monotonic and never reused,
+//! committed events applied in order); this type only dispatches.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::postgres::{OnRecords, PgStore};
+use super::{OnCommit, PredictionRecord, Store, StoreError, StoredEvent};
+use crate::serve::events::Event;
+
+/// Handle to the service's event log (cheap to clone).
+#[derive(Debug, Clone)]
+pub enum EventLog {
+    Sqlite(Store),
+    Postgres(PgStore),
+}
+
+/// Whom a PostgreSQL log belongs to (checked at open).
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    pub backend: &'a str,
+    pub cluster: &'a str,
+}
+
+impl EventLog {
+    /// Opens the log: `url` `None` is the SQLite store at `sqlite_path`, else a
+    /// `postgres://` connection string. Returns every event already stored, in order; call
+    /// [`EventLog::follow`] once they are applied.
+    pub fn open(
+        url: Option<&str>,
+        sqlite_path: &Path,
+        owner: Owner<'_>,
+        on_commit: OnCommit,
+        on_records: OnRecords,
+    ) -> Result<(EventLog, Vec<StoredEvent>), StoreError> {
+        match url {
+            None => {
+                let (s, existing) = Store::open(sqlite_path, on_commit)?;
+                Ok((EventLog::Sqlite(s), existing))
+            }
+            Some(url) => {
+                let (s, existing) =
+                    PgStore::open(url, owner.backend, owner.cluster, on_commit, on_records)?;
+                Ok((EventLog::Postgres(s), existing))
+            }
+        }
+    }
+
+    /// Starts applying what other replicas append (PostgreSQL; nothing to do on SQLite).
+    pub fn follow(&self) -> Result<(), StoreError> {
+        match self {
+            EventLog::Sqlite(_) => Ok(()),
+            EventLog::Postgres(s) => Ok(s.follow()?),
+        }
+    }
+
+    /// Stores `events` durably (all or none); returns their sequence numbers once committed.
+    pub async fn append(&self, events: Vec<Event>) -> Result<Vec<i64>, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.append(events).await,
+            EventLog::Postgres(s) => Ok(s.append(events).await?),
+        }
+    }
+
+    /// Up to `limit` events with `seq > after`, in order (blocking).
+    pub fn read_after(&self, after: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.read_after(after, limit),
+            EventLog::Postgres(s) => Ok(s.read_after(after, limit)?),
+        }
+    }
+
+    /// Every stored prediction record (blocking).
+    pub fn read_predictions(&self) -> Result<Vec<PredictionRecord>, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.read_predictions(),
+            EventLog::Postgres(s) => Ok(s.read_predictions()?),
+        }
+    }
+
+    /// Number of events stored (blocking).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn count(&self) -> Result<i64, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.count(),
+            EventLog::Postgres(s) => Ok(s.count()?),
+        }
+    }
+
+    /// Waits (blocking, up to `limit`) until every event committed by any replica is applied
+    /// here; always true on SQLite, where the one writer applies before acknowledging.
+    pub fn wait_applied(&self, limit: Duration) -> Result<bool, StoreError> {
+        match self {
+            EventLog::Sqlite(_) => Ok(true),
+            EventLog::Postgres(s) => Ok(s.wait_applied(limit)?),
+        }
+    }
+
+    /// Readiness of the log itself (blocking): a PostgreSQL log must take a trivial write
+    /// transaction; the SQLite file's folder is checked with the data folder.
+    pub fn check_writable(&self) -> Result<(), String> {
+        match self {
+            EventLog::Sqlite(_) => Ok(()),
+            EventLog::Postgres(s) => s
+                .check_writable()
+                .map_err(|e| format!("the database takes no writes: {e}")),
+        }
+    }
+
+    /// Stops the writer after the requests already queued (at shutdown).
+    pub fn close(self) {
+        match self {
+            EventLog::Sqlite(s) => s.close(),
+            EventLog::Postgres(s) => s.close(),
+        }
+    }
+}
+
+impl std::fmt::Display for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventLog::Sqlite(s) => write!(f, "{}", s.path().display()),
+            EventLog::Postgres(s) => f.write_str(s.url()),
+        }
+    }
+}
