@@ -98,11 +98,11 @@ impl EventLog {
         }
     }
 
-    /// Readiness of the log itself (blocking): a PostgreSQL log must take a trivial write
-    /// transaction; the SQLite file's folder is checked with the data folder.
+    /// Readiness of the log itself (blocking): it must take a write transaction now (and the
+    /// SQLite store's writer thread must be running).
     pub fn check_writable(&self) -> Result<(), String> {
         match self {
-            EventLog::Sqlite(_) => Ok(()),
+            EventLog::Sqlite(s) => s.check_writable(),
             EventLog::Postgres(s) => s
                 .check_writable()
                 .map_err(|e| format!("the database takes no writes: {e}")),

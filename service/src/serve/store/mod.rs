@@ -41,6 +41,7 @@ use super::events::Event;
 pub mod event_log;
 pub mod integrity;
 pub mod postgres;
+mod probe;
 
 pub use event_log::EventLog;
 
@@ -347,6 +348,22 @@ impl Store {
                 path: self.path.clone(),
                 source,
             })
+    }
+
+    /// Whether ingest can commit now (blocking): the writer thread runs and the database
+    /// takes a write transaction ([`probe`]); the reason otherwise.
+    pub fn check_writable(&self) -> Result<(), String> {
+        let stopped = self
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(JoinHandle::is_finished);
+        if stopped {
+            return Err("the store's writer has stopped: nothing can be ingested".into());
+        }
+        probe::write_probe(&self.path)
+            .map_err(|e| format!("the database {} takes no writes: {e}", self.path.display()))
     }
 
     /// Stops the writer after the requests already queued (call when every other handle
