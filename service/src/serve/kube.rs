@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
-    self, Clock, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig,
-    LeaderElector, LeaderGate, LeaseConfig, Outcome, RuntimeHint, Safety,
+    self, Clock, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig, LeaderElector,
+    LeaderGate, LeaseConfig, Outcome, RuntimeHint, Safety,
 };
 use augur_autoscaler::live::{LiveConfig, LiveLoop};
 use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
