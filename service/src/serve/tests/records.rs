@@ -79,3 +79,46 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     let records = state.store.read_predictions().unwrap();
     assert_eq!(records.len(), 2, "{records:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_at_submit_appears_from_a_model_served_only_later() {
+    let (state, dir) = service(false);
+    let at = philly()[TRAIN_JOBS].submit_time;
+    submit(&state, "before-models", at).await;
+    // the models arrive after the submit (first-start training done, or a promote)
+    copy_dir(trained_models(), &dir.path().join("models"));
+    let registry = training::open_registry(dir.path()).unwrap();
+    let models = training::load_serving(&registry, &state.ext.metrics).unwrap();
+    assert!(models.runtime.is_some() && models.queue_wait.is_some());
+    let swap = state.clone();
+    tokio::task::spawn_blocking(move || swap.swap_models(models))
+        .await
+        .unwrap();
+    let (st, v) = call(&state, "GET", "/v1/jobs/before-models", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for kind in [
+        "runtime_at_submit",
+        "queue_wait_at_submit",
+        "failure_at_submit",
+    ] {
+        assert!(
+            v["job"][kind].is_null(),
+            "{kind} appeared after the swap: {v}"
+        );
+    }
+    // "now" is answered by the model served now
+    assert!(v["runtime_now"]["seconds"].is_f64(), "{v}");
+    // and a restart (replaying the store into the served models) does not invent them either
+    let store = state.store.clone();
+    drop(state);
+    store.close();
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        ..ServeConfig::default()
+    };
+    let (state, _info) = AppState::open(config).unwrap();
+    let (_, v) = call(&state, "GET", "/v1/jobs/before-models", None, false).await;
+    assert!(v["job"]["runtime_at_submit"].is_null(), "{v}");
+    assert!(v["job"]["queue_wait_at_submit"].is_null(), "{v}");
+}
