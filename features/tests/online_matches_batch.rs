@@ -30,6 +30,12 @@ fn online_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
     out
 }
 
+/// The first `n` jobs of the bundled Philly trace.
+fn philly_jobs(n: usize) -> Vec<JobRecord> {
+    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
+    table.to_records().unwrap().into_iter().take(n).collect()
+}
+
 fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
@@ -45,13 +51,7 @@ fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
 
 #[test]
 fn philly_online_replay_equals_batch() {
-    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
-    let jobs: Vec<JobRecord> = table
-        .to_records()
-        .unwrap()
-        .into_iter()
-        .take(30_000)
-        .collect();
+    let jobs = philly_jobs(30_000);
     let schema = FeatureSchema::for_jobs(&jobs);
     assert!(schema.keys.len() >= 3, "{schema:?}");
     let batch = batch_features(&jobs, &schema);
@@ -90,13 +90,7 @@ fn mira_online_replay_equals_batch() {
 /// that instant (which does not see the submits at that instant); the plain read does not.
 #[test]
 fn the_read_before_a_submit_gives_the_features_at_submit() {
-    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
-    let jobs: Vec<JobRecord> = table
-        .to_records()
-        .unwrap()
-        .into_iter()
-        .take(20_000)
-        .collect();
+    let jobs = philly_jobs(20_000);
     let schema = FeatureSchema::for_jobs(&jobs);
     let d = schema.len();
     let mut submits_at = std::collections::HashMap::new();

@@ -21,6 +21,19 @@ async fn at_submit(state: &AppState, id: &str) -> Value {
     v["job"]["runtime_at_submit"].clone()
 }
 
+/// Closes `state`'s store and opens the service again on its data folder `dir`.
+fn restart(state: AppState, dir: &std::path::Path) -> AppState {
+    let store = state.store.clone();
+    drop(state);
+    store.close();
+    let config = ServeConfig {
+        data_dir: dir.to_path_buf(),
+        token: Some(TOKEN.into()),
+        ..ServeConfig::default()
+    };
+    AppState::open(config).unwrap().0
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     let (state, dir) = service(true);
@@ -61,15 +74,7 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     assert_ne!(after["seconds"], before["seconds"]);
 
     // a restart replays the store into the served (v2) model: the records stay
-    let store = state.store.clone();
-    drop(state);
-    store.close();
-    let config = ServeConfig {
-        data_dir: dir.path().to_path_buf(),
-        token: Some(TOKEN.into()),
-        ..ServeConfig::default()
-    };
-    let (state, _info) = AppState::open(config).unwrap();
+    let state = restart(state, dir.path());
     assert_eq!(
         at_submit(&state, "rec-1").await,
         before,
@@ -109,15 +114,7 @@ async fn no_answer_at_submit_appears_from_a_model_served_only_later() {
     // "now" is answered by the model served now
     assert!(v["runtime_now"]["seconds"].is_f64(), "{v}");
     // and a restart (replaying the store into the served models) does not invent them either
-    let store = state.store.clone();
-    drop(state);
-    store.close();
-    let config = ServeConfig {
-        data_dir: dir.path().to_path_buf(),
-        token: Some(TOKEN.into()),
-        ..ServeConfig::default()
-    };
-    let (state, _info) = AppState::open(config).unwrap();
+    let state = restart(state, dir.path());
     let (_, v) = call(&state, "GET", "/v1/jobs/before-models", None, false).await;
     assert!(v["job"]["runtime_at_submit"].is_null(), "{v}");
     assert!(v["job"]["queue_wait_at_submit"].is_null(), "{v}");
