@@ -404,6 +404,10 @@ fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches
         .clone();
     assert_eq!(grow["reason"], "idle_gpus", "{grow}");
     assert_eq!(grow["job_name"], "ml/a", "{grow}");
+    // the decision names the job by the id the API takes
+    assert_eq!(grow["job_id"], "ml/a", "{grow}");
+    let job = get_json(addr, "/v1/jobs/ml%2Fa").expect("the decided job");
+    assert_eq!(job["job"]["job_id"], "ml/a", "{job}");
     assert!(grow["idle_gpus"].as_u64().unwrap() > 0, "{grow}");
     assert_eq!(grow["outcome"], "applied", "{grow}");
     assert!(grow["error"].is_null(), "{grow}");

@@ -156,6 +156,20 @@ fn serve_trains_on_its_own_history_file_and_keeps_its_models_honest() {
     let b = runtime_now(addr, json!({ "profile": big }), token);
     let s = runtime_now(addr, json!({ "profile": small }), token);
     assert_ne!(b["seconds"], s["seconds"], "4096 nodes {b}, 128 nodes {s}");
+    // and so do their queue-wait bounds (the median of both is still 600 s on this history:
+    // the point model gives every Mira job 600 s, a defect not fixed yet)
+    let wait = |p: &Value| {
+        let (st, v) = post(
+            addr,
+            "/v1/predict/queue-wait",
+            &json!({ "job": { "profile": p } }),
+            token,
+        );
+        assert_eq!(st, 200, "{v}");
+        v["prediction"].clone()
+    };
+    let (bw, sw) = (wait(&big), wait(&small));
+    assert_ne!(bw["upper"], sw["upper"], "4096 nodes {bw}, 128 nodes {sw}");
 
     // a poor history (230 jobs, so under 50 held-out test jobs): the retrain keeps the
     // served model and says why
@@ -240,29 +254,46 @@ fn serve_trains_on_its_own_history_file_and_keeps_its_models_honest() {
     assert_eq!(view["job"]["run"], 2, "{view}");
     assert_eq!(view["earlier_runs"][0]["run"], 1, "{view}");
 
-    // the ways of asking that job's runtime now agree
+    // the five ways of asking that job's runtime agree. At its submit time (`at`): the
+    // answer stored then, by job id and by profile are the same number
     let view = get_json(addr, "/v1/jobs/pytorchjob-x");
-    let now_answer = view["runtime_now"].clone();
-    let by_id = runtime_now(addr, json!({ "job_id": "pytorchjob-x" }), token);
-    let at = view["now"].as_f64().unwrap();
-    let by_profile_at = runtime_now(
+    let submitted = now - 50.0;
+    let at_submit = view["job"]["runtime_at_submit"].clone();
+    let by_id_at = runtime_now(
         addr,
-        json!({ "profile": probe["profile"], "at": at }),
+        json!({ "job_id": "pytorchjob-x", "at": submitted }),
         token,
     );
-    assert_eq!(by_id["model_version"], now_answer["model_version"]);
-    // "now" is the wall clock: two requests a moment apart may see a slightly different
-    // moment, so the answers agree to within a second's drift of the features
-    for (name, v) in [("by job_id", &by_id), ("by profile at now", &by_profile_at)] {
-        let (a, b) = (
-            v["seconds"].as_f64().unwrap(),
-            now_answer["seconds"].as_f64().unwrap(),
+    let by_profile_at = runtime_now(
+        addr,
+        json!({ "profile": probe["profile"], "at": submitted }),
+        token,
+    );
+    for (name, v) in [
+        ("by job_id at its submit", &by_id_at),
+        ("by profile at its submit", &by_profile_at),
+    ] {
+        assert_eq!(
+            v["seconds"], at_submit["seconds"],
+            "{name}: {v} vs {at_submit}"
         );
-        assert!(
-            (a - b).abs() <= 1e-6 * b.max(1.0),
-            "{name}: {v} vs runtime_now {now_answer}"
-        );
+        assert_eq!(v["upper"], at_submit["upper"], "{name}: {v} vs {at_submit}");
     }
+    // "now" is the wall clock's moment, later than its submit: runtime_now and by job id
+    // (no `at`) agree, to within the features' drift between two requests a moment apart
+    // (on the events' clock, asked at the submit moment, all five are one number: the
+    // service's own tests check it)
+    let now_answer = view["runtime_now"].clone();
+    let by_id = runtime_now(addr, json!({ "job_id": "pytorchjob-x" }), token);
+    assert_eq!(by_id["model_version"], now_answer["model_version"]);
+    let (a, b) = (
+        by_id["seconds"].as_f64().unwrap(),
+        now_answer["seconds"].as_f64().unwrap(),
+    );
+    assert!(
+        (a - b).abs() <= 1e-6 * b.max(1.0),
+        "by job_id: {by_id} vs runtime_now {now_answer}"
+    );
     drop(server);
 
     // after a restart, the kind the history could not train still says why

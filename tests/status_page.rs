@@ -61,6 +61,37 @@ fn last_seq(addr: SocketAddr) -> u64 {
         .unwrap_or(0)
 }
 
+/// The ids of the stored `job_submitted` events, in order.
+fn submitted_ids(addr: SocketAddr) -> Vec<String> {
+    let mut after = 0;
+    let mut ids = Vec::new();
+    loop {
+        let v = get_json(addr, &format!("/v1/events?after={after}&limit=10000"));
+        let evs = v["events"].as_array().expect("events");
+        if evs.is_empty() {
+            return ids;
+        }
+        ids.extend(
+            evs.iter()
+                .filter(|e| e["event"]["type"] == "job_submitted")
+                .filter_map(|e| e["event"]["job_id"].as_str().map(str::to_string)),
+        );
+        after = v["next_after"].as_i64().expect("next_after");
+    }
+}
+
+/// `id` percent-encoded as one path segment.
+fn segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn chromium() -> PathBuf {
     let p = std::env::var_os("AUGUR_CHROMIUM")
         .map(PathBuf::from)
@@ -124,6 +155,22 @@ fn status_page_draws_the_live_data_in_headless_chromium() {
                 .as_array()
                 .is_some_and(|j| j.iter().any(|j| j["predicted_runtime"].is_f64()))
     });
+    // each decision names its job by the id the API takes
+    let d = get_json(addr, "/v1/autoscaler/decisions");
+    let first = &d["decisions"][0];
+    let id = first["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"));
+    assert!(id.starts_with("sim0-"), "{first}");
+    let (s, body) = http(
+        addr,
+        "GET",
+        &format!("/v1/jobs/{}", segment(id)),
+        None,
+        None,
+    )
+    .expect("GET the decided job");
+    assert_eq!(s, 200, "{id}: {body}");
     let page = http(addr, "GET", "/", None, None).expect("GET /");
     assert_eq!(page.0, 200);
     assert!(page.1.contains("/status/uPlot.iife.min.js"));
@@ -331,11 +378,15 @@ fn switches_need_the_token_unless_insecure() {
 }
 
 /// Pause and dry-run are acknowledged facts: after `kill -9` and a restart on the same data
-/// folder the controller is still paused and in dry-run, and decides nothing.
+/// folder the controller is still paused and in dry-run, and decides nothing. The replay
+/// resumes under new ids: no job id is submitted twice.
 #[test]
 fn operator_switches_survive_a_kill_and_restart() {
     let mut server = start(true);
     let addr = server.addr;
+    wait_until(Duration::from_secs(180), "replayed submits", || {
+        !submitted_ids(addr).is_empty()
+    });
     for path in ["/v1/autoscaler/pause", "/v1/autoscaler/dry-run"] {
         let body = path.ends_with("dry-run").then_some(r#"{"enabled": true}"#);
         let (s, text) = http(addr, "POST", path, body, None).expect("switch");
@@ -357,4 +408,12 @@ fn operator_switches_survive_a_kill_and_restart() {
         0,
         "a paused controller decided after the restart"
     );
+    wait_until(
+        Duration::from_secs(120),
+        "submits after the restart",
+        || submitted_ids(addr).iter().any(|id| id.starts_with("sim1-")),
+    );
+    let ids = submitted_ids(addr);
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a replayed id was submitted twice");
 }

@@ -63,6 +63,21 @@ pub enum FailKey {
 }
 
 impl FailKey {
+    /// The job fields this key is made of.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            FailKey::All => &[],
+            FailKey::User => &["user"],
+            FailKey::Group => &["group"],
+            FailKey::JobName => &["job_name"],
+            FailKey::UserName => &["user", "job_name"],
+            FailKey::Queue => &["queue"],
+            FailKey::GpuType => &["gpu_type"],
+            FailKey::Gpus => &["num_gpus"],
+            FailKey::Cluster => &["cluster"],
+        }
+    }
+
     /// Every key kind, in feature order.
     pub const ALL: [FailKey; 9] = [
         FailKey::All,

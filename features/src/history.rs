@@ -40,6 +40,11 @@ pub(crate) struct History {
     pub n_failed: u64,
     pub n_with_status: u64,
     pub last_submit: Option<f64>,
+    /// Submits at exactly `last_submit`.
+    pub last_submit_n: u32,
+    /// The latest submit strictly before `last_submit`: what `last_submit` was before it,
+    /// for a read that leaves the latest submit out.
+    pub prev_submit: Option<f64>,
     pub last_finish: Option<f64>,
     /// Submit times within the last hour, oldest first.
     pub submits_1h: VecDeque<f64>,
@@ -50,7 +55,19 @@ pub(crate) struct History {
 
 impl History {
     pub fn on_submit(&mut self, t: f64) {
-        self.last_submit = Some(self.last_submit.map_or(t, |l| l.max(t)));
+        match self.last_submit {
+            Some(l) if t == l => self.last_submit_n += 1,
+            Some(l) if t < l => {
+                if self.prev_submit.is_none_or(|p| t > p) {
+                    self.prev_submit = Some(t);
+                }
+            }
+            last => {
+                self.prev_submit = last;
+                self.last_submit = Some(t);
+                self.last_submit_n = 1;
+            }
+        }
         self.submits_1h.push_back(t);
         let e = self.unfinished.entry(order_key(t)).or_insert((t, 0));
         e.1 += 1;
@@ -110,12 +127,12 @@ impl History {
     /// [`crate::schema::PER_KEY_FEATURES`]). The history is not changed: the submits that
     /// [`History::prune`] at `now` would drop are skipped (the same numbers as pruning first).
     pub fn write_at(&self, now: f64, out: &mut [f32]) {
-        let stale = self
-            .submits_1h
-            .iter()
-            .take_while(|&&t| now - t > 3600.0)
-            .count();
-        let submits_1h = self.submits_1h.len() - stale;
+        self.write_leaving_out(now, LeaveOut::NONE, out);
+    }
+
+    /// [`History::write_at`] as if the submits `leave` names had not been seen.
+    pub fn write_leaving_out(&self, now: f64, leave: LeaveOut, out: &mut [f32]) {
+        let seen = self.submits_seen(now, leave);
         let nan = f32::NAN;
         let n = self.recent.len();
         let back = |q: &VecDeque<f32>, k: usize| -> f32 {
@@ -156,17 +173,11 @@ impl History {
         };
         let since =
             |t: Option<f64>| t.map_or(nan, |t| ((now - t).clamp(0.0, AGE_CAP_S) as f32).ln_1p());
-        out[7] = since(self.last_submit);
-        out[8] = (submits_1h as f32).ln_1p();
-        let recent10 = self
-            .submits_1h
-            .iter()
-            .rev()
-            .take_while(|&&t| now - t <= 600.0)
-            .count();
-        out[9] = (recent10 as f32).ln_1p();
-        out[10] = (self.n_unfinished as f32).ln_1p();
-        out[11] = since(self.unfinished.values().next().map(|(t, _)| *t));
+        out[7] = since(seen.last_submit);
+        out[8] = (seen.submits_1h as f32).ln_1p();
+        out[9] = (seen.submits_10m as f32).ln_1p();
+        out[10] = (seen.n_unfinished as f32).ln_1p();
+        out[11] = since(seen.oldest_unfinished);
         out[12] = since(self.last_finish);
         let per = PER_KEY_FEATURES.len();
         if out.len() >= per + RATIO_FEATURES.len() {
@@ -179,6 +190,121 @@ impl History {
                 median_sorted_f32(&sorted(q)[..q.len()])
             };
         }
+    }
+}
+
+/// Which submits a read leaves out: every submit at or after `cut` (a job submitted at `cut`
+/// does not see them), and one unfinished submit at `own` (the job asked about, whose own
+/// submit is not its history).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LeaveOut {
+    pub cut: f64,
+    pub own: Option<f64>,
+}
+
+impl LeaveOut {
+    /// Leaves nothing out.
+    pub const NONE: LeaveOut = LeaveOut {
+        cut: f64::INFINITY,
+        own: None,
+    };
+}
+
+/// The submit-derived quantities of a history at an instant, some submits left out.
+struct SubmitsSeen {
+    last_submit: Option<f64>,
+    submits_1h: usize,
+    submits_10m: usize,
+    n_unfinished: u64,
+    oldest_unfinished: Option<f64>,
+}
+
+impl History {
+    /// The submit-derived quantities at `now` without the submits `leave` names. Nothing
+    /// left out gives exactly the history's own values. The latest submit before the
+    /// left-out ones is exact when they are the latest one or two distinct submit times, or
+    /// when it lies within the hour window; otherwise it reads as none.
+    fn submits_seen(&self, now: f64, leave: LeaveOut) -> SubmitsSeen {
+        let cut = leave.cut;
+        // the own submit counts only when it is not already behind the cut and still held
+        let own = leave.own.filter(|&t| t < cut);
+        let held = |t: f64| self.submits_1h.front().is_some_and(|&f| f <= t);
+        let stale = self
+            .submits_1h
+            .iter()
+            .take_while(|&&t| now - t > 3600.0)
+            .count();
+        let after_cut = self
+            .submits_1h
+            .iter()
+            .rev()
+            .take_while(|&&t| t >= cut)
+            .count();
+        let own_in = |window: f64| own.is_some_and(|t| held(t) && now - t <= window);
+        let in_window = self.submits_1h.len() - stale;
+        let submits_1h = in_window
+            .saturating_sub(after_cut)
+            .saturating_sub(usize::from(own_in(3600.0)));
+        let submits_10m = self
+            .submits_1h
+            .iter()
+            .rev()
+            .skip(after_cut)
+            .take_while(|&&t| now - t <= 600.0)
+            .count()
+            .saturating_sub(usize::from(own_in(600.0)));
+        // unfinished submits at or after the cut, and the own one, are left out
+        let behind_cut: u64 = self
+            .unfinished
+            .range(order_key(cut)..)
+            .map(|(_, (_, n))| u64::from(*n))
+            .sum();
+        let own_unfinished = own.is_some_and(|t| self.unfinished.contains_key(&order_key(t)));
+        let n_unfinished = self
+            .n_unfinished
+            .saturating_sub(behind_cut)
+            .saturating_sub(u64::from(own_unfinished));
+        let oldest_unfinished = self
+            .unfinished
+            .range(..order_key(cut))
+            .map(|(_, (t, n))| (*t, *n - u32::from(own == Some(*t))))
+            .find(|(_, n)| *n > 0)
+            .map(|(t, _)| t);
+        SubmitsSeen {
+            last_submit: self.last_submit_before(cut, own),
+            submits_1h,
+            submits_10m,
+            n_unfinished,
+            oldest_unfinished,
+        }
+    }
+
+    /// The latest submit before `cut`, one submit at `own` left out (see
+    /// [`History::submits_seen`]).
+    fn last_submit_before(&self, cut: f64, own: Option<f64>) -> Option<f64> {
+        let last = self.last_submit?;
+        if last < cut && (own != Some(last) || self.last_submit_n > 1) {
+            return Some(last);
+        }
+        if let Some(p) = self.prev_submit.filter(|&p| p < cut && own != Some(p)) {
+            return Some(p);
+        }
+        // the hour window, one occurrence of the own submit skipped
+        let mut skipped = false;
+        self.submits_1h
+            .iter()
+            .copied()
+            .filter(|&t| {
+                if t >= cut {
+                    return false;
+                }
+                if !skipped && own == Some(t) {
+                    skipped = true;
+                    return false;
+                }
+                true
+            })
+            .reduce(f64::max)
     }
 }
 

@@ -23,12 +23,14 @@
 
 pub mod failure;
 mod history;
+mod ranges;
 mod schema;
 mod state;
 
 pub use failure::{
     failure_batch_features, failure_label, FailKey, FailureFeatureState, FailureSchema,
 };
+pub use ranges::{FieldRange, OutOfRange, TrainingRanges, REQUEST_FIELDS};
 pub use schema::{FeatureSchema, KeyKind, FEATURE_SCHEMA_VERSION};
 pub use state::{batch_features, finish_time, FeatureState, JobHandle, TraceEvent};
 

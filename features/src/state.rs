@@ -5,7 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use augur_datasets::{JobRecord, JobStatus};
 
-use crate::history::{order_key, History};
+use crate::history::{order_key, History, LeaveOut};
 use crate::schema::{FeatureSchema, STATIC_FEATURES};
 use crate::FeatureError;
 
@@ -83,6 +83,39 @@ impl FeatureState {
         now: f64,
         out: &mut [f32],
     ) -> Result<(), FeatureError> {
+        self.write_features(job, now, LeaveOut::NONE, None, out)
+    }
+
+    /// The features of `job` submitted at `now` as the state stood before that submit:
+    /// the submits at `now` or later are left out, and so is the submit of the unfinished
+    /// job `own` (the job asked about, when the state holds it: its own submit is not its
+    /// history). For a job just submitted, the features it was answered with at its submit
+    /// ([`FeatureState::features_for`] before [`FeatureState::observe_submit`]).
+    pub fn features_before(
+        &self,
+        job: &JobRecord,
+        now: f64,
+        own: Option<JobHandle>,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
+        let own = own.and_then(|h| self.unfinished.get(&h.0));
+        let leave = LeaveOut {
+            cut: now,
+            own: None,
+        };
+        self.write_features(job, now, leave, own, out)
+    }
+
+    /// Writes `job`'s features at `now`, the submits `leave` names left out, and the submit
+    /// of `own` too for the keys it shares with `job`.
+    fn write_features(
+        &self,
+        job: &JobRecord,
+        now: f64,
+        leave: LeaveOut,
+        own: Option<&Unfinished>,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
         let want = self.schema.len();
         if out.len() != want {
             return Err(FeatureError::BufferSize {
@@ -108,10 +141,17 @@ impl FeatureState {
             let start = STATIC_FEATURES.len() + ki * per;
             let slot = &mut out[start..start + per];
             match kind.key_of(job) {
-                Some(key) => match self.histories[ki].get(&key) {
-                    Some(h) => h.write_at(now, slot),
-                    None => History::default().write_at(now, slot),
-                },
+                Some(key) => {
+                    let shared = own.filter(|u| u.keys.contains(&(ki, key)));
+                    let leave = LeaveOut {
+                        own: shared.map(|u| u.submit),
+                        ..leave
+                    };
+                    match self.histories[ki].get(&key) {
+                        Some(h) => h.write_leaving_out(now, leave, slot),
+                        None => History::default().write_at(now, slot),
+                    }
+                }
                 None => slot.fill(f32::NAN),
             }
         }

@@ -30,6 +30,12 @@ fn online_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
     out
 }
 
+/// The first `n` jobs of the bundled Philly trace.
+fn philly_jobs(n: usize) -> Vec<JobRecord> {
+    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
+    table.to_records().unwrap().into_iter().take(n).collect()
+}
+
 fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
@@ -45,13 +51,7 @@ fn assert_same(a: &[f32], b: &[f32], d: usize, names: &[String]) {
 
 #[test]
 fn philly_online_replay_equals_batch() {
-    let (table, _) = Dataset::Philly.load(&ReadOptions::default()).unwrap();
-    let jobs: Vec<JobRecord> = table
-        .to_records()
-        .unwrap()
-        .into_iter()
-        .take(30_000)
-        .collect();
+    let jobs = philly_jobs(30_000);
     let schema = FeatureSchema::for_jobs(&jobs);
     assert!(schema.keys.len() >= 3, "{schema:?}");
     let batch = batch_features(&jobs, &schema);
@@ -83,4 +83,55 @@ fn mira_online_replay_equals_batch() {
     let batch = batch_features(&jobs, &schema);
     let online = online_features(&jobs, &schema);
     assert_same(&batch, &online, schema.len(), &names);
+}
+
+/// Right after a job's submit, the read that leaves its own submit out gives the features it
+/// was answered with at its submit, whether asked by its handle or for a job submitted at
+/// that instant (which does not see the submits at that instant); the plain read does not.
+#[test]
+fn the_read_before_a_submit_gives_the_features_at_submit() {
+    let jobs = philly_jobs(20_000);
+    let schema = FeatureSchema::for_jobs(&jobs);
+    let d = schema.len();
+    let mut submits_at = std::collections::HashMap::new();
+    for j in &jobs {
+        *submits_at.entry(j.submit_time.to_bits()).or_insert(0) += 1;
+    }
+    let mut state = FeatureState::new(schema.clone());
+    let mut handles: Vec<Option<JobHandle>> = vec![None; jobs.len()];
+    let (mut want, mut got, mut plain) = (vec![0f32; d], vec![0f32; d], vec![0f32; d]);
+    let (mut compared, mut plain_differs) = (0, 0);
+    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    for ev in TraceEvent::of_trace(&jobs) {
+        match ev {
+            TraceEvent::Submit { index, at } => {
+                let job = &jobs[index];
+                state.features_for(job, at, &mut want).unwrap();
+                let h = state.observe_submit(job);
+                handles[index] = Some(h);
+                // jobs sharing their submit instant see each other at submit: not compared
+                if submits_at[&at.to_bits()] > 1 {
+                    continue;
+                }
+                state.features_before(job, at, Some(h), &mut got).unwrap();
+                assert!(same(&want, &got), "job {index} by its handle");
+                state.features_before(job, at, None, &mut got).unwrap();
+                assert!(same(&want, &got), "job {index} as a profile at {at}");
+                state.features_at(job, at, &mut plain).unwrap();
+                plain_differs += usize::from(!same(&want, &plain));
+                compared += 1;
+            }
+            TraceEvent::Finish { index, at } => {
+                let j = &jobs[index];
+                let h = handles[index].expect("finish after submit");
+                state
+                    .observe_finish(h, at, j.duration.unwrap(), j.status)
+                    .unwrap();
+            }
+        }
+    }
+    assert!(compared > jobs.len() / 2, "{compared}");
+    // the read that keeps the job's own submit differs for every job (its own submit is
+    // at least in the cluster-wide history)
+    assert_eq!(plain_differs, compared);
 }

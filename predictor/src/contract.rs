@@ -99,7 +99,10 @@ pub trait OnlinePredictor: Send + Sync {
     /// when the job starts or finishes. Other events return None.
     fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<Self::Answer, PredictorError>>;
 
-    /// The answer for `query` against the current state. Takes `&self`: the service answers
+    /// The answer for `query` against the current state: for a job submitted at
+    /// `query.at`, so a state that holds the job itself (by its id) leaves the job's own
+    /// submit out, and asked at the submit time with nothing applied since it gives the
+    /// answer [`OnlinePredictor::observe`] issued then. Takes `&self`: the service answers
     /// predictions concurrently under a read lock.
     fn predict(&self, query: &JobQuery<'_>) -> Result<Self::Answer, PredictorError>;
 }

@@ -2,7 +2,7 @@
 //! prediction from a failure-feature row.
 
 use augur_datasets::JobRecord;
-use augur_features::{FailureFeatureState, FailureSchema};
+use augur_features::{FailureFeatureState, FailureSchema, TrainingRanges};
 use augur_models::gbdt::GbdtModel;
 use augur_models::Predict;
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,10 @@ pub struct FailurePredictor {
     /// What its training measured.
     #[serde(default)]
     pub training: TrainingInfo,
+    /// The request fields its labelled training rows carried and their ranges (empty for a
+    /// model saved before they were recorded).
+    #[serde(default)]
+    pub training_ranges: TrainingRanges,
 }
 
 impl FailurePredictor {

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use augur_datasets::JobRecord;
-use augur_features::{failure_label, FailureSchema};
+use augur_features::{failure_label, FailureSchema, TrainingRanges};
 use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
 use augur_models::{Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
@@ -166,6 +166,7 @@ impl FailureTrainer {
             train_base_rate,
             validation_auc: (auc_s, auc_g),
             training: info,
+            training_ranges: TrainingRanges::of_rows(x, schema.len(), &labelled),
         })
     }
 }

@@ -178,9 +178,15 @@ impl OnlinePredictor for RuntimeOnline {
         None
     }
 
+    /// The answer for a job submitted at `query.at`, from the state as it stood before that
+    /// submit ([`FeatureState::features_before`]): submits at `at` or later are left out, and
+    /// so is the job's own submit when this state holds it unfinished. Asked at a job's
+    /// submit time with nothing ingested since, that is the answer issued at its submit.
     fn predict(&self, query: &JobQuery<'_>) -> Result<RuntimeAnswer, PredictorError> {
+        let own = self.jobs.get(&query.job.job_id).and_then(|j| j.handle);
         let log = with_row_buffer(self.model.schema.len(), |row| {
-            self.features.features_at(query.job, query.at, row)?;
+            self.features
+                .features_before(query.job, query.at, own, row)?;
             Ok::<_, PredictorError>(self.model.predict_log(row))
         })?;
         Ok(self.answer(log, self.window.current_offsets()))
@@ -213,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn answers_at_submit_equal_predict_before_it_and_the_batch_features() {
+    fn answers_at_submit_equal_predict_before_and_after_it_and_the_batch_features() {
         let (model, jobs, x) = fixture();
         let d = model.schema.len();
         let mut online = Arc::clone(&model).online(7);
@@ -224,6 +230,8 @@ mod tests {
                 let before = online.predict(&query).unwrap();
                 let issued = online.observe(&event(&jobs, i, kind, at)).unwrap().unwrap();
                 assert_eq!(issued, before, "job {i}");
+                // asked right after, the state leaves the job's own submit out: the same
+                assert_eq!(online.predict(&query).unwrap(), issued, "job {i} after");
                 // the online features are the batch replay's, bit for bit
                 let want = model.predict_log(&x[i * d..(i + 1) * d]).exp();
                 assert_eq!(issued.seconds.to_bits(), want.to_bits(), "job {i}");

@@ -1,7 +1,7 @@
 //! The fitted runtime model: a weighted ensemble of trees on ln seconds (some correcting a
 //! [`BaseMargin`]) with its split-conformal interval, and its batch and row predictions.
 
-use augur_features::FeatureSchema;
+use augur_features::{FeatureSchema, TrainingRanges};
 use augur_models::{AnyModel, Matrix, Predict};
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +68,10 @@ pub struct RuntimePredictor {
     /// was calibrated on; they seed the online [`ConformalWindow`].
     #[serde(default)]
     pub calibration_residuals: Vec<f64>,
+    /// The request fields its training rows carried and their ranges (empty for a model
+    /// saved before they were recorded).
+    #[serde(default)]
+    pub training_ranges: TrainingRanges,
 }
 
 impl RuntimePredictor {

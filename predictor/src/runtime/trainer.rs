@@ -2,7 +2,7 @@
 //! best history median), blended and calibrated on the tail of the training period, then
 //! refitted on all of it.
 
-use augur_features::FeatureSchema;
+use augur_features::{FeatureSchema, TrainingRanges};
 use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
@@ -228,6 +228,7 @@ impl RuntimeTrainer {
             interval_log,
             coverage: self.coverage,
             calibration_residuals: resid,
+            training_ranges: TrainingRanges::of_rows(x, d, train_rows),
         })
     }
 

@@ -49,7 +49,7 @@ use super::config::Backend;
 use super::events::{self, Event, FinishStatus, JobProfile};
 use super::live::{publish, Counted, Driven, KubeLoop};
 use super::online::Online;
-use super::{writeback, AppState};
+use super::{lock, writeback, AppState};
 
 /// Wall time between two ticks of the loop (each reads the watch caches; no API request).
 pub const TICK: Duration = Duration::from_secs(1);
@@ -465,6 +465,8 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
             tracing::info!(decision = ?d.decision, error = %e, "decision not carried out; the next decision observes again");
         }
     }
+    let backend = l.backend();
+    lock(&live.decision_jobs).record(l, |id| Some(backend.job_key(id)?.to_string()));
     publish(metrics, l, counted);
     metrics.observe_tick(started.elapsed().as_secs_f64());
     true

@@ -288,8 +288,9 @@ impl AppState {
             for e in &existing {
                 o.apply(e);
             }
-            // submits stored before their answers were recorded are answered by the models
-            // served now; those answers are not records of what was said then
+            // a submit whose answers are not stored (one written before records shared its
+            // transaction, or a record that does not read) is answered by the models served
+            // now; those answers are not records of what was said then
             let _ = o.take_issued();
         }
         // from here on, what other replicas append is applied after what was read above

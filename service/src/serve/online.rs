@@ -31,8 +31,10 @@ use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, Metri
 use super::store::{PredictionRecord, StoredEvent};
 
 mod answers;
+mod fit;
 
 pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
+pub use fit::Kind;
 
 /// A model being served and its registry metadata.
 #[derive(Debug, Clone)]
@@ -489,10 +491,9 @@ impl Online {
         }
     }
 
+    /// Keeps what was answered at a submit to be stored, also when nothing was (no model
+    /// served then): a replay must not answer that submit with a model served later.
     fn record_issued(&mut self, submit_seq: i64, job_id: &str, answers: &AnswersAtSubmit) {
-        if answers.runtime.is_none() && answers.queue_wait.is_none() && answers.failure.is_none() {
-            return;
-        }
         match serde_json::to_string(answers) {
             Ok(body) => self.issued.push(PredictionRecord {
                 submit_seq,
@@ -583,7 +584,16 @@ impl Online {
         }
     }
 
-    /// Runtime prediction for a job with `profile`, submitted at `at`.
+    /// The id the predictors know `job_id`'s latest run by (`job_id` itself when unknown).
+    fn predictor_id(&self, job_id: &str) -> String {
+        self.jobs
+            .get(job_id)
+            .map_or_else(|| job_id.to_string(), |j| run_id(&j.job_id, j.run))
+    }
+
+    /// Runtime prediction for a job with `profile`, submitted at `at`: for an ingested job
+    /// (`job_id`) its own submit is left out of its history, and jobs submitted at `at` or
+    /// later are not seen, so asked at its submit time it is the answer at its submit.
     pub fn predict_runtime(
         &self,
         job_id: &str,
@@ -594,7 +604,8 @@ impl Online {
             .runtime
             .as_ref()
             .ok_or_else(|| self.not_available("runtime"))?;
-        let record = profile.to_record(job_id, at);
+        self.check_fits(profile)?;
+        let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(RuntimeAnswer::from(answer).within_limit(profile.requested_time))
     }
@@ -610,6 +621,7 @@ impl Online {
             .failure
             .as_ref()
             .ok_or_else(|| self.not_available("failure"))?;
+        self.check_fits(profile)?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -646,16 +658,7 @@ impl Online {
             .queue_wait
             .as_ref()
             .ok_or_else(|| self.not_available("queue_wait"))?;
-        if let (Some(want), Some(total)) = (profile.num_gpus, self.largest_gpus) {
-            if want > total {
-                return Err(PredictError::CannotFit {
-                    field: "num_gpus",
-                    reason: format!(
-                        "{want} GPUs is more than the cluster has ({total}, the largest cluster snapshot): the job cannot fit, it would wait forever"
-                    ),
-                });
-            }
-        }
+        self.check_fits(profile)?;
         let record = profile.to_record(job_id, at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
@@ -674,11 +677,11 @@ impl Online {
 /// prediction record).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct AnswersAtSubmit {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     runtime: Option<RuntimeAnswer>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     queue_wait: Option<WaitAnswer>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     failure: Option<FailureAnswer>,
 }
 

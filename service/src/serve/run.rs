@@ -185,7 +185,7 @@ fn bootstrap_bundled(
 /// Trains the job-trace models on the bootstrap history (`dataset`: bundled names, trace
 /// files and folders, comma-separated) and serves them; a kind the history cannot train is
 /// answered 503 with the reason.
-fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
+pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
     {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {

@@ -63,10 +63,12 @@ pub struct JobView {
     pub eta: Eta,
     pub actual: Actual,
     /// "Now": the runtime answer for this job's profile at `now`, from everything ingested
-    /// so far (the job's own submit included in its user's history) and the model served
-    /// now; the same answer as `POST /v1/predict/runtime` with its `job_id`, or with its
-    /// profile and no `at` (jobs not finished). "At submit" is `job.runtime_at_submit`: the
-    /// stored answer issued when the submit was ingested, by the model served then.
+    /// so far except the job's own submit and jobs submitted at `now` or later, by the model
+    /// served now; the same answer as `POST /v1/predict/runtime` with its `job_id`. At the
+    /// moment of its submit (nothing ingested since) it equals `job.runtime_at_submit`
+    /// and the answer by its profile with `at` = its submit time. "At submit" is
+    /// `job.runtime_at_submit`: the stored answer issued when the submit was ingested, by
+    /// the model served then, never recomputed.
     pub runtime_now: Option<RuntimeAnswer>,
 }
 

@@ -9,12 +9,14 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use augur_features::OutOfRange;
+
 use crate::serve::bounds;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile, MAX_STRING};
 use crate::serve::online::{
-    ConvergenceAnswer, ConvergenceFailure, FailureAnswer, Online, PredictError, RuntimeAnswer,
-    WaitAnswer,
+    ConvergenceAnswer, ConvergenceFailure, FailureAnswer, Kind, Online, PredictError,
+    RuntimeAnswer, WaitAnswer,
 };
 use crate::serve::{AppState, ServeEvent};
 
@@ -28,8 +30,11 @@ pub struct PredictJob {
     pub job_id: Option<String>,
     /// The moment to answer for (default: now, the service's clock). The answer is "now":
     /// from everything ingested so far and the model served now, for a job with this
-    /// profile submitted at `at`; the answer stored at an ingested job's submit is
-    /// `runtime_at_submit` of `GET /v1/jobs/{id}`.
+    /// profile submitted at `at`, which does not see jobs submitted at `at` or later; with
+    /// the `job_id` of an ingested job, that job's own submit is left out of its history.
+    /// The answer stored at an ingested job's submit is `runtime_at_submit` of
+    /// `GET /v1/jobs/{id}`; asked at its submit time, with nothing ingested since, "now"
+    /// equals it.
     #[serde(default)]
     pub at: Option<f64>,
     #[serde(default)]
@@ -62,6 +67,20 @@ pub struct Predictions<T> {
     pub prediction: Option<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predictions: Option<Vec<T>>,
+}
+
+/// One job's answer with how its profile stands to the served model.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Checked<T> {
+    #[serde(flatten)]
+    pub answer: T,
+    /// The profile fields the served model reads (the others do not change its answer).
+    pub profile_fields_used: Vec<&'static str>,
+    /// Profile values outside what the served model was trained on, each with the training
+    /// range `[min, max]`: there the answer extrapolates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub out_of_range: Vec<OutOfRange>,
 }
 
 /// The jobs of a request with their field paths (`job` or `jobs[i]`), and whether it asked
@@ -252,14 +271,15 @@ where
 }
 
 /// Answers a predict request whose jobs each resolve to a profile (an ingested job, or the
-/// profile given): `version` names the served model, `predict` answers one job.
+/// profile given): `version` names the served model, `predict` answers one job; each answer
+/// names the profile fields the model reads and flags values outside its training ranges.
 async fn predict_profiles<T: Serialize + Send + 'static>(
     state: AppState,
     req: PredictRequest,
-    kind: &'static str,
+    kind: Kind,
     version: fn(&Online) -> Option<u32>,
     predict: fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
-) -> Result<Json<Predictions<T>>, ApiError> {
+) -> Result<Json<Predictions<Checked<T>>>, ApiError> {
     predict_in_pool(
         &state,
         kind,
@@ -269,11 +289,16 @@ async fn predict_profiles<T: Serialize + Send + 'static>(
         move |o, path, j, _| {
             let r = resolve(o, path, j)?;
             bounds::check_profile(&r.profile, &format!("{path}.profile"))?;
-            predict(o, &r.id, &r.profile, r.at).map_err(|e| match e {
+            let answer = predict(o, &r.id, &r.profile, r.at).map_err(|e| match e {
                 PredictError::CannotFit { field, reason } => {
                     ApiError::invalid(format!("{path}.profile.{field}"), reason)
                 }
                 e => predict_error(e),
+            })?;
+            Ok(Checked {
+                answer,
+                profile_fields_used: o.fields_used(kind),
+                out_of_range: o.out_of_range(kind, &r.profile),
             })
         },
     )
@@ -288,14 +313,15 @@ async fn predict_profiles<T: Serialize + Send + 'static>(
     summary = "Predict the run time (seconds, 80% interval) for one job (`job`) or a batch (`jobs`)",
     request_body = PredictRequest,
     responses(
-        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<RuntimeAnswer>),
+        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<Checked<RuntimeAnswer>>),
+        (status = 422, description = "a field is invalid, or the job asks for more GPUs than the cluster has (it cannot fit)"),
         (status = 503, description = "model not available yet (first-start training)")
     )
 )]
 pub async fn predict_runtime(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
-) -> Result<Json<Predictions<RuntimeAnswer>>, ApiError> {
+) -> Result<Json<Predictions<Checked<RuntimeAnswer>>>, ApiError> {
     predict_profiles(
         state,
         req,
@@ -314,7 +340,7 @@ pub async fn predict_runtime(
     summary = "Predict the queue wait (seconds, 95% upper bound) for one job (`job`) or a batch (`jobs`)",
     request_body = PredictRequest,
     responses(
-        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<WaitAnswer>),
+        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<Checked<WaitAnswer>>),
         (status = 422, description = "a field is invalid, or the job asks for more GPUs than the cluster has (it cannot fit)"),
         (status = 503, description = "model not available yet (first-start training)")
     )
@@ -322,7 +348,7 @@ pub async fn predict_runtime(
 pub async fn predict_queue_wait(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
-) -> Result<Json<Predictions<WaitAnswer>>, ApiError> {
+) -> Result<Json<Predictions<Checked<WaitAnswer>>>, ApiError> {
     predict_profiles(
         state,
         req,
@@ -341,14 +367,15 @@ pub async fn predict_queue_wait(
     summary = "Predict the probability that the job ends failed (calibrated; no interval) for one job (`job`) or a batch (`jobs`)",
     request_body = PredictRequest,
     responses(
-        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<FailureAnswer>),
+        (status = 200, description = "`{kind, model_version, prediction}` or `{kind, model_version, predictions}`", body = Predictions<Checked<FailureAnswer>>),
+        (status = 422, description = "a field is invalid, or the job asks for more GPUs than the cluster has (it cannot fit)"),
         (status = 503, description = "model not available: no failure model in the registry (the bundled Philly trace has no job statuses; `augur train --task failure --dataset openb`, or retrain on an ingested history with statuses)")
     )
 )]
 pub async fn predict_failure(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<PredictRequest>,
-) -> Result<Json<Predictions<FailureAnswer>>, ApiError> {
+) -> Result<Json<Predictions<Checked<FailureAnswer>>>, ApiError> {
     predict_profiles(
         state,
         req,

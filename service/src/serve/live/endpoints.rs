@@ -10,9 +10,10 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::decision_ids::DecisionJobs;
 use super::{Driven, Live, StoredSwitches, SNAPSHOT_EVERY_S};
 use crate::serve::error::{ApiError, ApiJson};
-use crate::serve::AppState;
+use crate::serve::{lock, AppState};
 
 /// `?limit=N`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -231,6 +232,11 @@ pub struct DecisionView {
     #[serde(flatten)]
     #[schema(value_type = Object)]
     pub decision: LiveDecision,
+    /// The job's id in the API (what `GET /v1/jobs/{id}` takes, percent-encoded): the
+    /// replayed job's `sim<lap>-<trace id>`, or a Kubernetes job's `namespace/name`;
+    /// recorded when the decision was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
     /// On Kubernetes, the job's `namespace/name` while the job exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
@@ -246,7 +252,7 @@ pub struct DecisionsView {
     pub totals: Vec<Total>,
 }
 
-fn decision_view(d: &Driven, x: &LiveDecision) -> DecisionView {
+fn decision_view(d: &Driven, ids: &DecisionJobs, x: &LiveDecision) -> DecisionView {
     let job_name = match d {
         Driven::Kube(l) => l
             .backend()
@@ -256,6 +262,7 @@ fn decision_view(d: &Driven, x: &LiveDecision) -> DecisionView {
     };
     DecisionView {
         decision: x.clone(),
+        job_id: ids.get(x.seq).map(str::to_string),
         job_name,
     }
 }
@@ -277,13 +284,14 @@ pub async fn decisions(
     let live = &state.ext.live;
     let controller = switches(live, state.config.backend);
     let guard = live.running.lock().await;
+    let ids = lock(&live.decision_jobs);
     let (recent, totals): (Vec<DecisionView>, Vec<Total>) =
         guard.as_ref().map_or_else(Default::default, |d| {
             let recent = d
                 .view()
                 .recent(limit)
                 .iter()
-                .map(|x| decision_view(d, x))
+                .map(|x| decision_view(d, &ids, x))
                 .collect();
             let totals = d
                 .view()

@@ -27,8 +27,10 @@
 //! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
 //! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
 
+mod decision_ids;
 pub mod endpoints;
 pub mod health;
+mod resume;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +48,8 @@ use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
 use augur_autoscaler::{ElasticController, ElasticParams, JobId, Policy};
 use augur_datasets::{JobRecord, JobStatus};
 
+use self::decision_ids::DecisionJobs;
+use self::resume::Resume;
 use super::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
 use super::metrics::Metrics;
 use super::{lock, AppState};
@@ -68,6 +72,8 @@ pub(super) struct Running {
     live: Loop,
     /// The replayed jobs by [`augur_autoscaler::sim::SimJob::row`].
     records: Arc<Vec<JobRecord>>,
+    /// Added to the simulator's lap in the jobs' ids (a replay resumed after a restart).
+    lap_offset: u32,
 }
 
 /// The loop being driven: the simulated replay, or a Kubernetes cluster.
@@ -141,6 +147,8 @@ pub struct Live {
     dry_run_locked: AtomicBool,
     /// Where the operator's switches are kept across restarts (`<data_dir>/operator.json`).
     switches_file: std::path::PathBuf,
+    /// The API job id of each recent decision.
+    pub(super) decision_jobs: Mutex<DecisionJobs>,
 }
 
 /// The operator's switches as kept on disk: an acknowledged pause or dry-run survives a
@@ -203,6 +211,7 @@ impl Live {
             dry_run: AtomicBool::new(kept.dry_run),
             dry_run_locked: AtomicBool::new(false),
             switches_file,
+            decision_jobs: Mutex::new(DecisionJobs::default()),
         }
     }
 
@@ -278,10 +287,16 @@ fn replay_records(jobs: Vec<JobRecord>, trained_on: Option<usize>) -> Vec<JobRec
         .collect()
 }
 
-/// Builds the replay (blocking: reads the trace).
-fn load(dataset: &str, trained_on: Option<usize>, speed: f64) -> anyhow::Result<Running> {
+/// Builds the replay (blocking: reads the trace), resuming at `resume`.
+fn load(
+    dataset: &str,
+    trained_on: Option<usize>,
+    speed: f64,
+    resume: Resume,
+) -> anyhow::Result<Running> {
     let all = super::training::bundled_jobs(dataset, None)?;
-    let records = replay_records(all, trained_on);
+    let mut records = replay_records(all, trained_on);
+    resume.shift(&mut records);
     let (jobs, skipped) = jobs_from_records(&records, &vec![None; records.len()]);
     if jobs.is_empty() {
         anyhow::bail!("{dataset}: no job to replay ({skipped} without a usable duration)");
@@ -307,6 +322,7 @@ fn load(dataset: &str, trained_on: Option<usize>, speed: f64) -> anyhow::Result<
     Ok(Running {
         live,
         records: Arc::new(records),
+        lap_offset: resume.lap,
     })
 }
 
@@ -335,9 +351,9 @@ fn profile_of(r: &JobRecord) -> JobProfile {
     }
 }
 
-/// The service's id of a replayed job.
-fn service_id(e: &JobEvent, r: &JobRecord) -> String {
-    format!("sim{}-{}", e.lap, r.job_id)
+/// The service's id of a replayed job in replay lap `lap` (the resumed lap count).
+fn service_id(lap: u32, r: &JobRecord) -> String {
+    format!("sim{lap}-{}", r.job_id)
 }
 
 /// The ingestable events of the simulator's job events; `submitted` gets (simulator id,
@@ -345,6 +361,7 @@ fn service_id(e: &JobEvent, r: &JobRecord) -> String {
 fn to_events(
     events: &[JobEvent],
     records: &[JobRecord],
+    lap_offset: u32,
     out: &mut Vec<Event>,
     submitted: &mut Vec<(JobId, String)>,
 ) {
@@ -352,7 +369,7 @@ fn to_events(
         let Some(r) = e.row.and_then(|row| records.get(row)) else {
             continue;
         };
-        let job_id = service_id(e, r);
+        let job_id = service_id(e.lap + lap_offset, r);
         let ev = match e.kind {
             JobEventKind::Submitted => {
                 submitted.push((e.job, job_id.clone()));
@@ -394,8 +411,14 @@ pub fn spawn(state: AppState) {
     let dataset = state.config.bootstrap_dataset.clone();
     let limit = state.config.bootstrap_limit;
     let speed = state.ext.live.speed;
+    // the store's events were applied at open: the replay continues after them
+    let resume = Resume::of(&state.online());
+    if resume != Resume::default() {
+        tracing::info!(lap = resume.lap, after = ?resume.after, "the replay resumes after the stored events");
+    }
     tokio::spawn(async move {
-        let loaded = tokio::task::spawn_blocking(move || load(&dataset, limit, speed)).await;
+        let loaded =
+            tokio::task::spawn_blocking(move || load(&dataset, limit, speed, resume)).await;
         let running = match loaded {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
@@ -449,7 +472,7 @@ async fn drive(state: AppState) {
             };
             let t = Instant::now();
             let evs = tokio::task::block_in_place(|| r.live.advance(wall));
-            to_events(&evs, &r.records, &mut pending, &mut submitted);
+            to_events(&evs, &r.records, r.lap_offset, &mut pending, &mut submitted);
             busy += t.elapsed();
         }
         if !pending.is_empty() {
@@ -491,8 +514,19 @@ async fn drive(state: AppState) {
         if let Some(e) = &report.error {
             tracing::warn!(error = %e, "live controller tick failed; retried next tick");
         }
-        to_events(&report.events, &r.records, &mut pending, &mut submitted);
+        to_events(
+            &report.events,
+            &r.records,
+            r.lap_offset,
+            &mut pending,
+            &mut submitted,
+        );
         let p = report.cluster;
+        let (sim, records) = (r.live.backend(), &r.records);
+        lock(&live.decision_jobs).record(&r.live, |id| {
+            let job = records.get(sim.job(id)?.row)?;
+            Some(service_id(sim.lap() + r.lap_offset, job))
+        });
         publish(&metrics, &r.live, &mut counted);
         busy += t.elapsed();
         metrics.observe_tick(busy.as_secs_f64());
@@ -572,7 +606,7 @@ mod tests {
             },
         ];
         let (mut out, mut sub) = (Vec::new(), Vec::new());
-        to_events(&evs, &records, &mut out, &mut sub);
+        to_events(&evs, &records, 0, &mut out, &mut sub);
         assert_eq!(out.len(), 3);
         assert_eq!(sub, vec![(JobId(0), "sim2-a".to_string())]);
         match &out[0] {

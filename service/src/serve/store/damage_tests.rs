@@ -61,16 +61,7 @@ async fn repair_and_append(db: &Path) -> (RepairReport, usize, i64) {
 async fn a_repair_keeps_the_predictions_of_the_events_it_keeps() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("events.sqlite");
-    let record = |evs: &[StoredEvent]| -> Vec<PredictionRecord> {
-        evs.iter()
-            .map(|e| PredictionRecord {
-                submit_seq: e.seq,
-                job_id: format!("j{}", e.seq),
-                body: format!("{{\"n\":{}}}", e.seq),
-            })
-            .collect()
-    };
-    let (store, _) = Store::open(&db, Box::new(record)).unwrap();
+    let (store, _) = Store::open(&db, Box::new(record_each)).unwrap();
     store.append((0..5).map(started).collect()).await.unwrap();
     let before = store.read_predictions().unwrap();
     assert_eq!(before.len(), 5);
@@ -209,4 +200,51 @@ async fn a_clean_shutdown_is_marked_and_the_next_start_consumes_the_mark() {
     );
     assert_eq!(existing.len(), 1);
     store.close();
+}
+
+/// Records one prediction per event (a body naming its sequence number).
+fn record_each(evs: &[StoredEvent]) -> Vec<PredictionRecord> {
+    evs.iter()
+        .map(|e| PredictionRecord {
+            submit_seq: e.seq,
+            job_id: format!("j{}", e.seq),
+            body: format!("{{\"n\":{}}}", e.seq),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_and_its_prediction_records_commit_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("events.sqlite");
+    let (store, _) = Store::open(&db, Box::new(record_each)).unwrap();
+    assert_eq!(store.append(vec![started(0)]).await.unwrap(), vec![1]);
+    // the disk refuses the next prediction records (a trigger stands in for a full disk)
+    let other = Connection::open(&db).unwrap();
+    other
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON predictions \
+             BEGIN SELECT RAISE(ABORT, 'no space left'); END;",
+        )
+        .unwrap();
+    let refused = store.append(vec![started(1), started(2)]).await;
+    assert!(
+        refused.is_err(),
+        "a group whose records failed is not acknowledged"
+    );
+    // neither its events nor any record were committed: no submit without its answers
+    assert_eq!(store.count().unwrap(), 1);
+    assert_eq!(store.read_predictions().unwrap().len(), 1);
+    // the service had applied the group: the writer stops rather than reuse its numbers
+    assert!(matches!(
+        store.append(vec![started(3)]).await,
+        Err(StoreError::Closed)
+    ));
+    other.execute_batch("DROP TRIGGER refuse;").unwrap();
+    drop(store);
+    let (store, existing) = Store::open(&db, Box::new(record_each)).unwrap();
+    assert_eq!(existing.len(), 1);
+    let seq = store.append(vec![started(4)]).await.unwrap()[0];
+    assert!(seq >= 2);
+    assert_eq!(store.read_predictions().unwrap().len(), 2);
 }

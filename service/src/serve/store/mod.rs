@@ -18,9 +18,12 @@
 //! **Predictions at submit.** What the served predictors answered when a job was submitted
 //! is a record, not a value recomputed later: `on_commit` returns the answers it issued for
 //! the group's submits ([`PredictionRecord`], keyed by the submit's sequence number) and the
-//! writer stores them in the `predictions` table before it acknowledges the group. A crash
-//! between the two commits loses only those records (the answers are issued again, by the
-//! model then served, when the events are replayed).
+//! writer stores them in the `predictions` table in the group's own transaction, so a submit
+//! and its answers are committed together or not at all (a crash never leaves a submit
+//! whose answers would be issued again by a later model). `on_commit` therefore runs after
+//! the group's events are written and before their commit. Should that commit then fail,
+//! the online state is ahead of the log; the writer stops (every later append is refused
+//! with [`StoreError::Closed`]) and a restart rebuilds the state from the log.
 //!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
@@ -206,8 +209,9 @@ pub struct PredictionRecord {
     pub body: String,
 }
 
-/// Called by the writer with each committed group, in sequence order; returns the
-/// predictions issued at the group's submits, to be stored before the group is acknowledged.
+/// Called by the writer with each group, in sequence order, inside the group's transaction
+/// (after its events are written, before the commit); returns the predictions issued at the
+/// group's submits, committed with them.
 pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) -> Vec<PredictionRecord> + Send>;
 
 /// Handle to the store (cheap to clone).
@@ -479,85 +483,101 @@ fn writer_loop(
             }
         }
         let received_at = now_unix();
-        let result = write_group(&mut conn, &group, received_at);
-        match result {
+        match write_group(&mut conn, &group, received_at, &mut on_commit) {
             Ok(seqs) => {
                 // the mark goes to disk before any reply: what is acknowledged is below it
                 let last = seqs.iter().flatten().copied().max().unwrap_or(0);
                 if let Err(e) = high_water.record(last) {
                     tracing::error!(store = %path.display(), error = %e, "could not sync the high-water mark; events are committed, but losing them later would go unnoticed");
                 }
-                let mut stored = Vec::new();
-                for (req, s) in group.iter().zip(&seqs) {
-                    for (ev, &seq) in req.events.iter().zip(s) {
-                        stored.push(StoredEvent {
-                            seq,
-                            received_at,
-                            event: ev.clone(),
-                        });
-                    }
-                }
-                let records = on_commit(&stored);
-                if let Err(e) = write_predictions(&mut conn, &records) {
-                    tracing::error!(store = %path.display(), error = %e, records = records.len(), "storing the predictions issued at submit failed; they are issued again on the next replay");
-                }
                 for (req, s) in group.into_iter().zip(seqs) {
                     let _ = req.reply.send(Ok(s));
                 }
             }
-            Err(e) => {
+            Err(GroupError::Unapplied(e)) => {
                 tracing::error!(store = %path.display(), error = %e, "event store commit failed; events not acknowledged");
                 for req in group {
                     let _ = req.reply.send(Err(e.to_string()));
                 }
+            }
+            Err(GroupError::Applied(e)) => {
+                tracing::error!(store = %path.display(), error = %e, "event store commit failed after the service applied the group: events not acknowledged, and the writer stops (memory is ahead of the log); restart to rebuild the state from the log");
+                for req in group {
+                    let _ = req.reply.send(Err(e.to_string()));
+                }
+                break;
             }
         }
     }
     tracing::debug!(store = %path.display(), "event store writer stopped");
 }
 
-fn write_predictions(
-    conn: &mut Connection,
-    records: &[PredictionRecord],
-) -> Result<(), rusqlite::Error> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let tx = conn.transaction()?;
-    {
-        let mut stmt = tx.prepare_cached(
-            "INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)",
-        )?;
-        for r in records {
-            stmt.execute(params![r.submit_seq, r.job_id, r.body])?;
-        }
-    }
-    tx.commit()
+/// Why a group was not committed: before `on_commit` saw it (nothing changed), or after
+/// (the service's state holds events the log does not).
+enum GroupError {
+    Unapplied(rusqlite::Error),
+    Applied(rusqlite::Error),
 }
 
+/// Writes a group's events, hands them to `on_commit` and writes the prediction records it
+/// returns, all in one transaction; returns each request's sequence numbers once committed.
 fn write_group(
     conn: &mut Connection,
     group: &[WriteRequest],
     received_at: f64,
-) -> Result<Vec<Vec<i64>>, rusqlite::Error> {
-    let tx = conn.transaction()?;
-    let mut all = Vec::with_capacity(group.len());
-    {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO events (received_at, kind, job_id, body) VALUES (?1, ?2, ?3, ?4)",
-        )?;
-        for req in group {
-            let mut seqs = Vec::with_capacity(req.events.len());
-            for ev in &req.events {
-                let body = serde_json::to_string(ev)
-                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-                stmt.execute(params![received_at, ev.kind(), ev.job_id(), body])?;
-                seqs.push(tx.last_insert_rowid());
-            }
-            all.push(seqs);
+    on_commit: &mut OnCommit,
+) -> Result<Vec<Vec<i64>>, GroupError> {
+    let tx = conn.transaction().map_err(GroupError::Unapplied)?;
+    let seqs = insert_events(&tx, group, received_at).map_err(GroupError::Unapplied)?;
+    let mut stored = Vec::new();
+    for (req, s) in group.iter().zip(&seqs) {
+        for (ev, &seq) in req.events.iter().zip(s) {
+            stored.push(StoredEvent {
+                seq,
+                received_at,
+                event: ev.clone(),
+            });
         }
     }
-    tx.commit()?;
+    let records = on_commit(&stored);
+    insert_predictions(&tx, &records)
+        .and_then(|()| tx.commit())
+        .map_err(GroupError::Applied)?;
+    Ok(seqs)
+}
+
+fn insert_predictions(
+    tx: &rusqlite::Transaction<'_>,
+    records: &[PredictionRecord],
+) -> Result<(), rusqlite::Error> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)",
+    )?;
+    for r in records {
+        stmt.execute(params![r.submit_seq, r.job_id, r.body])?;
+    }
+    Ok(())
+}
+
+fn insert_events(
+    tx: &rusqlite::Transaction<'_>,
+    group: &[WriteRequest],
+    received_at: f64,
+) -> Result<Vec<Vec<i64>>, rusqlite::Error> {
+    let mut all = Vec::with_capacity(group.len());
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO events (received_at, kind, job_id, body) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for req in group {
+        let mut seqs = Vec::with_capacity(req.events.len());
+        for ev in &req.events {
+            let body = serde_json::to_string(ev)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            stmt.execute(params![received_at, ev.kind(), ev.job_id(), body])?;
+            seqs.push(tx.last_insert_rowid());
+        }
+        all.push(seqs);
+    }
     Ok(all)
 }
 

@@ -139,60 +139,58 @@ async fn one_users_outlier_jobs_do_not_move_another_users_answer_by_orders_of_ma
         v["prediction"]["seconds"].as_f64().unwrap()
     };
     let before = ask(state.clone(), probe.clone()).await;
-    // 200 jobs of another user, each running nine years (the most a duration may be)
+    // 200 jobs of another user, each running nine years (the most a duration may be), then
+    // 200 of a third user that ended at once (duration 0)
     let t0 = history.last().unwrap().submit_time;
-    let mut events = Vec::new();
-    for i in 0..200 {
-        let id = format!("outlier-{i}");
-        let at = t0 + f64::from(i);
-        events.push(json!({ "type": "job_submitted", "job_id": id, "at": at,
-            "profile": { "num_gpus": 8, "user": "outlier-user" } }));
-        events.push(
-            json!({ "type": "job_finished", "job_id": id, "at": at + 1.0,
-            "status": "completed", "duration": 9.0 * 365.0 * 86_400.0 }),
+    for (user, duration, from) in [
+        ("outlier-long", 9.0 * 365.0 * 86_400.0, 0.0),
+        ("outlier-short", 0.0, 1000.0),
+    ] {
+        let mut events = Vec::new();
+        for i in 0..200 {
+            let id = format!("{user}-{i}");
+            let at = t0 + from + f64::from(i);
+            events.push(json!({ "type": "job_submitted", "job_id": id, "at": at,
+                "profile": { "num_gpus": 8, "user": user } }));
+            events.push(
+                json!({ "type": "job_finished", "job_id": id, "at": at + 1.0,
+                "status": "completed", "duration": duration }),
+            );
+        }
+        ingest(&state, &events).await;
+        let after = ask(state.clone(), probe.clone()).await;
+        let ratio = (after / before).max(before / after);
+        assert!(
+            ratio < 10.0,
+            "{user}: another user's answer moved {ratio:.1}x ({before} s -> {after} s)"
         );
     }
-    ingest(&state, &events).await;
-    let after = ask(state.clone(), probe).await;
-    let ratio = (after / before).max(before / after);
-    assert!(
-        ratio < 10.0,
-        "another user's answer moved {ratio:.1}x ({before} s -> {after} s)"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_larger_than_the_cluster_cannot_fit_and_gets_no_wait() {
+async fn a_job_larger_than_the_cluster_cannot_fit_on_every_prediction_endpoint() {
     let (state, _dir) = service(true);
     let snapshot =
         json!({ "type": "cluster_snapshot", "at": 1e9, "total_gpus": 64, "busy_gpus": 8 });
     let (st, v) = call(&state, "POST", "/v1/events", Some(snapshot), true).await;
     assert_eq!(st, StatusCode::OK, "{v}");
-    let ask = |gpus: f64| json!({ "jobs": [{ "profile": { "num_gpus": 1 } }, { "profile": { "num_gpus": gpus } }] });
-    let (st, v) = call(
-        &state,
-        "POST",
-        "/v1/predict/queue-wait",
-        Some(ask(64.0)),
-        false,
-    )
-    .await;
-    assert_eq!(st, StatusCode::OK, "{v}");
-    let (st, v) = call(
-        &state,
-        "POST",
-        "/v1/predict/queue-wait",
-        Some(ask(65.0)),
-        false,
-    )
-    .await;
-    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert_eq!(v["error"]["field"], "jobs[1].profile.num_gpus", "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("cannot fit"),
-        "{v}"
-    );
+    let ask = |gpus: f64| {
+        let dag = |g: f64| json!({ "stages": [{ "id": "train", "profile": { "num_gpus": g } }] });
+        json!({ "jobs": [
+            { "profile": { "num_gpus": 1 }, "dag": dag(1.0) },
+            { "profile": { "num_gpus": gpus }, "dag": dag(gpus) },
+        ] })
+    };
+    for kind in ["queue-wait", "runtime", "failure", "dag-makespan"] {
+        let path = format!("/v1/predict/{kind}");
+        let (st, v) = call(&state, "POST", &path, Some(ask(64.0)), false).await;
+        assert_eq!(st, StatusCode::OK, "{kind}: {v}");
+        let (st, v) = call(&state, "POST", &path, Some(ask(65.0)), false).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{kind}: {v}");
+        let field = v["error"]["field"].as_str().unwrap();
+        assert!(field.ends_with("profile.num_gpus"), "{kind}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains("cannot fit"), "{kind}: {v}");
+        assert!(message.contains("64"), "{kind} names the cluster size: {v}");
+    }
 }

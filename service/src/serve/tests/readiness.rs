@@ -54,3 +54,38 @@ async fn a_failed_backend_fails_readiness_and_reads_down_in_metrics_and_cluster(
     let (st, v) = call(&state, "GET", "/readyz", None, false).await;
     assert_eq!(st, StatusCode::OK, "{v}");
 }
+
+/// The default start trains on Philly, which has neither start times nor job statuses: the
+/// kinds it skips by design answer 503 naming the field the history lacks, not "still
+/// training, or it failed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_skipped_at_first_start_name_the_field_the_history_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::serve::config::ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(super::TOKEN.into()),
+        trees: Some(15),
+        bootstrap_limit: Some(3000),
+        ..Default::default()
+    };
+    let (state, _info) = crate::serve::AppState::open(config).unwrap();
+    let train = state.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::serve::run::bootstrap_dataset_models(&train, "philly");
+    })
+    .await
+    .unwrap();
+    assert!(state.online().models.runtime.is_some(), "runtime trained");
+    let probe = serde_json::json!({ "job": { "profile": { "num_gpus": 1, "user": "u1" } } });
+    for (kind, lacks) in [
+        ("queue-wait", "jobs have start times"),
+        ("failure", "jobs have job statuses"),
+    ] {
+        let path = format!("/v1/predict/{kind}");
+        let (st, v) = call(&state, "POST", &path, Some(probe.clone()), false).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{kind}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains("not trained: only"), "{kind}: {message}");
+        assert!(message.contains(lacks), "{kind}: {message}");
+    }
+}

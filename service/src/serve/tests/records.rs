@@ -21,6 +21,19 @@ async fn at_submit(state: &AppState, id: &str) -> Value {
     v["job"]["runtime_at_submit"].clone()
 }
 
+/// Closes `state`'s store and opens the service again on its data folder `dir`.
+fn restart(state: AppState, dir: &std::path::Path) -> AppState {
+    let store = state.store.clone();
+    drop(state);
+    store.close();
+    let config = ServeConfig {
+        data_dir: dir.to_path_buf(),
+        token: Some(TOKEN.into()),
+        ..ServeConfig::default()
+    };
+    AppState::open(config).unwrap().0
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     let (state, dir) = service(true);
@@ -61,15 +74,7 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     assert_ne!(after["seconds"], before["seconds"]);
 
     // a restart replays the store into the served (v2) model: the records stay
-    let store = state.store.clone();
-    drop(state);
-    store.close();
-    let config = ServeConfig {
-        data_dir: dir.path().to_path_buf(),
-        token: Some(TOKEN.into()),
-        ..ServeConfig::default()
-    };
-    let (state, _info) = AppState::open(config).unwrap();
+    let state = restart(state, dir.path());
     assert_eq!(
         at_submit(&state, "rec-1").await,
         before,
@@ -78,4 +83,39 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     assert_eq!(at_submit(&state, "rec-2").await, after);
     let records = state.store.read_predictions().unwrap();
     assert_eq!(records.len(), 2, "{records:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_at_submit_appears_from_a_model_served_only_later() {
+    let (state, dir) = service(false);
+    let at = philly()[TRAIN_JOBS].submit_time;
+    submit(&state, "before-models", at).await;
+    // the models arrive after the submit (first-start training done, or a promote)
+    copy_dir(trained_models(), &dir.path().join("models"));
+    let registry = training::open_registry(dir.path()).unwrap();
+    let models = training::load_serving(&registry, &state.ext.metrics).unwrap();
+    assert!(models.runtime.is_some() && models.queue_wait.is_some());
+    let swap = state.clone();
+    tokio::task::spawn_blocking(move || swap.swap_models(models))
+        .await
+        .unwrap();
+    let (st, v) = call(&state, "GET", "/v1/jobs/before-models", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for kind in [
+        "runtime_at_submit",
+        "queue_wait_at_submit",
+        "failure_at_submit",
+    ] {
+        assert!(
+            v["job"][kind].is_null(),
+            "{kind} appeared after the swap: {v}"
+        );
+    }
+    // "now" is answered by the model served now
+    assert!(v["runtime_now"]["seconds"].is_f64(), "{v}");
+    // and a restart (replaying the store into the served models) does not invent them either
+    let state = restart(state, dir.path());
+    let (_, v) = call(&state, "GET", "/v1/jobs/before-models", None, false).await;
+    assert!(v["job"]["runtime_at_submit"].is_null(), "{v}");
+    assert!(v["job"]["queue_wait_at_submit"].is_null(), "{v}");
 }

@@ -41,6 +41,17 @@ async fn live_backends_run_on_the_wall_clock_and_refuse_events_from_the_future()
     let (st, v) = call(&state, "POST", "/v1/events/batch", Some(batch), true).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "events[1].at", "{v}");
+    // and from before 2000 (a negative or unit-mistaken time) too
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/events",
+        Some(submitted("negative", json!(-5.0))),
+        true,
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "at", "{v}");
     assert_eq!(
         state.store.count().unwrap(),
         0,
