@@ -12,7 +12,8 @@
 //! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
 //! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
 //! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
-//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`.
+//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`;
+//! - [`retention`]: the retention window, compaction to the archive, restart over it.
 
 mod answers;
 mod auth;
@@ -21,6 +22,7 @@ mod lifecycle;
 mod predictions;
 mod readiness;
 mod records;
+mod retention;
 mod retrain;
 mod routes;
 mod time_identity;
