@@ -196,6 +196,9 @@ fn scheduled_service(
         trees: Some(15),
         min_retrain_jobs: 200,
         retrain_every_jobs: every,
+        // these tests read back early jobs of weeks-long trace slices: every job is kept
+        // (the retention window has its own tests in `retention`)
+        retention_days: 0.0,
         ..ServeConfig::default()
     };
     let (state, info) = AppState::open(config).unwrap();
