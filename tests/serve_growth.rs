@@ -66,7 +66,7 @@ fn events(i: usize) -> [serde_json::Value; 3] {
         serde_json::json!({"type": "job_submitted", "job_id": id, "at": submit,
             "profile": {"num_gpus": 1 << (i % 4), "user": format!("u{}", i % 37)}}),
         serde_json::json!({"type": "job_started", "job_id": id, "at": start}),
-        serde_json::json!({"type": "job_finished", "job_id": id, "at": finish, "status": "succeeded"}),
+        serde_json::json!({"type": "job_finished", "job_id": id, "at": finish, "status": "completed"}),
     ]
 }
 

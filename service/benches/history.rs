@@ -167,7 +167,7 @@ fn events_of(c: u64, conns: u64, n: u64) -> impl Iterator<Item = String> {
                         r#"{{"type":"job_finished","job_id":"{}","at":{:.3},"status":"{}"}}"#,
                         j.id,
                         j.finish,
-                        if j.failed { "failed" } else { "succeeded" }
+                        if j.failed { "failed" } else { "completed" }
                     )
                 });
             }
