@@ -153,9 +153,7 @@ fn events_of(c: u64, conns: u64, n: u64) -> impl Iterator<Item = String> {
                 next += conns;
             }
             (_, Some(_)) => {
-                let Some(Reverse((_, i, kind))) = pending.pop() else {
-                    return None;
-                };
+                let Reverse((_, i, kind)) = pending.pop()?;
                 let j = job(i, n);
                 out.push_back(if kind == 1 {
                     format!(
