@@ -76,6 +76,19 @@ fn stop(mut server: Server) {
     let _ = server.child.wait();
 }
 
+/// `augur store check` on `dir`: (exit status success, what it printed).
+fn store_check(dir: &Path) -> (bool, String) {
+    let out = augur()
+        .args(["store", "check", "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Every event's seq, through `GET /v1/events` pages.
 fn all_seqs(server: &Server) -> Vec<i64> {
     let mut out = Vec::new();
@@ -139,13 +152,8 @@ fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     assert_eq!(all_seqs(&server), (1..=total).collect::<Vec<_>>());
     stop(server);
 
-    let check = augur()
-        .args(["store", "check", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "{out}");
+    let (sound, out) = store_check(dir.path());
+    assert!(sound, "{out}");
     assert!(out.contains("archive"), "{out}");
 
     // the restart: /healthz answers at once, /readyz says what is loading
@@ -182,12 +190,7 @@ fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&seg, bytes).unwrap();
-    let check = augur()
-        .args(["store", "check", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&check.stdout);
-    assert!(!check.status.success(), "{out}");
+    let (sound, out) = store_check(dir.path());
+    assert!(!sound, "{out}");
     assert!(out.contains("checksum mismatch"), "{out}");
 }
