@@ -130,6 +130,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::serve::events::Event;
 
@@ -182,6 +184,25 @@ mod tests {
         assert_eq!(existing.len(), 5_001);
         assert_eq!(store.append(vec![started(1)]).await.unwrap(), vec![5_002]);
         store.close();
+        // the database deleted (its mark kept): refused, naming only what the archive lacks
+        let aside = dir.path().join("aside");
+        std::fs::create_dir_all(&aside).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let from = PathBuf::from(format!("{}{suffix}", path.display()));
+            if from.exists() {
+                std::fs::rename(&from, aside.join(format!("events.sqlite{suffix}"))).unwrap();
+            }
+        }
+        match Store::open(&path, Box::new(|_| Vec::new())) {
+            Err(StoreError::Damaged(r)) => assert_eq!(r.missing, vec![(3_501, 5_002)]),
+            other => panic!("opened a store that lost events: {:?}", other.map(|_| ())),
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let from = aside.join(format!("events.sqlite{suffix}"));
+            if from.exists() {
+                std::fs::rename(&from, format!("{}{suffix}", path.display())).unwrap();
+            }
+        }
         // a damaged segment fails the check
         let seg = archive::read_manifest(&archive::dir_of(&path))
             .unwrap()

@@ -176,7 +176,9 @@ fn verify_at_open(path: &Path, archived: i64) -> Result<i64, StoreError> {
                     ..report
                 })));
             }
-            _ => 0,
+            // never below the archive: its numbers are taken
+            MarkState::At(v) => v.max(archived),
+            _ => archived,
         });
     }
     // rows are parsed when they are read right after; here only their numbers are checked
