@@ -105,6 +105,11 @@ pub trait OnlinePredictor: Send + Sync {
     /// answer [`OnlinePredictor::observe`] issued then. Takes `&self`: the service answers
     /// predictions concurrently under a read lock.
     fn predict(&self, query: &JobQuery<'_>) -> Result<Self::Answer, PredictorError>;
+
+    /// Drops what the state keeps for one finished job (the service's retention window):
+    /// what the job taught the aggregated state (histories, calibration windows) stays.
+    /// Returns whether the job was known and finished; an unfinished job is kept.
+    fn forget(&mut self, job_id: &str) -> bool;
 }
 
 /// An interval `[lower, upper]` with its nominal coverage (0.8 = 80%).

@@ -176,4 +176,9 @@ impl OnlinePredictor for ConvergenceOnline {
     fn predict(&self, query: &JobQuery<'_>) -> Result<ConvergenceAnswer, PredictorError> {
         self.predict_job(&query.job.job_id)
     }
+
+    /// The service forgets only finished jobs; this state does not track finishes.
+    fn forget(&mut self, job_id: &str) -> bool {
+        self.jobs.remove(job_id).is_some()
+    }
 }

@@ -77,4 +77,9 @@ impl OnlinePredictor for DagOnline {
             job_id: query.job.job_id.clone(),
         })
     }
+
+    /// Keeps nothing per job.
+    fn forget(&mut self, _job_id: &str) -> bool {
+        false
+    }
 }

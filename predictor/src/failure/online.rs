@@ -155,4 +155,11 @@ impl OnlinePredictor for FailureOnline {
             Ok(self.answer(p))
         })
     }
+
+    fn forget(&mut self, job_id: &str) -> bool {
+        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+            return false;
+        }
+        self.jobs.remove(job_id).is_some()
+    }
 }

@@ -70,6 +70,9 @@ pub struct QueueWaitOnline {
     /// (millisecond time a queued job's bound runs out, job id).
     deadlines: BinaryHeap<Reverse<(i64, String)>>,
     jobs: HashMap<String, WaitJob>,
+    /// The queue id the next job mentioned gets (ids are never reused, also after
+    /// [`OnlinePredictor::forget`]).
+    next_num: u64,
 }
 
 /// Milliseconds, for ordering times in a heap.
@@ -89,6 +92,7 @@ impl QueueWaitPredictor {
             model_version,
             deadlines: BinaryHeap::new(),
             jobs: HashMap::new(),
+            next_num: 0,
         }
     }
 }
@@ -124,15 +128,19 @@ impl QueueWaitOnline {
     }
 
     fn entry(&mut self, job_id: &str) -> &mut WaitJob {
-        let num = self.jobs.len() as u64;
-        self.jobs.entry(job_id.to_string()).or_insert(WaitJob {
-            num,
-            submitted_at: None,
-            started_at: None,
-            finished: false,
-            handle: None,
-            issued: None,
-            observed: false,
+        let next = &mut self.next_num;
+        self.jobs.entry(job_id.to_string()).or_insert_with(|| {
+            let num = *next;
+            *next += 1;
+            WaitJob {
+                num,
+                submitted_at: None,
+                started_at: None,
+                finished: false,
+                handle: None,
+                issued: None,
+                observed: false,
+            }
         })
     }
 
@@ -281,6 +289,13 @@ impl OnlinePredictor for QueueWaitOnline {
             })
         })?;
         Ok(self.answer(p, calibration))
+    }
+
+    fn forget(&mut self, job_id: &str) -> bool {
+        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+            return false;
+        }
+        self.jobs.remove(job_id).is_some()
     }
 }
 

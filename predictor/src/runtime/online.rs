@@ -191,6 +191,13 @@ impl OnlinePredictor for RuntimeOnline {
         })?;
         Ok(self.answer(log, self.window.current_offsets()))
     }
+
+    fn forget(&mut self, job_id: &str) -> bool {
+        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+            return false;
+        }
+        self.jobs.remove(job_id).is_some()
+    }
 }
 
 #[cfg(test)]

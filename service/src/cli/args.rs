@@ -455,4 +455,8 @@ pub struct ServeArgs {
     /// `--backend slurm`: seconds between two polls of squeue, sacct and sinfo [default: 15].
     #[arg(long)]
     pub slurm_poll_seconds: Option<f64>,
+    /// Days of job time a finished job stays in memory before it leaves (its events move to
+    /// the archive at the next compaction) [default: 30; 0 keeps every job].
+    #[arg(long)]
+    pub retention_days: Option<f64>,
 }

@@ -22,6 +22,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         retrain_every_jobs: args.retrain_every_jobs,
         backend: args.backend,
         slurm_poll_seconds: args.slurm_poll_seconds,
+        retention_days: args.retention_days,
         ..Default::default()
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();

@@ -38,6 +38,12 @@ fn check(args: &StoreArgs) -> anyhow::Result<()> {
                 l.first_seq, l.last_seq, l.reason
             );
         }
+        if let Some(a) = &report.archive {
+            println!(
+                "  archive: {} segments, {} events, seq 1..={} (checksums and continuity checked)",
+                a.segments, a.events, a.last_seq
+            );
+        }
         for p in report.problems() {
             println!("  DAMAGE: {p}");
         }

@@ -31,6 +31,9 @@
 //! | `shutdown_deadline_secs` | `AUGUR_SERVE_SHUTDOWN_DEADLINE` | — | 10 |
 //! | `auth_reads` | `AUGUR_SERVE_AUTH_READS` | — | `false` |
 //! | `slurm_poll_seconds` | `AUGUR_SERVE_SLURM_POLL_SECONDS` | `--slurm-poll-seconds` | 15 |
+//! | `retention_days` | `AUGUR_SERVE_RETENTION_DAYS` | `--retention-days` | 30 (0 = keep every job) |
+//! | `retrain_max_jobs` | `AUGUR_SERVE_RETRAIN_MAX_JOBS` | — | 200000 |
+//! | `compaction_interval_secs` | `AUGUR_SERVE_COMPACTION_INTERVAL` | — | 3600 (0 = off) |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -107,6 +110,15 @@ pub struct ServeConfig {
     pub auth_reads: bool,
     /// `--backend slurm`: seconds between two polls of `squeue`, `sacct` and `sinfo`.
     pub slurm_poll_seconds: f64,
+    /// Days of job time a finished job stays in memory (`GET /v1/jobs/{id}`, retraining)
+    /// after its finish; its events then move to the archive at the next compaction
+    /// (0 = keep every job and never compact).
+    pub retention_days: f64,
+    /// Most jobs a retrain uses: the newest by submit time (a long history is cut, and the
+    /// retrain's answer says so).
+    pub retrain_max_jobs: usize,
+    /// Seconds between two compactions of the store (0 = never).
+    pub compaction_interval_secs: f64,
 }
 
 /// `prediction_workers` by default: one core is left to the async workers (health,
@@ -168,6 +180,13 @@ impl std::str::FromStr for Backend {
     }
 }
 
+impl ServeConfig {
+    /// The retention window in seconds of job time (`None`: keep every job).
+    pub fn retention_secs(&self) -> Option<f64> {
+        (self.retention_days > 0.0).then_some(self.retention_days * 86_400.0)
+    }
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
@@ -196,6 +215,9 @@ impl Default for ServeConfig {
             shutdown_deadline_secs: 10.0,
             auth_reads: false,
             slurm_poll_seconds: 15.0,
+            retention_days: 30.0,
+            retrain_max_jobs: 200_000,
+            compaction_interval_secs: 3600.0,
         }
     }
 }
@@ -229,6 +251,9 @@ pub struct PartialConfig {
     pub shutdown_deadline_secs: Option<f64>,
     pub auth_reads: Option<bool>,
     pub slurm_poll_seconds: Option<f64>,
+    pub retention_days: Option<f64>,
+    pub retrain_max_jobs: Option<usize>,
+    pub compaction_interval_secs: Option<f64>,
 }
 
 impl PartialConfig {
@@ -301,6 +326,9 @@ impl PartialConfig {
             shutdown_deadline_secs: parse(env, "AUGUR_SERVE_SHUTDOWN_DEADLINE")?,
             auth_reads: flag(env, "AUGUR_SERVE_AUTH_READS")?,
             slurm_poll_seconds: parse(env, "AUGUR_SERVE_SLURM_POLL_SECONDS")?,
+            retention_days: parse(env, "AUGUR_SERVE_RETENTION_DAYS")?,
+            retrain_max_jobs: parse(env, "AUGUR_SERVE_RETRAIN_MAX_JOBS")?,
+            compaction_interval_secs: parse(env, "AUGUR_SERVE_COMPACTION_INTERVAL")?,
         })
     }
 
@@ -338,6 +366,11 @@ impl PartialConfig {
             shutdown_deadline_secs: later.shutdown_deadline_secs.or(self.shutdown_deadline_secs),
             auth_reads: later.auth_reads.or(self.auth_reads),
             slurm_poll_seconds: later.slurm_poll_seconds.or(self.slurm_poll_seconds),
+            retention_days: later.retention_days.or(self.retention_days),
+            retrain_max_jobs: later.retrain_max_jobs.or(self.retrain_max_jobs),
+            compaction_interval_secs: later
+                .compaction_interval_secs
+                .or(self.compaction_interval_secs),
         }
     }
 
@@ -380,6 +413,11 @@ impl PartialConfig {
                 .unwrap_or(d.shutdown_deadline_secs),
             auth_reads: self.auth_reads.unwrap_or(d.auth_reads),
             slurm_poll_seconds: self.slurm_poll_seconds.unwrap_or(d.slurm_poll_seconds),
+            retention_days: self.retention_days.unwrap_or(d.retention_days),
+            retrain_max_jobs: self.retrain_max_jobs.unwrap_or(d.retrain_max_jobs),
+            compaction_interval_secs: self
+                .compaction_interval_secs
+                .unwrap_or(d.compaction_interval_secs),
         };
         for (key, v) in [
             ("header_read_timeout_secs", cfg.header_read_timeout_secs),
@@ -398,6 +436,25 @@ impl PartialConfig {
             if v == 0 {
                 anyhow::bail!("{key} must be at least 1");
             }
+        }
+        if !(cfg.retention_days.is_finite() && cfg.retention_days >= 0.0) {
+            anyhow::bail!(
+                "retention_days must be 0 (keep every job) or more, got {}",
+                cfg.retention_days
+            );
+        }
+        if cfg.retrain_max_jobs < cfg.min_retrain_jobs.max(1) {
+            anyhow::bail!(
+                "retrain_max_jobs ({}) must be at least min_retrain_jobs ({})",
+                cfg.retrain_max_jobs,
+                cfg.min_retrain_jobs
+            );
+        }
+        if !(cfg.compaction_interval_secs.is_finite() && cfg.compaction_interval_secs >= 0.0) {
+            anyhow::bail!(
+                "compaction_interval_secs must be 0 (off) or more, got {}",
+                cfg.compaction_interval_secs
+            );
         }
         if !(cfg.slurm_poll_seconds.is_finite()
             && (0.1..=86_400.0).contains(&cfg.slurm_poll_seconds))

@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod event_time;
 pub mod events;
+pub mod housekeeping;
 pub mod identity;
 pub mod kube;
 pub mod listen;
@@ -34,6 +35,7 @@ pub mod retrain;
 pub mod routes;
 mod run;
 pub mod slurm;
+pub mod starting;
 pub mod status;
 pub mod store;
 pub mod training;
@@ -210,6 +212,14 @@ impl AppState {
     /// Opens the data folder: auth token, registry (loading the served models), event store
     /// (replaying every stored event into the online state).
     pub fn open(config: ServeConfig) -> anyhow::Result<(AppState, OpenInfo)> {
+        AppState::open_with(config, &starting::Progress::default())
+    }
+
+    /// [`AppState::open`], telling `progress` what it is doing (`/readyz` during start-up).
+    pub fn open_with(
+        config: ServeConfig,
+        progress: &starting::Progress,
+    ) -> anyhow::Result<(AppState, OpenInfo)> {
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!(
                 "cannot create the data folder {}",
@@ -233,7 +243,9 @@ impl AppState {
         let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
         let live = config.backend.is_live();
-        let mut online = Online::new(models).with_wall_clock(live);
+        let mut online = Online::new(models)
+            .with_wall_clock(live)
+            .with_retention(config.retention_secs());
         online.not_trained = training::load_not_trained(&registry);
         let online = Arc::new(RwLock::new(online));
         let (events_tx, _) = broadcast::channel(4096);
@@ -274,25 +286,18 @@ impl AppState {
             cluster: &cluster,
         };
         let store_path = config.data_dir.join("events.sqlite");
-        let (store, existing) = EventLog::open(
+        progress.phase("opening and checking the event store", 0);
+        let store = EventLog::open_unread(
             config.store.as_deref(),
             &store_path,
             owner,
             on_commit,
             on_records,
         )?;
-        {
-            let records = store.read_predictions()?;
+        let replayed = {
             let mut o = write(&online);
-            o.use_records(&records);
-            for e in &existing {
-                o.apply(e);
-            }
-            // a submit whose answers are not stored (one written before records shared its
-            // transaction, or a record that does not read) is answered by the models served
-            // now; those answers are not records of what was said then
-            let _ = o.take_issued();
-        }
+            replay(&store, &mut o, i64::MAX, i64::MAX, progress)?
+        };
         // from here on, what other replicas append is applied after what was read above
         store.follow()?;
         let finished_at_open = read(&online).counts.job_finished;
@@ -314,7 +319,7 @@ impl AppState {
             state,
             OpenInfo {
                 token_source,
-                events_replayed: existing.len(),
+                events_replayed: replayed,
                 needs_bootstrap,
                 needs_convergence,
                 needs_dag,
@@ -343,13 +348,15 @@ impl AppState {
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
         let failure = models.failure.as_ref().map(|s| s.meta.version);
         let upto = self.online().last_seq;
-        let mut fresh = Online::new(models).with_wall_clock(self.config.backend.is_live());
-        if let Err(e) = self.replay_store(&mut fresh, upto) {
+        let mut fresh = Online::new(models)
+            .with_wall_clock(self.config.backend.is_live())
+            .with_retention(self.config.retention_secs());
+        if let Err(e) = self.replay_store(&mut fresh, upto, upto) {
             tracing::error!(error = %e, "replaying the event store for the new models failed");
         }
         {
             let mut o = self.online_mut();
-            if let Err(e) = self.replay_store(&mut fresh, i64::MAX) {
+            if let Err(e) = self.replay_store(&mut fresh, i64::MAX, o.last_seq) {
                 tracing::error!(error = %e, "catching up with the event store failed");
             }
             fresh.keep_answers_of(&o);
@@ -367,20 +374,58 @@ impl AppState {
 
 impl AppState {
     /// Applies the stored events after `online.last_seq`, up to `upto`, to `online`.
-    fn replay_store(&self, online: &mut Online, upto: i64) -> Result<(), store::StoreError> {
-        loop {
-            let page = self.store.read_after(online.last_seq, 10_000)?;
-            if page.is_empty() {
-                return Ok(());
+    fn replay_store(
+        &self,
+        online: &mut Online,
+        upto: i64,
+        keep_issued_after: i64,
+    ) -> Result<(), store::StoreError> {
+        let progress = starting::Progress::default();
+        replay(&self.store, online, upto, keep_issued_after, &progress).map(|_| ())
+    }
+}
+
+/// Applies the stored events after `online.last_seq`, up to `upto`, page by page (archive,
+/// then database), each submit with the answers recorded for it; returns how many. Answers
+/// issued for submits stored without a record are dropped when their seq is at or below
+/// `keep_issued_after` (a model swap keeps what the old state answered; at start-up they
+/// come from the models served now, not what was said then), so a long replay holds one
+/// page of them at most.
+fn replay(
+    store: &EventLog,
+    online: &mut Online,
+    upto: i64,
+    keep_issued_after: i64,
+    progress: &starting::Progress,
+) -> Result<usize, store::StoreError> {
+    let total = store
+        .last_seq_hint()
+        .min(upto)
+        .saturating_sub(online.last_seq);
+    progress.phase("replaying events", u64::try_from(total).unwrap_or(0));
+    let mut applied = 0;
+    loop {
+        let page = store.read_after(online.last_seq, 10_000)?;
+        let (Some(a), Some(b)) = (page.first(), page.last()) else {
+            break;
+        };
+        online.use_records(&store.read_predictions_between(a.seq, b.seq)?);
+        let mut done = false;
+        for e in &page {
+            if e.seq > upto {
+                done = true;
+                break;
             }
-            for e in &page {
-                if e.seq > upto {
-                    return Ok(());
-                }
-                online.apply(e);
-            }
+            online.apply(e);
+            applied += 1;
+        }
+        online.drop_issued_upto(keep_issued_after);
+        progress.advance(page.len() as u64);
+        if done {
+            break;
         }
     }
+    Ok(applied)
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

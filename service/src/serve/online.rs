@@ -32,6 +32,7 @@ use super::store::{PredictionRecord, StoredEvent};
 
 mod answers;
 mod fit;
+pub mod retention;
 
 pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
 pub use fit::Kind;
@@ -89,6 +90,9 @@ pub struct JobInfo {
     /// Events that did not fit the job's story (a second submit while it has not finished,
     /// a start after the finish).
     pub anomalies: Vec<String>,
+    /// Sequence number of the first event of this run (what compaction must keep).
+    #[serde(skip)]
+    pub first_seq: i64,
 }
 
 /// Metric points kept per job.
@@ -169,6 +173,8 @@ pub struct Online {
     recorded: HashMap<i64, AnswersAtSubmit>,
     /// Answers issued at submits since the last [`Online::take_issued`], to be stored.
     issued: Vec<PredictionRecord>,
+    /// Which finished runs leave the job table, and when.
+    pub retention: retention::Retention,
 }
 
 impl Online {
@@ -207,7 +213,15 @@ impl Online {
             counts: EventCounts::default(),
             recorded: HashMap::new(),
             issued: Vec::new(),
+            retention: retention::Retention::default(),
         }
+    }
+
+    /// This state holding finished runs for `window` seconds of job time after their finish
+    /// (`None`: forever); see [`retention`].
+    pub fn with_retention(mut self, window: Option<f64>) -> Online {
+        self.retention = retention::Retention::new(window);
+        self
     }
 
     /// This state with "now" on the wall clock (`true`: live backends) or on the events'
@@ -229,6 +243,12 @@ impl Online {
                     "a stored prediction record cannot be read; the submit is answered again"),
             }
         }
+    }
+
+    /// Drops the answers issued at submits up to `seq` not taken yet (a replay's: not
+    /// records of what was said then).
+    pub fn drop_issued_upto(&mut self, seq: i64) {
+        self.issued.retain(|r| r.submit_seq > seq);
     }
 
     /// The answers issued at submits since the last call, as records to store.
@@ -313,6 +333,7 @@ impl Online {
                 metric_points: Vec::new(),
                 metric_points_total: 0,
                 anomalies: Vec::new(),
+                first_seq: self.last_seq,
             })
     }
 
@@ -368,7 +389,13 @@ impl Online {
                 duration,
             } => {
                 self.counts.job_finished += 1;
-                self.on_finish(job_id, *at, *status, *duration)
+                let outcome = self.on_finish(job_id, *at, *status, *duration);
+                if outcome.is_some() {
+                    let run = self.jobs.get(job_id).map_or(1, |j| j.run);
+                    self.retention.finished(job_id, run, *at);
+                }
+                self.evict_expired();
+                outcome
             }
             Event::MetricPoints { job_id, points } => {
                 self.counts.metric_points += 1;

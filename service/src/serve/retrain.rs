@@ -107,12 +107,54 @@ impl std::fmt::Display for Refused {
 }
 
 /// A retrain that was started.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Started {
-    /// Jobs in the history snapshot.
+    /// Jobs in the history snapshot it trains on.
     pub jobs: usize,
     /// Of which finished (with a duration).
     pub finished: usize,
+    /// Which part of the history it uses.
+    pub window: HistoryWindow,
+}
+
+/// Which part of the ingested history a retrain uses: a long history is cut to the newest
+/// `retrain_max_jobs` jobs (by submit time), so a retrain's time and memory stay bounded.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct HistoryWindow {
+    /// Jobs trained on.
+    pub used_jobs: usize,
+    /// Jobs held in memory (the retention window) it was taken from.
+    pub held_jobs: usize,
+    /// The rule, in words.
+    pub rule: String,
+}
+
+/// Keeps the newest `max` of `jobs` (sorted by submit time, oldest first).
+fn newest(
+    mut jobs: Vec<JobRecord>,
+    max: usize,
+    retention_days: f64,
+) -> (Vec<JobRecord>, HistoryWindow) {
+    let held = jobs.len();
+    if held > max {
+        jobs.drain(..held - max);
+    }
+    let retention = if retention_days > 0.0 {
+        format!("jobs finished within the last {retention_days} days of job time, and every unfinished job")
+    } else {
+        "every ingested job (no retention window)".to_string()
+    };
+    let rule = if held > max {
+        format!("the newest {max} jobs by submit time (retrain_max_jobs) of the {held} held: {retention}")
+    } else {
+        format!("all {held} jobs held: {retention} (retrain_max_jobs {max} not reached)")
+    };
+    let window = HistoryWindow {
+        used_jobs: jobs.len(),
+        held_jobs: held,
+        rule,
+    };
+    (jobs, window)
 }
 
 /// Starts a retrain on the ingested history in the background (blocking thread pool): the
@@ -128,6 +170,11 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
             dag_jobs,
         )
     };
+    let (jobs, window) = newest(
+        jobs,
+        state.config.retrain_max_jobs,
+        state.config.retention_days,
+    );
     let finished = jobs
         .iter()
         .filter(|j| j.duration.is_some_and(f64::is_finite))
@@ -158,8 +205,9 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
         *st = RetrainStatus::Running {
             started_at: now_rfc3339(),
             source: format!(
-                "ingested history ({} jobs, {finished} finished)",
-                jobs.len()
+                "ingested history ({} jobs, {finished} finished; {})",
+                jobs.len(),
+                window.rule
             ),
             trigger,
         };
@@ -174,7 +222,11 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     let st = state.clone();
     let n = jobs.len();
     tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, &served, dag_jobs));
-    Ok(Started { jobs: n, finished })
+    Ok(Started {
+        jobs: n,
+        finished,
+        window,
+    })
 }
 
 /// Runs a started retrain on `jobs` (blocking): trains, saves, promotes what beats the

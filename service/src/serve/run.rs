@@ -1,24 +1,124 @@
-//! Starting and stopping the service: [`run`] opens the data folder, says where the API
-//! token is, listens, trains the models in the background when the registry has none, starts
+//! Starting and stopping the service: [`run`] listens first (`/healthz` answers during
+//! start-up, [`super::starting`]), opens the data folder, says where the API token is, trains the models in the background when the registry has none, starts
 //! the background tasks (metrics listener, retrain schedule, the cluster and its controller
 //! loop), serves HTTP under the connection limits ([`super::listen`]), and on SIGTERM or
 //! SIGINT finishes the requests in flight (until the shutdown deadline) and closes the store.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 
 use super::auth::{self, TokenSource};
 use super::config::Backend;
-use super::{kube, listen, metrics, retrain, router, slurm, training, AppState, ServeConfig};
+use super::starting::Gate;
+use super::{
+    housekeeping, kube, listen, lock, metrics, retrain, router, slurm, training, AppState,
+    OpenInfo, ServeConfig,
+};
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     let addr = config.addr;
-    let (state, info) = tokio::task::spawn_blocking(move || AppState::open(config))
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .context("opening the data folder")??;
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr().context("listening address")?;
+    eprintln!(
+        "augur serve: listening on http://{local} (data in {}; /readyz is 503 until the store is replayed)",
+        config.data_dir.display()
+    );
+    let limits = listen::ConnectionLimits {
+        header_read_timeout: Duration::from_secs_f64(config.header_read_timeout_secs),
+        max_connections: listen::fit_to_file_limit(config.max_connections),
+        shutdown_deadline: Duration::from_secs_f64(config.shutdown_deadline_secs),
+    };
+    if limits.max_connections < config.max_connections {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            "max_connections lowered to fit the open-file limit"
+        );
+    }
+    let deadline = config.shutdown_deadline_secs;
+    let gate = Arc::new(Gate::default());
+    let opened: Arc<Mutex<Option<OpenedState>>> = Arc::default();
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<anyhow::Error>();
+    let opening = {
+        let (gate, opened) = (gate.clone(), opened.clone());
+        tokio::spawn(async move {
+            let progress = gate.progress.clone();
+            let result =
+                tokio::task::spawn_blocking(move || AppState::open_with(config, &progress))
+                    .await
+                    .context("opening the data folder")
+                    .and_then(|r| r);
+            match result {
+                Ok((state, info)) => {
+                    let shutdown_tx = start(&state, info);
+                    gate.open(router(state.clone()));
+                    *lock(&opened) = Some(OpenedState { state, shutdown_tx });
+                }
+                Err(e) => {
+                    let _ = failed_tx.send(e);
+                }
+            }
+        })
+    };
+    let failure: Arc<Mutex<Option<anyhow::Error>>> = Arc::default();
+    let stopped = {
+        let (opened, failure) = (opened.clone(), failure.clone());
+        listen::serve(listener, gate.router(), limits, async move {
+            tokio::select! {
+                () = shutdown_signal() => {
+                    if let Some(o) = lock(&opened).as_ref() {
+                        let _ = o.shutdown_tx.send(true);
+                    }
+                    eprintln!(
+                        "augur serve: shutting down (finishing requests in flight, for up to {deadline} s)"
+                    );
+                }
+                Ok(e) = failed_rx => {
+                    *lock(&failure) = Some(e);
+                }
+            }
+        })
+        .await
+    };
+    if let Some(e) = lock(&failure).take() {
+        return Err(e);
+    }
+    if stopped.abandoned > 0 {
+        eprintln!(
+            "augur serve: {} connections still open at the shutdown deadline were closed",
+            stopped.abandoned
+        );
+    }
+    opening.abort();
+    let Some(OpenedState { state, .. }) = lock(&opened).take() else {
+        eprintln!("augur serve: stopped during start-up");
+        return Ok(());
+    };
+    // the requests have been answered (or abandoned at the deadline, unacknowledged); stop
+    // the store's writer after what it has queued
+    let store = state.store.clone();
+    drop(state);
+    tokio::task::spawn_blocking(move || store.close())
+        .await
+        .ok();
+    eprintln!("augur serve: stopped");
+    Ok(())
+}
+
+/// The state once opened, and the sender that tells its background tasks to stop.
+struct OpenedState {
+    state: AppState,
+    shutdown_tx: tokio::sync::watch::Sender<bool>,
+}
+
+/// Says where the token is, starts the first-start training and the background tasks;
+/// returns the sender that stops them.
+fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     match &info.token_source {
         TokenSource::Generated(p) => eprintln!(
             "augur serve: generated an API token for mutating endpoints in {} (owner-only); send it as `Authorization: Bearer $(cat {})`",
@@ -51,14 +151,6 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         events = info.events_replayed,
         "event store opened and replayed"
     );
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let local = listener.local_addr().context("listening address")?;
-    eprintln!(
-        "augur serve: listening on http://{local} (data in {})",
-        state.config.data_dir.display()
-    );
     if info.needs_bootstrap || info.needs_convergence || info.needs_dag {
         spawn_bootstrap(state.clone(), &info);
     }
@@ -66,46 +158,11 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         tracing::warn!("the registry has no runtime model: predictions answer 503 until one is trained (POST /v1/models/retrain)");
     }
     // background tasks; each stops when `state.shutdown` turns true
-    metrics::spawn_listener(&state);
+    metrics::spawn_listener(state);
     retrain::spawn_schedule(state.clone());
     kube::spawn_cluster(state.clone());
-    let shutdown_tx = info.shutdown_tx;
-    let app = router(state.clone());
-    let limits = listen::ConnectionLimits {
-        header_read_timeout: Duration::from_secs_f64(state.config.header_read_timeout_secs),
-        max_connections: listen::fit_to_file_limit(state.config.max_connections),
-        shutdown_deadline: Duration::from_secs_f64(state.config.shutdown_deadline_secs),
-    };
-    if limits.max_connections < state.config.max_connections {
-        tracing::warn!(
-            max_connections = limits.max_connections,
-            "max_connections lowered to fit the open-file limit"
-        );
-    }
-    let deadline = state.config.shutdown_deadline_secs;
-    let stopped = listen::serve(listener, app, limits, async move {
-        shutdown_signal().await;
-        let _ = shutdown_tx.send(true);
-        eprintln!(
-            "augur serve: shutting down (finishing requests in flight, for up to {deadline} s)"
-        );
-    })
-    .await;
-    if stopped.abandoned > 0 {
-        eprintln!(
-            "augur serve: {} connections still open at the shutdown deadline were closed",
-            stopped.abandoned
-        );
-    }
-    // the requests have been answered (or abandoned at the deadline, unacknowledged); stop
-    // the store's writer after what it has queued
-    let store = state.store.clone();
-    drop(state);
-    tokio::task::spawn_blocking(move || store.close())
-        .await
-        .ok();
-    eprintln!("augur serve: stopped");
-    Ok(())
+    housekeeping::spawn(state.clone());
+    info.shutdown_tx
 }
 
 /// Trains the models from the bundled sample in the background and serves them: the

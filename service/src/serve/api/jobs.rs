@@ -118,6 +118,31 @@ fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
     eta
 }
 
+/// The 404 for a job not in memory: never ingested, or finished before the retention
+/// window (then it says where its events are).
+async fn not_held(state: &AppState, id: String, horizon: Option<f64>) -> ApiError {
+    let Some(horizon) = horizon else {
+        return ApiError::not_found(format!("no job `{id}` has been ingested"));
+    };
+    let days = state.config.retention_days;
+    let store = state.store.clone();
+    let key = id.clone();
+    let stored = tokio::task::spawn_blocking(move || store.job_events(&key))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    match stored {
+        Some((first, last, n)) => ApiError::not_found(format!(
+            "job `{id}` finished before the retention window ({days} days of job time) and left memory; its {n} events are in the store at seq {first}..={last} (GET /v1/events?after={})",
+            first - 1
+        )),
+        None => ApiError::not_found(format!(
+            "no job `{id}` is held: it was never ingested, or it finished before the retention window ({days} days of job time; runs that finished up to {horizon} have left memory) and its events are in the archive (GET /v1/events reads the archive, then the database)"
+        )),
+    }
+}
+
 /// `GET /v1/jobs/{id}`: what is known and predicted about a job, with ETAs.
 #[utoipa::path(
     get,
@@ -127,20 +152,22 @@ fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
     params(("id" = String, Path, description = "The job's id in the ingested events")),
     responses(
         (status = 200, description = "the job", body = JobView),
-        (status = 404, description = "no such job ingested")
+        (status = 404, description = "no such job ingested, or it finished before the retention window (the message says where its events are)")
     )
 )]
 pub async fn job(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
+    let (held, horizon) = {
+        let o = state.online();
+        (o.jobs.get(&id).cloned(), o.retention.horizon)
+    };
+    let Some(info) = held else {
+        return Err(not_held(&state, id, horizon).await);
+    };
     let o = state.online();
     let now = o.now();
-    let Some(info) = o.jobs.get(&id).cloned() else {
-        return Err(ApiError::not_found(format!(
-            "no job `{id}` has been ingested"
-        )));
-    };
     let earlier_runs = o.earlier_runs.get(&id).cloned().unwrap_or_default();
     // a job not submitted yet has no prediction; one seen only through a finish neither
     let phase = phase_of(&info);

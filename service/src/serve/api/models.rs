@@ -129,6 +129,8 @@ pub struct RetrainStarted {
     pub jobs: usize,
     /// Of which finished.
     pub finished_jobs: usize,
+    /// Which part of the history it uses (how many of the jobs held, and the rule).
+    pub history: retrain::HistoryWindow,
     /// Where to poll its state.
     pub status: &'static str,
 }
@@ -158,6 +160,7 @@ pub async fn retrain(
             state: "running",
             jobs: started.jobs,
             finished_jobs: started.finished,
+            history: started.window,
             status: "/v1/models/retrain",
         }),
     ))

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::compaction::CompactionReport;
 use super::postgres::{OnRecords, PgStore};
 use super::{OnCommit, PredictionRecord, Store, StoreError, StoredEvent};
 use crate::serve::events::Event;
@@ -45,6 +46,67 @@ impl EventLog {
                     PgStore::open(url, owner.backend, owner.cluster, on_commit, on_records)?;
                 Ok((EventLog::Postgres(s), existing))
             }
+        }
+    }
+
+    /// [`EventLog::open`] without reading the stored events: replay them page by page with
+    /// [`EventLog::read_after`] (the SQLite store reads its archive, then its database).
+    pub fn open_unread(
+        url: Option<&str>,
+        sqlite_path: &Path,
+        owner: Owner<'_>,
+        on_commit: OnCommit,
+        on_records: OnRecords,
+    ) -> Result<EventLog, StoreError> {
+        match url {
+            None => Ok(EventLog::Sqlite(Store::open_unread(
+                sqlite_path,
+                on_commit,
+            )?)),
+            Some(url) => {
+                let (s, _) =
+                    PgStore::open(url, owner.backend, owner.cluster, on_commit, on_records)?;
+                Ok(EventLog::Postgres(s))
+            }
+        }
+    }
+
+    /// The highest sequence number stored, as far as a cheap read tells (progress only).
+    pub fn last_seq_hint(&self) -> i64 {
+        match self {
+            EventLog::Sqlite(s) => s.last_seq_hint(),
+            EventLog::Postgres(s) => s.last_committed().unwrap_or(0),
+        }
+    }
+
+    /// The prediction records of the submits with `first <= seq <= last` (blocking).
+    pub fn read_predictions_between(
+        &self,
+        first: i64,
+        last: i64,
+    ) -> Result<Vec<PredictionRecord>, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.read_predictions_between(first, last),
+            EventLog::Postgres(s) => Ok(s.read_predictions_between(first, last)?),
+        }
+    }
+
+    /// The first and last sequence numbers and the count of a job's events still in the
+    /// database, if any (blocking).
+    pub fn job_events(&self, job_id: &str) -> Result<Option<(i64, i64, i64)>, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.job_events(job_id),
+            EventLog::Postgres(s) => Ok(s.job_events(job_id)?),
+        }
+    }
+
+    /// Moves the events with `seq <= upto` to the archive (blocking). The SQLite store only:
+    /// a PostgreSQL log shared by replicas keeps every event in the database (its size is
+    /// the database's to manage), so there it moves nothing.
+    pub fn compact(&self, upto: i64) -> Result<CompactionReport, StoreError> {
+        match self {
+            EventLog::Sqlite(s) => s.compact(upto),
+            EventLog::Postgres(_) => Ok(CompactionReport::default()),
         }
     }
 

@@ -135,6 +135,9 @@ pub struct IntegrityReport {
     pub recorded_losses: Vec<LostRange>,
     /// Set when the database itself could not be opened or read.
     pub open_error: Option<String>,
+    /// The archive segments' verification (`augur store check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<super::archive::ArchiveReport>,
 }
 
 impl IntegrityReport {
@@ -146,6 +149,7 @@ impl IntegrityReport {
             && !self.mark_damaged
             && self.open_error.is_none()
             && self.quick_check.as_deref().is_none_or(|q| q == "ok")
+            && self.archive.as_ref().is_none_or(|a| a.problems.is_empty())
     }
 
     /// One line per problem, for the refusal and for `augur store check`.
@@ -177,6 +181,9 @@ impl IntegrityReport {
                 "… {} more unreadable rows",
                 self.unreadable.len() - 20
             ));
+        }
+        if let Some(a) = &self.archive {
+            out.extend(a.problems.iter().cloned());
         }
         out
     }
@@ -387,13 +394,16 @@ pub fn repair(
     db: &Path,
     parse: &dyn Fn(&str) -> Result<(), String>,
     create_schema: &dyn Fn(&Connection) -> Result<(), rusqlite::Error>,
+    archived_upto: i64,
 ) -> Result<RepairReport, StoreError> {
     let before = verify(db, true, parse)?;
     let mark = before.high_water.unwrap_or(0);
     let (rows, max_seq) = salvage(db, mark.max(before.max_seq), parse);
     let upto = mark.max(max_seq);
     let present: Vec<i64> = rows.iter().map(|r| r.0).collect();
-    let lost: Vec<LostRange> = gaps(&present, upto, &before.recorded_losses)
+    // the events up to `archived_upto` are in the archive, not lost
+    let missing = gaps(&present, upto, &before.recorded_losses);
+    let lost: Vec<LostRange> = super::archive::outside(&missing, archived_upto)
         .into_iter()
         .map(|(a, b)| LostRange {
             first_seq: a,

@@ -30,9 +30,13 @@
 //! SQLite's check after an unclean stop is refused at open with the reason, and
 //! `augur store repair` keeps every intact event and records what was lost. Sequence numbers
 //! are never reused.
+//!
+//! **Compaction** ([`compaction`], [`archive`]): the oldest events move to checksummed
+//! archive segments under `<data_dir>/archive/`; reads go through the archive, then the
+//! database, so the log reads the same before and after.
 
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
@@ -41,6 +45,8 @@ use tokio::sync::oneshot;
 
 use super::events::Event;
 
+pub mod archive;
+pub mod compaction;
 pub mod event_log;
 pub mod integrity;
 pub mod postgres;
@@ -133,17 +139,38 @@ fn parse_body(body: &str) -> Result<(), String> {
 /// Verifies the store at `path` without changing it (SQLite's structural check, every row
 /// readable, no acknowledged sequence number missing): `augur store check`.
 pub fn check(path: &Path) -> Result<IntegrityReport, StoreError> {
-    integrity::verify(path, true, &parse_body)
+    let archived = archive::read_manifest(&archive::dir_of(path))
+        .map_or(0, |m| m.segments.last().map_or(0, |s| s.last_seq));
+    let mut report = integrity::verify(path, true, &parse_body)?;
+    report.missing = archive::outside(&report.missing, archived);
+    let db_min = min_seq(path);
+    report.archive = Some(archive::verify(
+        &archive::dir_of(path),
+        db_min,
+        &report.recorded_losses,
+    ));
+    Ok(report)
+}
+
+/// The lowest sequence number in the database (0 when it holds none or cannot be read).
+fn min_seq(path: &Path) -> i64 {
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|c| c.query_row("SELECT coalesce(min(seq), 0) FROM events", [], |r| r.get(0)))
+        .unwrap_or(0)
 }
 
 /// Repairs the store at `path` (which must not be open): `augur store repair`.
 pub fn repair(path: &Path) -> Result<RepairReport, StoreError> {
-    integrity::repair(path, &parse_body, &create_schema)
+    let archived = archive::read_manifest(&archive::dir_of(path))?
+        .segments
+        .last()
+        .map_or(0, |s| s.last_seq);
+    integrity::repair(path, &parse_body, &create_schema, archived)
 }
 
 /// Refuses a store that lost acknowledged events or is damaged; returns the sequence number
 /// below which none may be handed out again.
-fn verify_at_open(path: &Path) -> Result<i64, StoreError> {
+fn verify_at_open(path: &Path, archived: i64) -> Result<i64, StoreError> {
     let marker = clean_marker(path);
     let clean = marker.exists();
     if clean {
@@ -152,18 +179,21 @@ fn verify_at_open(path: &Path) -> Result<i64, StoreError> {
     if !path.exists() {
         return Ok(match integrity::read_mark(path)? {
             // the database is gone but the mark says events were acknowledged
-            MarkState::At(v) if v > 0 => {
+            MarkState::At(v) if v > archived => {
                 let report = integrity::verify(path, false, &|_| Ok(()))?;
                 return Err(StoreError::Damaged(Box::new(IntegrityReport {
-                    missing: vec![(1, v)],
+                    missing: archive::outside(&[(1, v)], archived),
                     ..report
                 })));
             }
-            _ => 0,
+            // never below the archive: its numbers are taken
+            MarkState::At(v) => v.max(archived),
+            _ => archived,
         });
     }
     // rows are parsed when they are read right after; here only their numbers are checked
-    let report = integrity::verify(path, !clean, &|_| Ok(()))?;
+    let mut report = integrity::verify(path, !clean, &|_| Ok(()))?;
+    report.missing = archive::outside(&report.missing, archived);
     if !report.is_sound() {
         return Err(StoreError::Damaged(Box::new(report)));
     }
@@ -181,7 +211,8 @@ fn verify_at_open(path: &Path) -> Result<i64, StoreError> {
         .high_water
         .unwrap_or(0)
         .max(report.max_seq)
-        .max(lost_max))
+        .max(lost_max)
+        .max(archived))
 }
 
 /// An event as stored: its sequence number (1, 2, ... in commit order) and when it was
@@ -221,6 +252,9 @@ pub struct Store {
     tx: mpsc::Sender<WriteRequest>,
     reader: Arc<Mutex<Connection>>,
     writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The events compacted out of the database (read lock: a read; write lock: a
+    /// compaction step moving rows).
+    archive: Arc<RwLock<archive::Archive>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -255,6 +289,14 @@ impl Store {
     /// already in it, in sequence order. `on_commit` sees each group the writer commits
     /// from now on.
     pub fn open(path: &Path, on_commit: OnCommit) -> Result<(Store, Vec<StoredEvent>), StoreError> {
+        let store = Store::open_unread(path, on_commit)?;
+        let existing = store.read_after(0, i64::MAX)?;
+        Ok((store, existing))
+    }
+
+    /// [`Store::open`] without reading the stored events (replay them page by page with
+    /// [`Store::read_after`]).
+    pub fn open_unread(path: &Path, on_commit: OnCommit) -> Result<Store, StoreError> {
         let err = |source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -265,14 +307,14 @@ impl Store {
                 source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
             })?;
         }
-        let floor = verify_at_open(path)?;
+        let archive = archive::Archive::open(&archive::dir_of(path))?;
+        let floor = verify_at_open(path, archive.last_seq())?;
         let conn = open_conn(path)?;
         create_schema(&conn).map_err(err)?;
         raise_sequence(&conn, floor).map_err(err)?;
         let high_water = HighWater::open(path, floor)?;
         let reader = open_conn(path)?;
         let store_path = path.to_path_buf();
-        let existing = read_after(&reader, &store_path, 0, i64::MAX)?;
         let (tx, rx) = mpsc::channel::<WriteRequest>();
         let wpath = store_path.clone();
         let handle = std::thread::Builder::new()
@@ -282,15 +324,13 @@ impl Store {
                 path: store_path.clone(),
                 source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
             })?;
-        Ok((
-            Store {
-                path: store_path,
-                tx,
-                reader: Arc::new(Mutex::new(reader)),
-                writer: Arc::new(Mutex::new(Some(handle))),
-            },
-            existing,
-        ))
+        Ok(Store {
+            path: store_path,
+            tx,
+            reader: Arc::new(Mutex::new(reader)),
+            writer: Arc::new(Mutex::new(Some(handle))),
+            archive: Arc::new(RwLock::new(archive)),
+        })
     }
 
     /// The database file.
@@ -317,22 +357,42 @@ impl Store {
     /// Up to `limit` events with `seq > after`, in order (a blocking read; call from a
     /// blocking context).
     pub fn read_after(&self, after: i64, limit: i64) -> Result<Vec<StoredEvent>, StoreError> {
-        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        read_after(&conn, &self.path, after, limit)
+        // held across both reads: a compaction step cannot move rows in between
+        let archive = self.archive.read().unwrap_or_else(|e| e.into_inner());
+        let mut out = archive.read_after(after, usize::try_from(limit).unwrap_or(usize::MAX))?;
+        let rest = limit - out.len() as i64;
+        if rest > 0 {
+            let after = out.last().map_or(after, |e| e.seq).max(archive.last_seq());
+            let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            out.extend(read_after(&conn, &self.path, after, rest)?);
+        }
+        Ok(out)
     }
 
     /// Every stored prediction record, by submit sequence number (a blocking read).
     pub fn read_predictions(&self) -> Result<Vec<PredictionRecord>, StoreError> {
+        self.read_predictions_between(i64::MIN, i64::MAX)
+    }
+
+    /// The prediction records of the submits with `first <= seq <= last` (a blocking read:
+    /// a replay reads them page by page with the events).
+    pub fn read_predictions_between(
+        &self,
+        first: i64,
+        last: i64,
+    ) -> Result<Vec<PredictionRecord>, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         let err = |source| StoreError::Sqlite {
             path: self.path.clone(),
             source,
         };
         let mut stmt = conn
-            .prepare_cached("SELECT submit_seq, job_id, body FROM predictions ORDER BY submit_seq")
+            .prepare_cached(
+                "SELECT submit_seq, job_id, body FROM predictions WHERE submit_seq BETWEEN ?1 AND ?2 ORDER BY submit_seq",
+            )
             .map_err(err)?;
         let rows = stmt
-            .query_map([], |r| {
+            .query_map(params![first, last], |r| {
                 Ok(PredictionRecord {
                     submit_seq: r.get(0)?,
                     job_id: r.get(1)?,
@@ -341,6 +401,38 @@ impl Store {
             })
             .map_err(err)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(err)
+    }
+
+    /// The first and last sequence numbers and the count of the events of `job_id` still in
+    /// the database (`None` when it holds none; archived events are not counted). Blocking.
+    pub fn job_events(&self, job_id: &str) -> Result<Option<(i64, i64, i64)>, StoreError> {
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT min(seq), max(seq), count(*) FROM events WHERE job_id = ?1",
+            params![job_id],
+            |r| {
+                Ok((
+                    r.get::<_, Option<i64>>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get(2)?,
+                ))
+            },
+        )
+        .map(|(a, b, n)| a.zip(b).map(|(a, b)| (a, b, n)))
+        .map_err(|source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The highest sequence number stored or archived, as far as a quick look tells (for
+    /// progress reports only).
+    pub fn last_seq_hint(&self) -> i64 {
+        let archived = self.archived_upto();
+        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
+            .unwrap_or(0)
+            .max(archived)
     }
 
     /// Number of events stored.

@@ -531,6 +531,30 @@ impl PgStore {
         lock(&self.0.reader).with(|c, u| read_records(c, u, 0, i64::MAX))
     }
 
+    /// The prediction records of the submits with `first <= seq <= last` (blocking).
+    pub fn read_predictions_between(
+        &self,
+        first: i64,
+        last: i64,
+    ) -> Result<Vec<PredictionRecord>, PgStoreError> {
+        lock(&self.0.reader).with(|c, u| read_records(c, u, first - 1, last))
+    }
+
+    /// The first and last sequence numbers and the count of `job_id`'s events, if any
+    /// (blocking).
+    pub fn job_events(&self, job_id: &str) -> Result<Option<(i64, i64, i64)>, PgStoreError> {
+        lock(&self.0.reader).with(|c, u| {
+            let row = c
+                .query_one(
+                    "SELECT min(seq), max(seq), count(*) FROM augur_events WHERE job_id = $1",
+                    &[&job_id],
+                )
+                .map_err(pg(u))?;
+            let (first, last): (Option<i64>, Option<i64>) = (row.get(0), row.get(1));
+            Ok(first.zip(last).map(|(f, l)| (f, l, row.get::<_, i64>(2))))
+        })
+    }
+
     /// Number of events stored (blocking).
     pub fn count(&self) -> Result<i64, PgStoreError> {
         lock(&self.0.reader).with(|c, u| {

@@ -14,7 +14,8 @@
 //! - [`time_identity`]: wall-clock "now" on live backends, RFC 3339 times, re-used job ids;
 //! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
 //! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
-//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`.
+//! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`;
+//! - [`retention`]: the retention window, compaction to the archive, restart over it.
 
 mod answers;
 mod auth;
@@ -24,6 +25,7 @@ mod lifecycle;
 mod predictions;
 mod readiness;
 mod records;
+mod retention;
 mod retrain;
 mod routes;
 mod time_identity;
@@ -244,6 +246,9 @@ fn scheduled_service(
         trees: Some(15),
         min_retrain_jobs: 200,
         retrain_every_jobs: every,
+        // these tests read back early jobs of weeks-long trace slices: every job is kept
+        // (the retention window has its own tests in `retention`)
+        retention_days: 0.0,
         ..ServeConfig::default()
     };
     let (state, info) = AppState::open(config).unwrap();
