@@ -341,7 +341,8 @@ impl AppState {
 
     /// Serves `models` from now on: rebuilds the online state for them by replaying the
     /// event store (off the lock), then swaps it in, catching up under the lock with events
-    /// committed meanwhile (the writer then skips what the new state already has). Requests
+    /// committed meanwhile, and for a group the writer applied but has not committed yet (the
+    /// writer then skips what the new state already has). Requests
     /// are served throughout; none is dropped. Blocking (call from a blocking context).
     pub fn swap_models(&self, models: ServedModels) {
         let runtime = models.runtime.as_ref().map(|s| s.meta.version);
@@ -356,8 +357,26 @@ impl AppState {
         }
         {
             let mut o = self.online_mut();
-            if let Err(e) = self.replay_store(&mut fresh, i64::MAX, o.last_seq) {
-                tracing::error!(error = %e, "catching up with the event store failed");
+            // The writer applies a group to the online state before committing it (its
+            // answers at submit commit with it) and commits without this lock, so events the
+            // old state holds may not be readable yet: wait for them rather than drop them.
+            let deadline = std::time::Instant::now() + IN_FLIGHT_COMMIT_WAIT;
+            loop {
+                if let Err(e) = self.replay_store(&mut fresh, i64::MAX, o.last_seq) {
+                    tracing::error!(error = %e, "catching up with the event store failed");
+                    break;
+                }
+                if fresh.last_seq >= o.last_seq || std::time::Instant::now() >= deadline {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if fresh.last_seq < o.last_seq {
+                tracing::error!(
+                    applied = o.last_seq,
+                    committed = fresh.last_seq,
+                    "events the service applied were not committed to the event store in time; the new models' state lacks them until a restart rebuilds it from the log"
+                );
             }
             fresh.keep_answers_of(&o);
             *o = fresh;
@@ -371,6 +390,9 @@ impl AppState {
         tracing::info!(?runtime, ?queue_wait, ?failure, "serving models swapped");
     }
 }
+
+/// How long a model swap waits for a group the writer applied but has not committed yet.
+const IN_FLIGHT_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl AppState {
     /// Applies the stored events after `online.last_seq`, up to `upto`, to `online`.
