@@ -261,12 +261,18 @@ impl FailHistory {
     /// Writes the [`FAILURE_KEY_FEATURES`] at `now`; `prior` is the cluster-wide failed share.
     /// The history is not changed: the submits [`FailHistory::prune`] at `now` would drop are
     /// skipped (the same numbers as pruning first).
-    fn write_at(&self, now: f64, prior: f64, out: &mut [f32]) {
+    fn write_at(&self, now: f64, prior: f64, leave: Option<SubmitsLeftOut>, out: &mut [f32]) {
         let stale = self
             .submits_1h
             .iter()
             .take_while(|&&t| now - t > 3600.0)
             .count();
+        let in_hour = |t: f64| now - t <= 3600.0;
+        let left_out = leave.map_or(0, |l| {
+            let later = self.submits_1h.iter().filter(|&&t| t >= l.cut).count();
+            let own = l.own.is_some_and(|t| in_hour(t) && t < l.cut);
+            later + usize::from(own)
+        });
         let nan = f32::NAN;
         out[0] = (self.n_labelled.min(COUNT_CAP) as f32).ln_1p();
         out[1] = ((self.n_failed as f64 + SHRINK_JOBS * prior)
@@ -281,8 +287,16 @@ impl FailHistory {
         out[5] = self
             .last_failure
             .map_or(nan, |t| ((now - t).clamp(0.0, AGE_CAP_S) as f32).ln_1p());
-        out[6] = ((self.submits_1h.len() - stale) as f32).ln_1p();
+        out[6] = (self.submits_1h.len().saturating_sub(stale + left_out) as f32).ln_1p();
     }
+}
+
+/// Submits a read leaves out of a key's hour count: those at `cut` or later, and the
+/// asking job's own (`own`, its submit time, when it shares the key).
+#[derive(Debug, Clone, Copy)]
+struct SubmitsLeftOut {
+    cut: f64,
+    own: Option<f64>,
 }
 
 /// A submitted, unfinished job: its runtime-state handle and failure keys.
@@ -290,6 +304,7 @@ impl FailHistory {
 struct Pending {
     base: JobHandle,
     keys: Vec<(usize, u64)>,
+    submit: f64,
 }
 
 /// The runtime [`FeatureState`] plus per-key failure histories, fed by the same events.
@@ -354,7 +369,7 @@ impl FailureFeatureState {
                 h.prune(now);
             }
         }
-        self.write_failure_features(job, now, &mut out[b..]);
+        self.write_failure_features(job, now, None, &mut out[b..]);
         Ok(())
     }
 
@@ -369,7 +384,27 @@ impl FailureFeatureState {
         self.check_len(out)?;
         let b = self.schema.base.len();
         self.base.features_at(job, now, &mut out[..b])?;
-        self.write_failure_features(job, now, &mut out[b..]);
+        self.write_failure_features(job, now, None, &mut out[b..]);
+        Ok(())
+    }
+
+    /// The features of `job` submitted at `now` as the state stood before that submit
+    /// (see [`FeatureState::features_before`]): the submits at `now` or later are left
+    /// out, and so is the submit of the unfinished job `own`. For a job just submitted,
+    /// the features it was answered with at its submit.
+    pub fn features_before(
+        &self,
+        job: &JobRecord,
+        now: f64,
+        own: Option<JobHandle>,
+        out: &mut [f32],
+    ) -> Result<(), FeatureError> {
+        self.check_len(out)?;
+        let b = self.schema.base.len();
+        let own = own.and_then(|h| self.pending.get(&h.0));
+        self.base
+            .features_before(job, now, own.map(|p| p.base), &mut out[..b])?;
+        self.write_failure_features(job, now, Some((now, own)), &mut out[b..]);
         Ok(())
     }
 
@@ -385,16 +420,32 @@ impl FailureFeatureState {
     }
 
     /// The failure histories' block of a feature row (after the runtime features).
-    fn write_failure_features(&self, job: &JobRecord, now: f64, out: &mut [f32]) {
+    /// `before`: the read is as of before a submit at that cut, leaving out the submits at
+    /// or after it and those of the pending job given.
+    fn write_failure_features(
+        &self,
+        job: &JobRecord,
+        now: f64,
+        before: Option<(f64, Option<&Pending>)>,
+        out: &mut [f32],
+    ) {
         let prior = self.prior();
         let per = FAILURE_KEY_FEATURES.len();
         for (ki, kind) in self.schema.keys.iter().enumerate() {
             let slot = &mut out[ki * per..(ki + 1) * per];
             match kind.key_of(job) {
-                Some(key) => match self.histories[ki].get(&key) {
-                    Some(h) => h.write_at(now, prior, slot),
-                    None => FailHistory::default().write_at(now, prior, slot),
-                },
+                Some(key) => {
+                    let leave = before.map(|(cut, own)| SubmitsLeftOut {
+                        cut,
+                        own: own
+                            .filter(|p| p.keys.contains(&(ki, key)))
+                            .map(|p| p.submit),
+                    });
+                    match self.histories[ki].get(&key) {
+                        Some(h) => h.write_at(now, prior, leave, slot),
+                        None => FailHistory::default().write_at(now, prior, leave, slot),
+                    }
+                }
                 None => slot.fill(f32::NAN),
             }
         }
@@ -414,7 +465,14 @@ impl FailureFeatureState {
         }
         let handle = JobHandle(self.next_handle);
         self.next_handle += 1;
-        self.pending.insert(handle.0, Pending { base, keys });
+        self.pending.insert(
+            handle.0,
+            Pending {
+                base,
+                keys,
+                submit: t,
+            },
+        );
         handle
     }
 

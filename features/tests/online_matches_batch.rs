@@ -3,7 +3,10 @@
 
 use augur_datasets::bundled::Dataset;
 use augur_datasets::{JobRecord, ReadOptions};
-use augur_features::{batch_features, FeatureSchema, FeatureState, JobHandle, TraceEvent};
+use augur_features::{
+    batch_features, FailureFeatureState, FailureSchema, FeatureSchema, FeatureState, JobHandle,
+    TraceEvent,
+};
 
 fn online_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
     let d = schema.len();
@@ -133,5 +136,52 @@ fn the_read_before_a_submit_gives_the_features_at_submit() {
     assert!(compared > jobs.len() / 2, "{compared}");
     // the read that keeps the job's own submit differs for every job (its own submit is
     // at least in the cluster-wide history)
+    assert_eq!(plain_differs, compared);
+}
+
+/// The failure features' read before a submit gives the features at submit too (the
+/// failure histories' hour counts of submits leave out the job's own and those at its
+/// instant), on the bundled openb pods (they carry outcomes); the plain read does not.
+#[test]
+fn the_failure_read_before_a_submit_gives_the_features_at_submit() {
+    let (table, _) = Dataset::Openb.load(&ReadOptions::default()).unwrap();
+    let jobs: Vec<JobRecord> = table.to_records().unwrap();
+    let schema = FailureSchema::for_jobs(&jobs);
+    let d = schema.len();
+    let mut submits_at = std::collections::HashMap::new();
+    for j in &jobs {
+        *submits_at.entry(j.submit_time.to_bits()).or_insert(0) += 1;
+    }
+    let mut state = FailureFeatureState::new(schema);
+    let mut handles: Vec<Option<JobHandle>> = vec![None; jobs.len()];
+    let (mut want, mut got, mut plain) = (vec![0f32; d], vec![0f32; d], vec![0f32; d]);
+    let (mut compared, mut plain_differs) = (0, 0);
+    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    for ev in TraceEvent::of_trace(&jobs) {
+        match ev {
+            TraceEvent::Submit { index, at } => {
+                let job = &jobs[index];
+                state.features_for(job, at, &mut want).unwrap();
+                let h = state.observe_submit(job);
+                handles[index] = Some(h);
+                if submits_at[&at.to_bits()] > 1 {
+                    continue;
+                }
+                state.features_before(job, at, Some(h), &mut got).unwrap();
+                assert!(same(&want, &got), "job {index} by its handle");
+                state.features_before(job, at, None, &mut got).unwrap();
+                assert!(same(&want, &got), "job {index} as a profile at {at}");
+                state.features_at(job, at, &mut plain).unwrap();
+                plain_differs += usize::from(!same(&want, &plain));
+                compared += 1;
+            }
+            TraceEvent::Finish { index, at } => {
+                let j = &jobs[index];
+                let h = handles[index].expect("finish after submit");
+                state.observe_finish(h, at, j.duration, j.status).unwrap();
+            }
+        }
+    }
+    assert!(compared > jobs.len() / 2, "{compared} of {}", jobs.len());
     assert_eq!(plain_differs, compared);
 }

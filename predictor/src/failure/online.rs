@@ -149,8 +149,10 @@ impl OnlinePredictor for FailureOnline {
     }
 
     fn predict(&self, query: &JobQuery<'_>) -> Result<FailureAnswer, PredictorError> {
+        let own = self.jobs.get(&query.job.job_id).and_then(|j| j.handle);
         with_row_buffer(self.model.schema.len(), |row| {
-            self.features.features_at(query.job, query.at, row)?;
+            self.features
+                .features_before(query.job, query.at, own, row)?;
             let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
             Ok(self.answer(p))
         })

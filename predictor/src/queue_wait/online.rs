@@ -281,8 +281,15 @@ impl OnlinePredictor for QueueWaitOnline {
 
     fn predict(&self, query: &JobQuery<'_>) -> Result<QueueWaitAnswer, PredictorError> {
         let m = &self.model;
+        // the queue and history as a job submitted at `at` saw them: a job asking about
+        // itself is not in its own history nor ahead of itself in the queue, and jobs
+        // submitted at `at` or later are not seen (asked at its submit, the answer then)
+        let own = self.jobs.get(&query.job.job_id);
+        let earlier = self.queue.before(query.at, own.map(|j| j.num));
+        let queue = earlier.as_ref().unwrap_or(&self.queue);
+        let handle = own.and_then(|j| j.handle);
         let (p, calibration) = with_row_buffer(m.n_features(), |row| {
-            m.features_at(&self.history, &self.queue, query.job, query.at, row)?;
+            m.features_before(&self.history, queue, query.job, query.at, handle, row)?;
             Ok::<_, PredictorError>(match &self.risk {
                 Some(r) => (m.predict_row_online(row, r).0, BoundSource::RiskSplitOnline),
                 None => (m.predict_row(row), BoundSource::StaticConformal),

@@ -4,7 +4,7 @@
 //! predictions.
 
 use augur_datasets::JobRecord;
-use augur_features::{FeatureError, FeatureState};
+use augur_features::{FeatureError, FeatureState, JobHandle};
 use augur_models::{AnyModel, Matrix, Predict};
 use augur_numeric::sigmoid;
 use serde::{Deserialize, Serialize};
@@ -128,6 +128,27 @@ impl QueueWaitPredictor {
     ) -> Result<QueueJob, PredictorError> {
         self.row_with(
             |hist| history.features_at(job, now, hist),
+            queue,
+            job,
+            now,
+            out,
+        )
+    }
+
+    /// The feature row of `job` submitted at `now` as the history stood before that
+    /// submit (see [`FeatureState::features_before`]: `own` is the job's own submit in
+    /// it), behind `queue` (which should not hold the job itself).
+    pub fn features_before(
+        &self,
+        history: &FeatureState,
+        queue: &QueueState,
+        job: &JobRecord,
+        now: f64,
+        own: Option<JobHandle>,
+        out: &mut [f32],
+    ) -> Result<QueueJob, PredictorError> {
+        self.row_with(
+            |hist| history.features_before(job, now, own, hist),
             queue,
             job,
             now,

@@ -376,6 +376,37 @@ impl QueueState {
         Ok(())
     }
 
+    /// This queue as a job submitted at `cut` saw it: without the queued jobs submitted at
+    /// `cut` or later, nor queued job `own` (the job asked about). `None` when that is this
+    /// queue as it is. A copy, so it costs the queue's size; only for such reads.
+    pub fn before(&self, cut: f64, own: Option<u64>) -> Option<QueueState> {
+        let leave: Vec<u64> = self
+            .queued
+            .values()
+            .filter(|(id, job)| job.submit >= cut || Some(*id) == own)
+            .map(|(id, _)| *id)
+            .collect();
+        if leave.is_empty() {
+            return None;
+        }
+        let mut s = self.clone();
+        for id in &leave {
+            let Some(seq) = s.queued_seq.remove(id) else {
+                continue;
+            };
+            if let Some((_, job)) = s.queued.remove(&seq) {
+                if let Some(u) = job.user {
+                    if let Some(st) = s.users.get_mut(&u) {
+                        st.queued = st.queued.saturating_sub(1);
+                        st.queued_res = (st.queued_res - job.resource).max(0.0);
+                    }
+                }
+            }
+        }
+        s.submits.retain(|r| !leave.contains(&r.id));
+        Some(s)
+    }
+
     /// Applies one event.
     pub fn apply(&mut self, event: &QueueEvent) -> Result<(), QueueError> {
         match *event {

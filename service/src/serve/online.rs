@@ -637,7 +637,8 @@ impl Online {
         Ok(RuntimeAnswer::from(answer).within_limit(profile.requested_time))
     }
 
-    /// Failure probability for a job with `profile`, submitted at `at`.
+    /// Failure probability for a job with `profile`, submitted at `at` (an ingested job's
+    /// own submit left out, as for the runtime).
     pub fn predict_failure(
         &self,
         job_id: &str,
@@ -649,7 +650,7 @@ impl Online {
             .as_ref()
             .ok_or_else(|| self.not_available("failure"))?;
         self.check_fits(profile)?;
-        let record = profile.to_record(job_id, at);
+        let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
     }
@@ -674,7 +675,9 @@ impl Online {
     }
 
     /// Queue-wait prediction for a job with `profile`, submitted at `at`, behind the
-    /// current queue.
+    /// current queue as it stood for that submit: queued jobs submitted at `at` or later
+    /// are not ahead of it, an ingested job is not ahead of itself, and its own submit is
+    /// left out of its history (as for the runtime).
     pub fn predict_wait(
         &self,
         job_id: &str,
@@ -686,7 +689,7 @@ impl Online {
             .as_ref()
             .ok_or_else(|| self.not_available("queue_wait"))?;
         self.check_fits(profile)?;
-        let record = profile.to_record(job_id, at);
+        let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
         Ok(answer.into())
     }

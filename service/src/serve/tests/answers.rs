@@ -2,7 +2,9 @@
 //! at its submit (`runtime_at_submit`), `runtime_now` of `GET /v1/jobs/{id}`, predict by its
 //! job id and predict by its profile (with `at` = its submit time, and without `at`) are the
 //! same number; later, "now" by job id and `runtime_now` stay equal. Each answer names the
-//! profile fields its model reads and flags values outside the model's training ranges.
+//! profile fields its model reads and flags values outside the model's training ranges. The
+//! queue-wait and failure answers by job id and by profile equal theirs stored at submit too
+//! (a queued job is not ahead of itself).
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -177,5 +179,71 @@ async fn answers_name_the_fields_used_and_flag_a_profile_beyond_training() {
         let v = predict(&state, kind, json!({ "profile": { "num_gpus": 1 } })).await;
         let used = v["profile_fields_used"].as_array().unwrap();
         assert!(!used.is_empty(), "{kind}: {v}");
+    }
+}
+
+/// The queue-wait and failure answers' own fields.
+fn wait_or_failure_of(v: &Value) -> Value {
+    let keys = [
+        "model_version",
+        "seconds",
+        "lower",
+        "upper",
+        "coverage",
+        "risk_group",
+        "probability",
+        "model",
+        "calibration",
+    ];
+    keys.iter().map(|k| (k.to_string(), v[k].clone())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_wait_and_failure_by_job_id_and_by_profile_agree_at_its_submit() {
+    let (state, _dir) = service(true);
+    let history = &mira()[TRAIN_JOBS..TRAIN_JOBS + 300];
+    ingest(&state, &trace_events_with_starts(history)).await;
+    let job = &mira()[TRAIN_JOBS + 300];
+    let at = state.online().now() + 60.0;
+    let submit = json!({
+        "type": "job_submitted", "job_id": "asked", "at": at,
+        "profile": profile_json(job),
+    });
+    let (st, v) = call(&state, "POST", "/v1/events", Some(submit), true).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, view) = call(&state, "GET", "/v1/jobs/asked", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{view}");
+    for (kind, stored) in [
+        ("queue-wait", "queue_wait_at_submit"),
+        ("failure", "failure_at_submit"),
+    ] {
+        let at_submit = wait_or_failure_of(&view["job"][stored]);
+        assert!(at_submit["model_version"].is_u64(), "{kind}: {view}");
+        let ways = [
+            (
+                "by job_id",
+                predict(&state, kind, json!({ "job_id": "asked" })).await,
+            ),
+            (
+                "by profile at its submit",
+                predict(
+                    &state,
+                    kind,
+                    json!({ "profile": profile_json(job), "at": at }),
+                )
+                .await,
+            ),
+            (
+                "by profile, no at",
+                predict(&state, kind, json!({ "profile": profile_json(job) })).await,
+            ),
+        ];
+        for (name, v) in &ways {
+            assert_eq!(
+                wait_or_failure_of(v),
+                at_submit,
+                "{kind} {name} differs from {stored}"
+            );
+        }
     }
 }
