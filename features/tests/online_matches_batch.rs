@@ -88,100 +88,120 @@ fn mira_online_replay_equals_batch() {
     assert_same(&batch, &online, schema.len(), &names);
 }
 
-/// Right after a job's submit, the read that leaves its own submit out gives the features it
-/// was answered with at its submit, whether asked by its handle or for a job submitted at
-/// that instant (which does not see the submits at that instant); the plain read does not.
-#[test]
-fn the_read_before_a_submit_gives_the_features_at_submit() {
-    let jobs = philly_jobs(20_000);
-    let schema = FeatureSchema::for_jobs(&jobs);
-    let d = schema.len();
+/// The reads a feature state offers around a submit (the runtime's and the failure one's).
+trait SubmitReads {
+    fn len(&self) -> usize;
+    fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]);
+    fn submit(&mut self, job: &JobRecord) -> JobHandle;
+    fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]);
+    fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]);
+    fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64);
+}
+
+impl SubmitReads for FeatureState {
+    fn len(&self) -> usize {
+        self.schema().len()
+    }
+    fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]) {
+        self.features_for(job, at, out).unwrap();
+    }
+    fn submit(&mut self, job: &JobRecord) -> JobHandle {
+        self.observe_submit(job)
+    }
+    fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]) {
+        self.features_before(job, at, own, out).unwrap();
+    }
+    fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]) {
+        self.features_at(job, at, out).unwrap();
+    }
+    fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64) {
+        self.observe_finish(h, at, job.duration.unwrap(), job.status)
+            .unwrap();
+    }
+}
+
+impl SubmitReads for FailureFeatureState {
+    fn len(&self) -> usize {
+        self.schema().len()
+    }
+    fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]) {
+        self.features_for(job, at, out).unwrap();
+    }
+    fn submit(&mut self, job: &JobRecord) -> JobHandle {
+        self.observe_submit(job)
+    }
+    fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]) {
+        self.features_before(job, at, own, out).unwrap();
+    }
+    fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]) {
+        self.features_at(job, at, out).unwrap();
+    }
+    fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64) {
+        self.observe_finish(h, at, job.duration, job.status)
+            .unwrap();
+    }
+}
+
+/// Replays `jobs` through `state`: right after each submit, the read that leaves the job's
+/// own submit out gives the features it was answered with at its submit, whether asked by
+/// its handle or for a job submitted at that instant (which does not see the submits at
+/// that instant); the plain read (which keeps its own submit) differs for every job.
+fn assert_read_before_equals_at_submit(jobs: &[JobRecord], mut state: impl SubmitReads) {
+    let d = state.len();
     let mut submits_at = std::collections::HashMap::new();
-    for j in &jobs {
+    for j in jobs {
         *submits_at.entry(j.submit_time.to_bits()).or_insert(0) += 1;
     }
-    let mut state = FeatureState::new(schema.clone());
     let mut handles: Vec<Option<JobHandle>> = vec![None; jobs.len()];
     let (mut want, mut got, mut plain) = (vec![0f32; d], vec![0f32; d], vec![0f32; d]);
     let (mut compared, mut plain_differs) = (0, 0);
     let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-    for ev in TraceEvent::of_trace(&jobs) {
+    for ev in TraceEvent::of_trace(jobs) {
         match ev {
             TraceEvent::Submit { index, at } => {
                 let job = &jobs[index];
-                state.features_for(job, at, &mut want).unwrap();
-                let h = state.observe_submit(job);
+                state.at_submit(job, at, &mut want);
+                let h = state.submit(job);
                 handles[index] = Some(h);
                 // jobs sharing their submit instant see each other at submit: not compared
                 if submits_at[&at.to_bits()] > 1 {
                     continue;
                 }
-                state.features_before(job, at, Some(h), &mut got).unwrap();
+                state.before(job, at, Some(h), &mut got);
                 assert!(same(&want, &got), "job {index} by its handle");
-                state.features_before(job, at, None, &mut got).unwrap();
+                state.before(job, at, None, &mut got);
                 assert!(same(&want, &got), "job {index} as a profile at {at}");
-                state.features_at(job, at, &mut plain).unwrap();
+                state.plain(job, at, &mut plain);
                 plain_differs += usize::from(!same(&want, &plain));
                 compared += 1;
             }
             TraceEvent::Finish { index, at } => {
-                let j = &jobs[index];
                 let h = handles[index].expect("finish after submit");
-                state
-                    .observe_finish(h, at, j.duration.unwrap(), j.status)
-                    .unwrap();
+                state.finish(h, &jobs[index], at);
             }
         }
     }
-    assert!(compared > jobs.len() / 2, "{compared}");
+    assert!(compared > jobs.len() / 2, "{compared} of {}", jobs.len());
     // the read that keeps the job's own submit differs for every job (its own submit is
     // at least in the cluster-wide history)
     assert_eq!(plain_differs, compared);
 }
 
-/// The failure features' read before a submit gives the features at submit too (the
-/// failure histories' hour counts of submits leave out the job's own and those at its
-/// instant), on the bundled openb pods (they carry outcomes); the plain read does not.
+#[test]
+fn the_read_before_a_submit_gives_the_features_at_submit() {
+    let jobs = philly_jobs(20_000);
+    let schema = FeatureSchema::for_jobs(&jobs);
+    assert_read_before_equals_at_submit(&jobs, FeatureState::new(schema));
+}
+
+/// The same for the failure features (their hour counts of submits leave out the job's own
+/// and those at its instant), on the bundled openb pods (they carry outcomes).
 #[test]
 fn the_failure_read_before_a_submit_gives_the_features_at_submit() {
     let (table, _) = Dataset::Openb.load(&ReadOptions::default()).unwrap();
     let jobs: Vec<JobRecord> = table.to_records().unwrap();
-    let schema = FailureSchema::for_jobs(&jobs);
-    let d = schema.len();
-    let mut submits_at = std::collections::HashMap::new();
-    for j in &jobs {
-        *submits_at.entry(j.submit_time.to_bits()).or_insert(0) += 1;
-    }
-    let mut state = FailureFeatureState::new(schema);
-    let mut handles: Vec<Option<JobHandle>> = vec![None; jobs.len()];
-    let (mut want, mut got, mut plain) = (vec![0f32; d], vec![0f32; d], vec![0f32; d]);
-    let (mut compared, mut plain_differs) = (0, 0);
-    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-    for ev in TraceEvent::of_trace(&jobs) {
-        match ev {
-            TraceEvent::Submit { index, at } => {
-                let job = &jobs[index];
-                state.features_for(job, at, &mut want).unwrap();
-                let h = state.observe_submit(job);
-                handles[index] = Some(h);
-                if submits_at[&at.to_bits()] > 1 {
-                    continue;
-                }
-                state.features_before(job, at, Some(h), &mut got).unwrap();
-                assert!(same(&want, &got), "job {index} by its handle");
-                state.features_before(job, at, None, &mut got).unwrap();
-                assert!(same(&want, &got), "job {index} as a profile at {at}");
-                state.features_at(job, at, &mut plain).unwrap();
-                plain_differs += usize::from(!same(&want, &plain));
-                compared += 1;
-            }
-            TraceEvent::Finish { index, at } => {
-                let j = &jobs[index];
-                let h = handles[index].expect("finish after submit");
-                state.observe_finish(h, at, j.duration, j.status).unwrap();
-            }
-        }
-    }
-    assert!(compared > jobs.len() / 2, "{compared} of {}", jobs.len());
-    assert_eq!(plain_differs, compared);
+    assert_read_before_equals_at_submit(
+        &jobs,
+        FailureFeatureState::new(FailureSchema::for_jobs(&jobs)),
+    );
 }
