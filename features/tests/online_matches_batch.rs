@@ -98,49 +98,40 @@ trait SubmitReads {
     fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64);
 }
 
-impl SubmitReads for FeatureState {
-    fn len(&self) -> usize {
-        self.schema().len()
-    }
-    fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]) {
-        self.features_for(job, at, out).unwrap();
-    }
-    fn submit(&mut self, job: &JobRecord) -> JobHandle {
-        self.observe_submit(job)
-    }
-    fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]) {
-        self.features_before(job, at, own, out).unwrap();
-    }
-    fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]) {
-        self.features_at(job, at, out).unwrap();
-    }
-    fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64) {
-        self.observe_finish(h, at, job.duration.unwrap(), job.status)
-            .unwrap();
-    }
+/// Implements [`SubmitReads`] for a state whose methods share the names; `$finish` applies
+/// a job's end (the two states take its duration differently).
+macro_rules! submit_reads {
+    ($state:ty, $finish:expr) => {
+        impl SubmitReads for $state {
+            fn len(&self) -> usize {
+                self.schema().len()
+            }
+            fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]) {
+                self.features_for(job, at, out).unwrap();
+            }
+            fn submit(&mut self, job: &JobRecord) -> JobHandle {
+                self.observe_submit(job)
+            }
+            fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]) {
+                self.features_before(job, at, own, out).unwrap();
+            }
+            fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]) {
+                self.features_at(job, at, out).unwrap();
+            }
+            fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64) {
+                let finish: fn(&mut $state, JobHandle, &JobRecord, f64) = $finish;
+                finish(self, h, job, at);
+            }
+        }
+    };
 }
 
-impl SubmitReads for FailureFeatureState {
-    fn len(&self) -> usize {
-        self.schema().len()
-    }
-    fn at_submit(&mut self, job: &JobRecord, at: f64, out: &mut [f32]) {
-        self.features_for(job, at, out).unwrap();
-    }
-    fn submit(&mut self, job: &JobRecord) -> JobHandle {
-        self.observe_submit(job)
-    }
-    fn before(&self, job: &JobRecord, at: f64, own: Option<JobHandle>, out: &mut [f32]) {
-        self.features_before(job, at, own, out).unwrap();
-    }
-    fn plain(&self, job: &JobRecord, at: f64, out: &mut [f32]) {
-        self.features_at(job, at, out).unwrap();
-    }
-    fn finish(&mut self, h: JobHandle, job: &JobRecord, at: f64) {
-        self.observe_finish(h, at, job.duration, job.status)
-            .unwrap();
-    }
-}
+submit_reads!(FeatureState, |s, h, job, at| s
+    .observe_finish(h, at, job.duration.unwrap(), job.status)
+    .unwrap());
+submit_reads!(FailureFeatureState, |s, h, job, at| s
+    .observe_finish(h, at, job.duration, job.status)
+    .unwrap());
 
 /// Replays `jobs` through `state`: right after each submit, the read that leaves the job's
 /// own submit out gives the features it was answered with at its submit, whether asked by

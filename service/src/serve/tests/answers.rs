@@ -22,17 +22,15 @@ async fn runtime(state: &AppState, job: Value) -> Value {
     predict(state, "runtime", job).await
 }
 
-/// The runtime answer's own fields (a predict answer also names the fields used).
-fn answer_of(v: &Value) -> Value {
-    let keys = [
-        "model_version",
-        "seconds",
-        "lower",
-        "upper",
-        "coverage",
-        "interval",
-    ];
+/// The fields `keys` of an answer (a predict answer also names the fields used).
+fn fields(v: &Value, keys: &[&str]) -> Value {
     keys.iter().map(|k| (k.to_string(), v[k].clone())).collect()
+}
+
+/// The runtime answer's own fields.
+fn answer_of(v: &Value) -> Value {
+    let keys = ["model_version", "seconds", "lower", "upper", "coverage"];
+    fields(v, &[&keys[..], &["interval"]].concat())
 }
 
 /// Some history, so the job's features see its group's past jobs; returns the service and
@@ -184,18 +182,9 @@ async fn answers_name_the_fields_used_and_flag_a_profile_beyond_training() {
 
 /// The queue-wait and failure answers' own fields.
 fn wait_or_failure_of(v: &Value) -> Value {
-    let keys = [
-        "model_version",
-        "seconds",
-        "lower",
-        "upper",
-        "coverage",
-        "risk_group",
-        "probability",
-        "model",
-        "calibration",
-    ];
-    keys.iter().map(|k| (k.to_string(), v[k].clone())).collect()
+    let keys = ["model_version", "seconds", "lower", "upper", "coverage"];
+    let rest = ["risk_group", "probability", "model", "calibration"];
+    fields(v, &[&keys[..], &rest[..]].concat())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
