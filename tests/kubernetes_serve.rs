@@ -6,6 +6,8 @@
 //! as the simulator's: `/v1/cluster` and `/v1/autoscaler/decisions` describe the fake cluster
 //! and `POST /v1/autoscaler/pause` stops its patches.
 
+mod common;
+
 use augur_kube_fake as kubernetes_fake;
 
 use std::io::{Read, Write};
@@ -13,10 +15,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::{wait_for, DATA};
 use kubernetes_fake::*;
 use serde_json::{json, Value};
-
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/data");
 
 struct Server(Child);
 
@@ -67,17 +68,6 @@ fn request_with_body(
     let (head, body) = text.split_once("\r\n\r\n")?;
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, body.to_string()))
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Two 8-GPU nodes; elastic job `a` [2, 8] running 2 workers for 6 h (predicted 20 h); job

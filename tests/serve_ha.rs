@@ -11,11 +11,11 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use augur_kube_fake::*;
 use common::postgres::TestPostgres;
-use common::{free_addr, http, json_of, DATA};
+use common::{free_addr, http, json_of, wait_for, DATA};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "ha-test-token-0123456789";
@@ -42,17 +42,6 @@ fn now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn get(addr: SocketAddr, path: &str) -> Option<Value> {

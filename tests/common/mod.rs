@@ -115,11 +115,20 @@ pub fn get_json(addr: SocketAddr, path: &str) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }
 
-/// Polls `ok` every 200 ms until it holds; panics after `limit`, naming `what`.
+/// Polls `ok` every 100 ms until it holds; panics after `limit`, naming `what`.
 pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
+    wait_for(what, limit.as_secs().max(1), || ok().then_some(()));
+}
+
+/// Polls `f` every 100 ms until it gives a value and returns it; panics after `secs`
+/// seconds, naming `what`.
+pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
