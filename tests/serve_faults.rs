@@ -24,35 +24,13 @@ const TOKEN: &str = "fault-suite-token-0123456789";
 /// model served).
 fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
     let addr = free_addr();
-    let mut cmd = augur();
-    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-        .arg(data_dir)
-        .args([
-            "--trees",
-            "10",
-            "--bootstrap-limit",
-            "3000",
-            "--backend",
-            "none",
-        ])
-        .env("AUGUR_SERVE_TOKEN", TOKEN)
-        .env("AUGUR_LOG", "warn")
-        .current_dir(data_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = common::serve_none(addr, data_dir);
+    cmd.env("AUGUR_SERVE_TOKEN", TOKEN);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().expect("start augur serve");
-    let server = Server {
-        child,
-        addr,
-        data: None,
-    };
-    common::wait_until(Duration::from_secs(600), "the runtime model", || {
-        matches!(http(addr, "GET", "/readyz", None, None), Ok((200, _)))
-    });
+    let server = Server::spawn(cmd, addr);
+    server.wait_ready();
     server
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{augur, free_addr, http, json_of, Server};
@@ -19,41 +19,12 @@ const T0: f64 = 1_735_689_600.0;
 
 fn start(data_dir: &Path) -> Server {
     let addr = free_addr();
-    let child = augur()
-        .args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-        .arg(data_dir)
-        .args([
-            "--trees",
-            "10",
-            "--bootstrap-limit",
-            "3000",
-            "--backend",
-            "none",
-        ])
-        .args(["--retention-days", "2"])
+    let mut cmd = common::serve_none(addr, data_dir);
+    cmd.args(["--retention-days", "2"])
         .env("AUGUR_SERVE_TOKEN", TOKEN)
         .env("AUGUR_SERVE_RETRAIN_EVERY_JOBS", "0")
-        .env("AUGUR_SERVE_COMPACTION_INTERVAL", "1")
-        .env("AUGUR_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start augur serve");
-    Server {
-        child,
-        addr,
-        data: None,
-    }
-}
-
-fn wait_ready(server: &Server) {
-    common::wait_until(Duration::from_secs(600), "/readyz 200", || {
-        matches!(
-            http(server.addr, "GET", "/readyz", None, None),
-            Ok((200, _))
-        )
-    });
+        .env("AUGUR_SERVE_COMPACTION_INTERVAL", "1");
+    Server::spawn(cmd, addr)
 }
 
 /// Job `i`: submitted at minute `i`, started 30 s later, finished after 10–50 minutes.
@@ -110,7 +81,7 @@ fn all_seqs(server: &Server) -> Vec<i64> {
 fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
-    wait_ready(&server);
+    server.wait_ready();
     // ingest in time order, 3,000 events a request
     let all: Vec<serde_json::Value> = (0..JOBS).flat_map(events).collect();
     let mut ordered = all.clone();
@@ -168,7 +139,7 @@ fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     let v = json_of(&body);
     assert_eq!(v["checks"][0]["name"], "loading", "{body}");
     println!("/readyz while starting: {body}");
-    wait_ready(&server);
+    server.wait_ready();
     println!("restart to /readyz: {:.2} s", t.elapsed().as_secs_f64());
     assert_eq!(all_seqs(&server), (1..=total).collect::<Vec<_>>());
     // the next event gets the next number

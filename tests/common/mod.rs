@@ -9,7 +9,8 @@ pub mod postgres;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -45,6 +46,42 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `augur serve --backend none` at `addr` over `data_dir` (its working folder too), with the
+/// bundled first-start training kept small (10 trees, 3,000 jobs) and quiet (`AUGUR_LOG=warn`,
+/// no output kept); the caller adds flags and environment, then [`Server::spawn`]s it.
+pub fn serve_none(addr: SocketAddr, data_dir: &Path) -> Command {
+    let mut cmd = augur();
+    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
+        .arg(data_dir)
+        .args(["--trees", "10", "--bootstrap-limit", "3000"])
+        .args(["--backend", "none"])
+        .env("AUGUR_LOG", "warn")
+        .current_dir(data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+impl Server {
+    /// Starts `cmd`, the server listening at `addr`.
+    pub fn spawn(mut cmd: Command, addr: SocketAddr) -> Server {
+        let child = cmd.spawn().expect("start augur serve");
+        Server {
+            child,
+            addr,
+            data: None,
+        }
+    }
+
+    /// Waits (10 minutes at most: first-start training) until `/readyz` answers 200.
+    pub fn wait_ready(&self) {
+        wait_until(Duration::from_secs(600), "/readyz 200", || {
+            matches!(http(self.addr, "GET", "/readyz", None, None), Ok((200, _)))
+        });
     }
 }
 
