@@ -559,6 +559,19 @@ pub(crate) fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// The next commit group: the first request to arrive and every one waiting behind it, up
+/// to [`GROUP_MAX`]; `None` once every sender is gone.
+fn next_group<T>(rx: &mpsc::Receiver<T>) -> Option<Vec<T>> {
+    let mut group = vec![rx.recv().ok()?];
+    while group.len() < GROUP_MAX {
+        match rx.try_recv() {
+            Ok(r) => group.push(r),
+            Err(_) => break,
+        }
+    }
+    Some(group)
+}
+
 fn writer_loop(
     mut conn: Connection,
     path: PathBuf,
@@ -566,14 +579,7 @@ fn writer_loop(
     mut on_commit: OnCommit,
     mut high_water: HighWater,
 ) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < GROUP_MAX {
-            match rx.try_recv() {
-                Ok(r) => group.push(r),
-                Err(_) => break,
-            }
-        }
+    while let Some(group) = next_group(&rx) {
         let received_at = now_unix();
         match write_group(&mut conn, &group, received_at, &mut on_commit) {
             Ok(seqs) => {

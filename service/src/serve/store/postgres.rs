@@ -43,7 +43,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use tokio::sync::oneshot;
 
-use super::{now_unix, OnCommit, PredictionRecord, StoredEvent, GROUP_MAX};
+use super::{next_group, now_unix, OnCommit, PredictionRecord, StoredEvent};
 use crate::serve::events::Event;
 
 /// Longest wait of the tail thread between two reads when no notification arrives.
@@ -620,14 +620,7 @@ impl PgStore {
 }
 
 fn writer_loop(mut conn: Conn, rx: mpsc::Receiver<WriteRequest>, applier: &Mutex<Applier>) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < GROUP_MAX {
-            match rx.try_recv() {
-                Ok(r) => group.push(r),
-                Err(_) => break,
-            }
-        }
+    while let Some(group) = next_group(&rx) {
         match conn.with(|c, u| write_group(c, u, &group, applier)) {
             Ok(seqs) => {
                 // applied (with the events of other replicas committed before) before the
