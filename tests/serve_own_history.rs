@@ -156,8 +156,7 @@ fn serve_trains_on_its_own_history_file_and_keeps_its_models_honest() {
     let b = runtime_now(addr, json!({ "profile": big }), token);
     let s = runtime_now(addr, json!({ "profile": small }), token);
     assert_ne!(b["seconds"], s["seconds"], "4096 nodes {b}, 128 nodes {s}");
-    // and so do their queue-wait bounds (the median of both is still 600 s on this history:
-    // the point model gives every Mira job 600 s, a defect not fixed yet)
+    // and so do their queue-wait estimates and bounds
     let wait = |p: &Value| {
         let (st, v) = post(
             addr,
@@ -169,6 +168,10 @@ fn serve_trains_on_its_own_history_file_and_keeps_its_models_honest() {
         v["prediction"].clone()
     };
     let (bw, sw) = (wait(&big), wait(&small));
+    assert_ne!(
+        bw["seconds"], sw["seconds"],
+        "4096 nodes {bw}, 128 nodes {sw}"
+    );
     assert_ne!(bw["upper"], sw["upper"], "4096 nodes {bw}, 128 nodes {sw}");
 
     // a poor history (230 jobs, so under 50 held-out test jobs): the retrain keeps the

@@ -58,7 +58,9 @@ pub use evaluate::{
     QueueWaitSplit, WaitEvalRow, WaitMetrics,
 };
 pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline};
-pub use predictor::{QueueWaitPrediction, QueueWaitPredictor, ShortWait, WaitTarget};
+pub use predictor::{
+    QueueWaitPrediction, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget,
+};
 pub use replay::{infer_capacity, replay_queue_features};
 pub use state::{
     QueueError, QueueEvent, QueueJob, QueueState, ResourceKind, SimRuntime, QUEUE_FEATURES,

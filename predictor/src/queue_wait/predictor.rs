@@ -47,9 +47,9 @@ pub struct QueueWaitPredictor {
     pub coverage: f64,
     /// Optional short-wait override: a log-odds model of "the wait is within 600 s of
     /// `short.seconds`"; when its probability reaches `short.threshold`, the point estimate
-    /// is `short.seconds` (or the median model's, when lower). `short.seconds` is the centre
-    /// of the ±600 s window holding the most training waits (600 s when most jobs start at
-    /// once: the window then catches every wait up to 1,200 s).
+    /// is the job's own wait inside that window ([`ShortWait::inside`]). `short.seconds` is
+    /// the centre of the ±600 s window holding the most training waits (600 s when most
+    /// jobs start at once: the window then catches every wait up to 1,200 s).
     pub short: Option<ShortWait>,
     /// The risk-split bound that replaces `upper_offset` when present (artifacts saved
     /// before it have none and keep the single conformal offset).
@@ -61,21 +61,100 @@ pub struct QueueWaitPredictor {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShortWait {
     pub model: AnyModel,
-    /// The wait predicted for jobs classified short (typical short wait of the fit period).
+    /// The centre of the short window (typical short wait of the fit period).
     pub seconds: f64,
     /// Probability threshold, chosen on the validation slice.
     pub threshold: f64,
+    /// The job's own wait inside the window. Artifacts saved before it have none: their
+    /// jobs classified short get `seconds` (or the median model's estimate, when lower).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<ShortWaitInside>,
+}
+
+/// Models of the waits inside the short window, fitted on the fit period's jobs whose wait
+/// fell in it: their conditional median and an upper quantile, in seconds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShortWaitInside {
+    pub median: AnyModel,
+    pub upper: AnyModel,
+    /// The quantile `upper` estimates.
+    pub upper_quantile: f64,
+}
+
+/// What the override needs of one job: the classifier's log-odds and, with
+/// [`ShortWaitInside`], its median and upper-quantile outputs (seconds).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ShortOutputs {
+    pub log_odds: f64,
+    pub median: f64,
+    pub upper: f64,
 }
 
 impl ShortWait {
-    pub(super) fn apply(&self, point_s: f64, log_odds: f64) -> f64 {
-        if sigmoid(log_odds) >= self.threshold {
-            self.seconds.min(point_s)
-        } else {
-            point_s
+    /// The point estimate of a job whose median model says `point_s`.
+    pub(super) fn apply(&self, point_s: f64, o: ShortOutputs) -> f64 {
+        if sigmoid(o.log_odds) < self.threshold {
+            return point_s;
+        }
+        match self.inside {
+            Some(_) => self.inside(o.median, o.upper),
+            None => self.seconds.min(point_s),
         }
     }
+
+    /// The wait of a job classified short: the conditional median of the window's waits,
+    /// raised until the ±600 s window around the estimate reaches the job's upper quantile
+    /// (so a job whose short waits spread wide keeps most of them within 600 s), and kept
+    /// inside the window, at most its centre (which holds the whole window). Not finite
+    /// model outputs fall back to the centre.
+    pub(super) fn inside(&self, median: f64, upper: f64) -> f64 {
+        let lo = (self.seconds - SHORT).max(0.0);
+        let v = median.max(upper - SHORT);
+        if v.is_finite() {
+            v.clamp(lo, self.seconds.max(lo))
+        } else {
+            self.seconds
+        }
+    }
+
+    /// The outputs of the override's models on one row.
+    pub(super) fn outputs_row(&self, row: &[f32]) -> ShortOutputs {
+        let (median, upper) = match &self.inside {
+            Some(m) => (m.median.predict_row(row), m.upper.predict_row(row)),
+            None => (f64::NAN, f64::NAN),
+        };
+        ShortOutputs {
+            log_odds: self.model.predict_row(row),
+            median,
+            upper,
+        }
+    }
+
+    /// The outputs of the override's models on every row of `x`.
+    pub(super) fn outputs(&self, x: &Matrix) -> Result<Vec<ShortOutputs>, PredictorError> {
+        let n = x.rows();
+        let mut c = vec![0.0; n];
+        self.model.predict_into(x, &mut c)?;
+        let mut m = vec![f64::NAN; n];
+        let mut u = vec![f64::NAN; n];
+        if let Some(inside) = &self.inside {
+            inside.median.predict_into(x, &mut m)?;
+            inside.upper.predict_into(x, &mut u)?;
+        }
+        Ok(c.into_iter()
+            .zip(m)
+            .zip(u)
+            .map(|((log_odds, median), upper)| ShortOutputs {
+                log_odds,
+                median,
+                upper,
+            })
+            .collect())
+    }
 }
+
+/// Half-width of the "within 600 s" window the short-wait override aims at.
+pub(super) const SHORT: f64 = 600.0;
 
 impl QueueWaitPredictor {
     /// Number of features in a row.
@@ -227,7 +306,7 @@ impl QueueWaitPredictor {
     fn point_row(&self, row: &[f32]) -> f64 {
         let mut p = self.point_target.to_seconds(self.point.predict_row(row));
         if let Some(s) = &self.short {
-            p = s.apply(p, s.model.predict_row(row));
+            p = s.apply(p, s.outputs_row(row));
         }
         p
     }
@@ -258,19 +337,18 @@ impl QueueWaitPredictor {
         let mut u = vec![0.0; x.rows()];
         self.point.predict_into(x, &mut p)?;
         self.upper.predict_into(x, &mut u)?;
-        let mut c = vec![0.0; x.rows()];
-        if let Some(s) = &self.short {
-            s.model.predict_into(x, &mut c)?;
-        }
+        let short = match &self.short {
+            Some(s) => Some((s, s.outputs(x)?)),
+            None => None,
+        };
         let scores = self.risk_scores(x)?;
         Ok(p.into_iter()
             .zip(u)
-            .zip(c)
             .enumerate()
-            .map(|(i, ((p, u), c))| {
+            .map(|(i, (p, u))| {
                 let mut p = self.point_target.to_seconds(p);
-                if let Some(s) = &self.short {
-                    p = s.apply(p, c);
+                if let Some((s, o)) = &short {
+                    p = s.apply(p, o[i]);
                 }
                 match (&self.risk, &scores) {
                     (Some(r), Some(sc)) => {

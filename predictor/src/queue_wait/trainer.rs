@@ -8,7 +8,7 @@ use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
 use super::data::QueueWaitData;
-use super::predictor::{QueueWaitPredictor, ShortWait, WaitTarget};
+use super::predictor::{QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget, SHORT};
 use crate::calibration::conformal_offset;
 use crate::feature_rows::gather;
 use crate::metrics::regression::wait_errors;
@@ -36,7 +36,8 @@ pub struct QueueWaitTrainer {
     pub capacity_quantile: f64,
     /// Train the short-wait override ([`ShortWait`]): its threshold is the probability with
     /// the most validation waits within 600 s among those whose validation MAE stays within
-    /// `1 + short_mae_slack` of the median model's alone (None: no override).
+    /// `1 + short_mae_slack` of the median model's alone (None: no override). The jobs it
+    /// classifies short get their own wait inside the window ([`ShortWait::inside`]).
     pub short_mae_slack: Option<f64>,
     /// Step of the online adaptive bound ([`crate::calibration::AdaptiveBound`]), in
     /// ln(1 + s) units.
@@ -162,7 +163,7 @@ impl QueueWaitTrainer {
             Some(slack) if !val_rows.is_empty() => {
                 let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
                 let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-                self.fit_short(&fm, &fit_w, &vx, &val_w, d, &point, slack)?
+                self.fit_short(&fx, &fit_w, &vx, &val_w, d, &point, slack)?
             }
             _ => None,
         };
@@ -207,11 +208,12 @@ impl QueueWaitTrainer {
         Ok(conformal_offset(&scores, self.coverage).unwrap_or(0.0))
     }
 
-    /// Fits the short-wait classifier and picks its threshold on the validation slice.
+    /// Fits the short-wait classifier and the models of the waits inside its window, and
+    /// picks its threshold on the validation slice.
     #[allow(clippy::too_many_arguments)]
     fn fit_short(
         &self,
-        fm: &Matrix,
+        fx: &[f32],
         fit_w: &[f64],
         vx: &[f32],
         val_w: &[f64],
@@ -234,11 +236,12 @@ impl QueueWaitTrainer {
         if most < 20 {
             return Ok(None);
         }
+        let fm = Matrix::new(fx, fit_w.len(), d)?;
         let label: Vec<f64> = fit_w
             .iter()
             .map(|&w| f64::from(u8::from((w - seconds).abs() <= SHORT)))
             .collect();
-        let train = TrainSet::new(*fm, &label, None)?;
+        let train = TrainSet::new(fm, &label, None)?;
         let val_label: Vec<f64> = val_w
             .iter()
             .map(|&w| f64::from(u8::from((w - seconds).abs() <= SHORT)))
@@ -255,14 +258,20 @@ impl QueueWaitTrainer {
                 y: &val_label,
             }),
         )?);
+        let inside = self.fit_inside(fx, fit_w, vx, val_w, d, seconds)?;
         let mut vp = vec![0.0; val_w.len()];
         point.predict_into(&vm, &mut vp)?;
         let vp: Vec<f64> = vp
             .into_iter()
             .map(|v| self.point_target.to_seconds(v).max(0.0))
             .collect();
-        let mut vc = vec![0.0; val_w.len()];
-        model.predict_into(&vm, &mut vc)?;
+        let outputs = ShortWait {
+            model: model.clone(),
+            seconds,
+            threshold: 0.0,
+            inside: Some(inside.clone()),
+        }
+        .outputs(&vm)?;
         let (base_mae, _, base_w600) = wait_errors(&vp, val_w);
         // the threshold with the most validation waits within 600 s whose MAE stays within
         // the slack of the median model's alone
@@ -273,11 +282,12 @@ impl QueueWaitTrainer {
                 model: model.clone(),
                 seconds,
                 threshold,
+                inside: Some(inside.clone()),
             };
             let p: Vec<f64> = vp
                 .iter()
-                .zip(&vc)
-                .map(|(&p, &c)| cand.apply(p, c))
+                .zip(&outputs)
+                .map(|(&p, &o)| cand.apply(p, o))
                 .collect();
             let (mae, _, w600) = wait_errors(&p, val_w);
             if mae <= base_mae * (1.0 + slack)
@@ -289,7 +299,123 @@ impl QueueWaitTrainer {
         }
         Ok(best.map(|(_, s)| s))
     }
+
+    /// The median and upper-quantile models of the waits inside the short window centred
+    /// on `seconds`, fitted on the fit period's jobs whose wait fell in it (early-stopped on
+    /// the validation jobs whose wait did, when there are any).
+    fn fit_inside(
+        &self,
+        fx: &[f32],
+        fit_w: &[f64],
+        vx: &[f32],
+        val_w: &[f64],
+        d: usize,
+        seconds: f64,
+    ) -> Result<ShortWaitInside, PredictorError> {
+        let inside = |w: &[f64]| -> Vec<usize> {
+            (0..w.len())
+                .filter(|&i| (w[i] - seconds).abs() <= SHORT)
+                .collect()
+        };
+        let (fi, vi) = (inside(fit_w), inside(val_w));
+        let sfx = gather(fx, d, &fi);
+        let sfy: Vec<f64> = fi.iter().map(|&i| fit_w[i]).collect();
+        let svx = gather(vx, d, &vi);
+        let svy: Vec<f64> = vi.iter().map(|&i| val_w[i]).collect();
+        let train = TrainSet::new(Matrix::new(&sfx, fi.len(), d)?, &sfy, None)?;
+        let fit = |objective: Objective| -> Result<AnyModel, PredictorError> {
+            let valid = if vi.is_empty() {
+                None
+            } else {
+                Some(Validation {
+                    x: Matrix::new(&svx, vi.len(), d)?,
+                    y: &svy,
+                })
+            };
+            let params = GbdtParams {
+                objective,
+                ..self.point.clone()
+            };
+            Ok(AnyModel::Gbdt(params.fit_with_validation(&train, valid)?))
+        };
+        Ok(ShortWaitInside {
+            median: fit(Objective::L1)?,
+            upper: fit(Objective::Quantile {
+                alpha: INSIDE_UPPER_QUANTILE,
+            })?,
+            upper_quantile: INSIDE_UPPER_QUANTILE,
+        })
+    }
 }
 
-/// Half-width of the "within 600 s" window the short-wait override aims at.
-const SHORT: f64 = 600.0;
+/// The quantile of the short window's waits that a short job's estimate keeps within
+/// 600 s ([`ShortWait::inside`]).
+const INSIDE_UPPER_QUANTILE: f64 = 0.9;
+
+#[cfg(test)]
+mod tests {
+    use augur_datasets::bundled::Dataset;
+    use augur_datasets::ReadOptions;
+    use augur_numeric::sigmoid;
+
+    use super::*;
+    use crate::queue_wait::QueueWaitSplit;
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+
+    /// On Mira's training period the point estimate answers per job: the jobs the
+    /// short-wait override classifies short do not all get the window's centre, and jobs of
+    /// 4,096 nodes and more get longer estimates than jobs of 512 nodes and fewer.
+    #[test]
+    fn mira_point_estimate_varies_with_the_job() {
+        let (table, _) = Dataset::Mira.load(&ReadOptions::default()).unwrap();
+        let jobs = table.to_records().unwrap();
+        let trainer = QueueWaitTrainer::default().with_trees(150);
+        let split = QueueWaitSplit::build(&jobs, &trainer).unwrap();
+        let predictor = trainer.train(&split.data, &split.train_rows).unwrap();
+        let short = predictor.short.as_ref().expect("a short-wait override");
+        let rows = &split.train_rows;
+        let d = split.data.n_features;
+        let x = gather(&split.data.x, d, rows);
+        let m = Matrix::new(&x, rows.len(), d).unwrap();
+        let pred = predictor.predict_batch(&m).unwrap();
+        let outputs = short.outputs(&m).unwrap();
+
+        let classified: Vec<f64> = pred
+            .iter()
+            .zip(&outputs)
+            .filter(|(_, o)| sigmoid(o.log_odds) >= short.threshold)
+            .map(|(p, _)| p.seconds)
+            .collect();
+        assert!(classified.len() > rows.len() / 4, "{}", classified.len());
+        let at_centre = classified.iter().filter(|&&s| s == short.seconds).count();
+        assert!(
+            at_centre < classified.len() / 2,
+            "{at_centre} of {} at {} s",
+            classified.len(),
+            short.seconds
+        );
+        let mut distinct = classified.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert!(distinct.len() > 100, "{} distinct", distinct.len());
+
+        let by_size = |keep: &dyn Fn(f64) -> bool| -> Vec<f64> {
+            rows.iter()
+                .zip(&pred)
+                .filter(|(&r, _)| jobs[r].num_nodes.is_some_and(keep))
+                .map(|(_, p)| p.seconds)
+                .collect()
+        };
+        let (large, small) = (by_size(&|n| n >= 4096.0), by_size(&|n| n <= 512.0));
+        assert!(large.len() > 100 && small.len() > 100);
+        let (ml, ms) = (median(large), median(small));
+        assert!(
+            ml > 2.0 * ms,
+            "median estimate {ml} s (≥ 4,096 nodes) vs {ms} s (≤ 512)"
+        );
+    }
+}
