@@ -218,7 +218,7 @@ impl FailureSchema {
 }
 
 /// The failure history of one key.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct FailHistory {
     n_labelled: u64,
     n_failed: u64,
@@ -286,14 +286,15 @@ impl FailHistory {
 }
 
 /// A submitted, unfinished job: its runtime-state handle and failure keys.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pending {
     base: JobHandle,
     keys: Vec<(usize, u64)>,
 }
 
 /// The runtime [`FeatureState`] plus per-key failure histories, fed by the same events.
-#[derive(Debug, Clone)]
+/// Serialisable like [`FeatureState`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureFeatureState {
     schema: FailureSchema,
     base: FeatureState,
