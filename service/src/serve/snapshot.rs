@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,8 @@ pub struct Snapshots {
     setting: OnceLock<Setting>,
     /// One write at a time; (last_seq, models) of the last one written or loaded.
     written: Mutex<Option<(i64, BTreeMap<String, ModelStamp>)>>,
+    /// Its last_seq, readable without waiting for a write in progress.
+    written_seq: AtomicI64,
 }
 
 impl Snapshots {
@@ -136,6 +139,7 @@ impl Snapshots {
             dir: data_dir.join("snapshot"),
             setting: OnceLock::new(),
             written: Mutex::new(None),
+            written_seq: AtomicI64::new(0),
         }
     }
 
@@ -144,9 +148,14 @@ impl Snapshots {
         self.dir.join(FILE)
     }
 
-    /// The last event of the last snapshot written or loaded.
-    pub fn last_seq(&self) -> Option<i64> {
-        lock(&self.written).as_ref().map(|(s, _)| *s)
+    /// The last event of the last snapshot written or loaded (0: none).
+    pub fn last_seq(&self) -> i64 {
+        self.written_seq.load(Ordering::SeqCst)
+    }
+
+    fn remember(&self, last_seq: i64, models: BTreeMap<String, ModelStamp>) {
+        *lock(&self.written) = Some((last_seq, models));
+        self.written_seq.store(last_seq, Ordering::SeqCst);
     }
 }
 
@@ -347,6 +356,7 @@ fn write_inner(state: &AppState, snaps: &Snapshots) -> Result<Written, SnapshotE
     drop(body);
     write_atomic(&snaps.dir, FILE, &bytes)?;
     *written = Some((last_seq, models));
+    snaps.written_seq.store(last_seq, Ordering::SeqCst);
     Ok(Written::Written {
         last_seq,
         bytes: bytes.len() as u64,
@@ -504,7 +514,7 @@ fn load_inner(
     }
     match online.restore_state(body) {
         Ok(()) => {
-            *lock(&snaps.written) = Some((header.last_seq, header.models));
+            snaps.remember(header.last_seq, header.models);
             tracing::info!(path = %shown, last_seq = header.last_seq, jobs = online.jobs.len(), "snapshot of the online state loaded: replaying the events after it");
             LoadOutcome::Loaded
         }
@@ -558,7 +568,7 @@ pub fn spawn(state: AppState) {
                 return;
             }
             let last = state.online().last_seq;
-            let saved = state.ext.snapshots.last_seq().unwrap_or(0);
+            let saved = state.ext.snapshots.last_seq();
             let new = u64::try_from(last - saved).unwrap_or(0);
             let by_events = every_events > 0 && new >= every_events;
             let by_time =
