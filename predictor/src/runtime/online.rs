@@ -340,6 +340,38 @@ mod tests {
     }
 
     #[test]
+    fn a_saved_state_is_restored_onto_its_model_only() {
+        let (model, jobs, _) = fixture();
+        let mut online = Arc::clone(&model).online(3);
+        for (at, i, kind) in events(&jobs[..200]) {
+            online.observe(&event(&jobs, i, kind, at));
+        }
+        let q = JobQuery {
+            job: &jobs[300],
+            at: jobs[300].submit_time,
+        };
+        let restored = Arc::clone(&model)
+            .online_from(3, online.state().clone())
+            .unwrap();
+        assert_eq!(restored.predict(&q).unwrap(), online.predict(&q).unwrap());
+        let mut other = (*model).clone();
+        other.schema.version += 1;
+        let err = Arc::new(other)
+            .online_from(3, online.state().clone())
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PredictorError::StateMismatch {
+                    what: "feature schema",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn without_calibration_residuals_the_static_interval_is_served() {
         let (model, jobs, _) = fixture();
         let mut bare = (*model).clone();
