@@ -1,7 +1,9 @@
 //! Bounded growth of `augur serve`, on the real binary: during a restart `/healthz` answers
 //! while `/readyz` says what is loading; finished jobs past the retention window leave
 //! memory with a clear 404; compaction moves their events to the archive, `GET /v1/events`
-//! still returns every event in order and `augur store check` verifies the archive.
+//! still returns every event in order and `augur store check` verifies the archive; a clean
+//! stop writes a snapshot of the online state that the next start loads, answering as
+//! before.
 
 mod common;
 
@@ -121,13 +123,72 @@ fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     let archive = dir.path().join("archive").join("manifest.json");
     common::wait_until(Duration::from_secs(60), "a compaction", || archive.exists());
     assert_eq!(all_seqs(&server), (1..=total).collect::<Vec<_>>());
+    // a held job's answer (without `now`, the wall clock) and a prediction by profile
+    let answers = |server: &Server| {
+        let last = format!("/v1/jobs/g-{}", JOBS - 1);
+        let probe = r#"{"job": {"profile": {"num_gpus": 2, "user": "u3"}}}"#;
+        [
+            http(server.addr, "GET", &last, None, None).unwrap(),
+            http(
+                server.addr,
+                "POST",
+                "/v1/predict/runtime",
+                Some(probe),
+                None,
+            )
+            .unwrap(),
+        ]
+        .map(|(st, body)| {
+            let mut v = json_of(&body);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("now");
+            }
+            (st, v)
+        })
+    };
+    let before = answers(&server);
+    assert!(before.iter().all(|(st, _)| *st == 200), "{before:?}");
+    // the first start's training ends with the convergence and DAG models: a stop before
+    // that leaves a snapshot built without them, which the next start (serving them) refuses
+    common::wait_until(Duration::from_secs(900), "the first-start training", || {
+        http(server.addr, "GET", "/v1/models", None, None).is_ok_and(|(_, b)| {
+            let v = json_of(&b);
+            v["serving"]["convergence"].is_u64() && v["serving"]["dag"].is_u64()
+        })
+    });
     stop(server);
+
+    // the clean stop wrote a snapshot; the next start loads it and answers the same
+    let snapshot = dir.path().join("snapshot").join("online.bin");
+    assert!(snapshot.exists(), "no snapshot at the clean stop");
+    let t = Instant::now();
+    let server = start(dir.path());
+    server.wait_ready();
+    println!(
+        "restart from the snapshot to /readyz: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let (_, metrics) = http(server.addr, "GET", "/metrics", None, None).unwrap();
+    let loads: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("augur_snapshot_loads_total"))
+        .collect();
+    assert_eq!(
+        loads,
+        [r#"augur_snapshot_loads_total{outcome="loaded"} 1"#],
+        "{metrics}"
+    );
+    assert_eq!(answers(&server), before);
+    assert_eq!(all_seqs(&server), (1..=total).collect::<Vec<_>>());
+    stop(server);
+    // without it, the start replays the whole log (below)
+    std::fs::remove_file(&snapshot).unwrap();
 
     let (sound, out) = store_check(dir.path());
     assert!(sound, "{out}");
     assert!(out.contains("archive"), "{out}");
 
-    // the restart: /healthz answers at once, /readyz says what is loading
+    // the restart without a snapshot: /healthz answers at once, /readyz says what is loading
     let t = Instant::now();
     let server = start(dir.path());
     while http(server.addr, "GET", "/healthz", None, None).is_err() {
@@ -141,6 +202,17 @@ fn restart_answers_health_while_loading_and_compaction_keeps_every_event() {
     println!("/readyz while starting: {body}");
     server.wait_ready();
     println!("restart to /readyz: {:.2} s", t.elapsed().as_secs_f64());
+    let (_, metrics) = http(server.addr, "GET", "/metrics", None, None).unwrap();
+    assert!(
+        metrics.contains(r#"augur_snapshot_loads_total{outcome="absent"} 1"#),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("augur_snapshot"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(answers(&server), before);
     assert_eq!(all_seqs(&server), (1..=total).collect::<Vec<_>>());
     // the next event gets the next number
     let body =

@@ -218,7 +218,7 @@ impl FailureSchema {
 }
 
 /// The failure history of one key.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct FailHistory {
     n_labelled: u64,
     n_failed: u64,
@@ -300,7 +300,7 @@ struct SubmitsLeftOut {
 }
 
 /// A submitted, unfinished job: its runtime-state handle and failure keys.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pending {
     base: JobHandle,
     keys: Vec<(usize, u64)>,
@@ -308,7 +308,8 @@ struct Pending {
 }
 
 /// The runtime [`FeatureState`] plus per-key failure histories, fed by the same events.
-#[derive(Debug, Clone)]
+/// Serialisable like [`FeatureState`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureFeatureState {
     schema: FailureSchema,
     base: FeatureState,

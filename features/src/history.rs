@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use augur_numeric::median_sorted_f32;
+use serde::{Deserialize, Serialize};
 
 use crate::schema::{PER_KEY_FEATURES, RATIO_FEATURES};
 
@@ -26,7 +27,7 @@ pub(crate) fn order_key(t: f64) -> i64 {
 }
 
 /// The history of one key.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub(crate) struct History {
     /// ln(duration) of the last [`KEEP`] finished jobs, oldest first.
     pub recent: VecDeque<f32>,

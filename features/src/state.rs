@@ -4,16 +4,17 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use augur_datasets::{JobRecord, JobStatus};
+use serde::{Deserialize, Serialize};
 
 use crate::history::{order_key, History, LeaveOut};
 use crate::schema::{FeatureSchema, STATIC_FEATURES};
 use crate::FeatureError;
 
 /// Identifies a submitted, unfinished job inside a [`FeatureState`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobHandle(pub u64);
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Unfinished {
     submit: f64,
     /// ln(requested wall time), when the job has one.
@@ -23,8 +24,9 @@ struct Unfinished {
 }
 
 /// Everything the features of the next job depend on: per-key histories of finished jobs,
-/// recent submissions and unfinished jobs. Fed by events in time order.
-#[derive(Debug, Clone)]
+/// recent submissions and unfinished jobs. Fed by events in time order. Serialisable (a
+/// service's snapshot of its online state), schema included.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FeatureState {
     schema: FeatureSchema,
     histories: Vec<HashMap<u64, History>>,

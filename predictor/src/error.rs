@@ -52,6 +52,13 @@ pub enum PredictorError {
     /// for a curve fit).
     #[error("cannot estimate convergence: {0}")]
     NoConvergenceEvidence(String),
+    /// A saved online state does not fit the model it was to be restored onto (its feature
+    /// schema or its queue capacity differs: it was built with another model).
+    #[error("the saved {kind} online state was built for another model ({what} differs)")]
+    StateMismatch {
+        kind: &'static str,
+        what: &'static str,
+    },
     /// An online state was asked about a job none of its events named.
     #[error("no job `{job_id}` has been ingested")]
     UnknownJob { job_id: String },

@@ -62,27 +62,28 @@ pub use calibration::{
 pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{
     evaluate_convergence, score_convergence, train_and_evaluate_convergence, ConvergenceAnswer,
-    ConvergenceData, ConvergenceEvaluation, ConvergenceOnline, ConvergencePrediction,
-    ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext, MetricPoint,
+    ConvergenceData, ConvergenceEvaluation, ConvergenceOnline, ConvergenceOnlineState,
+    ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext,
+    MetricPoint,
 };
 pub use dag::{DagAnswer, DagOnline, DagPredictor, DagTrainer};
 pub use error::PredictorError;
 pub use evaluation::{Evaluation, MethodRow};
 pub use failure::{
     evaluate_failure, score_failure, train_and_evaluate_failure, Calibrator, FailureAnswer,
-    FailureData, FailureEvaluation, FailureModel, FailureOnline, FailurePrediction,
-    FailurePredictor, FailureTrainer,
+    FailureData, FailureEvaluation, FailureModel, FailureOnline, FailureOnlineState,
+    FailurePrediction, FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{
     evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueError, QueueEvent,
     QueueJob, QueueState, QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline,
-    QueueWaitPrediction, QueueWaitPredictor, QueueWaitSplit, QueueWaitTrainer, WaitEvalRow,
-    WaitMetrics,
+    QueueWaitOnlineState, QueueWaitPrediction, QueueWaitPredictor, QueueWaitSplit,
+    QueueWaitTrainer, WaitEvalRow, WaitMetrics,
 };
 pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
     evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
     BaseMargin, EvalRow, MethodPredictions, RuntimeAnswer, RuntimeEvaluation, RuntimeMember,
-    RuntimeMetrics, RuntimeOnline, RuntimePrediction, RuntimePredictor, RuntimeSplit,
-    RuntimeTrainer,
+    RuntimeMetrics, RuntimeOnline, RuntimeOnlineState, RuntimePrediction, RuntimePredictor,
+    RuntimeSplit, RuntimeTrainer,
 };

@@ -377,7 +377,7 @@ fn online_state_answers_at_submit_as_the_batch_features_predict() {
         assert_eq!(asked.unwrap(), issued, "job {i}");
         let want = p.predict_row(&x[i * d..(i + 1) * d], &mut scratch);
         assert_eq!(issued.probability, want.probability, "job {i}");
-        assert_eq!(online.issued(&jobs[i].job_id), Some(&issued));
+        assert_eq!(online.issued(&jobs[i].job_id), Some(issued));
         assert_eq!(issued.model_version, 7);
         assert_eq!(issued.model, p.served.name());
         assert!(["platt", "isotonic"].contains(&issued.calibration));

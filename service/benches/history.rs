@@ -13,7 +13,9 @@
 //!
 //! Reported: resident memory (after ingest, peak), ingest rate, `POST /v1/predict/runtime`
 //! latency before and after the history, retrain time and the server's peak memory during it,
-//! restart time to `/healthz` and `/readyz` after a clean stop, and `augur store check`.
+//! restart time to `/healthz` and `/readyz` after a clean stop (the stop writes a snapshot of
+//! the online state, the start loads it and replays the tail; the server's snapshot log
+//! lines show its size and the time to write it), and `augur store check`.
 //!
 //! ```text
 //! cargo bench -p augur --bench history -- [--jobs 1000000] [--conns 4] [--batch 2000]
@@ -254,7 +256,7 @@ fn start(dir: &std::path::Path, addr: SocketAddr, args: &Args) -> Server {
                 .map(|t| vec!["--trees".to_string(), t.to_string()])
                 .unwrap_or_default(),
         )
-        .env("AUGUR_LOG", "warn")
+        .env("AUGUR_LOG", "warn,augur::serve::snapshot=info")
         .env("AUGUR_SERVE_RETRAIN_EVERY_JOBS", "0")
         .env(
             "AUGUR_SERVE_COMPACTION_INTERVAL",
@@ -412,6 +414,11 @@ fn main() {
     let (_, loading) = get(addr, "/readyz").unwrap_or_default();
     let readyz = t.elapsed().as_secs_f64() + wait_for(addr, "/readyz", 200, 3600.0);
     let (rss_restart, _) = rss_mib(server.child.id());
+    let (_, metrics) = get(addr, "/metrics").unwrap_or_default();
+    let snapshot_metrics: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("augur_snapshot_loads_total") && !l.ends_with(" 0"))
+        .collect();
     stop(server);
     let du = |p: &str| {
         Command::new("du")
@@ -447,10 +454,15 @@ fn main() {
         "  /readyz while loading: {}",
         loading.chars().take(300).collect::<String>()
     );
+    println!("  snapshot at restart: {}", snapshot_metrics.join(", "));
+    let snapshot_bytes = std::fs::metadata(dir.join("snapshot").join("online.bin"))
+        .map(|m| m.len())
+        .unwrap_or(0);
     println!(
-        "disk: events.sqlite* {} MiB, archive {} MiB",
+        "disk: events.sqlite* {} MiB, archive {} MiB, snapshot {:.1} MiB",
         du("events.sqlite"),
-        du("archive")
+        du("archive"),
+        snapshot_bytes as f64 / (1024.0 * 1024.0)
     );
     println!(
         "GET /v1/jobs/syn-0 (finished in January): {}",

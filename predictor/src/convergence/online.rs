@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use augur_datasets::JobRecord;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     ConvergenceBasis, ConvergencePrediction, ConvergencePredictor, JobContext, MetricPoint,
@@ -36,7 +36,7 @@ pub struct ConvergenceAnswer {
 }
 
 /// What the state knows of one job.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct JobCurve {
     submitted_at: Option<f64>,
     started_at: Option<f64>,
@@ -54,16 +54,33 @@ struct JobCurve {
 pub struct ConvergenceOnline {
     model: Arc<ConvergencePredictor>,
     model_version: u32,
+    state: ConvergenceOnlineState,
+}
+
+/// What a [`ConvergenceOnline`] learned from the events, without its model: the part a
+/// service's snapshot keeps (restored with [`ConvergencePredictor::online_from`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ConvergenceOnlineState {
     jobs: HashMap<String, JobCurve>,
 }
 
 impl ConvergencePredictor {
     /// A fresh online state serving this predictor as registry version `model_version`.
     pub fn online(self: Arc<Self>, model_version: u32) -> ConvergenceOnline {
+        self.online_from(model_version, ConvergenceOnlineState::default())
+    }
+
+    /// The online state `state` (saved from a state serving this predictor) serving it as
+    /// `model_version` (the curves do not depend on the model).
+    pub fn online_from(
+        self: Arc<Self>,
+        model_version: u32,
+        state: ConvergenceOnlineState,
+    ) -> ConvergenceOnline {
         ConvergenceOnline {
             model: self,
             model_version,
-            jobs: HashMap::new(),
+            state,
         }
     }
 }
@@ -79,6 +96,11 @@ fn context_of(job: &JobRecord) -> JobContext {
 }
 
 impl ConvergenceOnline {
+    /// What it learned from the events (to save; see [`ConvergencePredictor::online_from`]).
+    pub fn state(&self) -> &ConvergenceOnlineState {
+        &self.state
+    }
+
     /// The predictor served.
     pub fn model(&self) -> &Arc<ConvergencePredictor> {
         &self.model
@@ -87,6 +109,7 @@ impl ConvergenceOnline {
     /// The convergence estimate of job `job_id` from what it reported so far.
     pub fn predict_job(&self, job_id: &str) -> Result<ConvergenceAnswer, PredictorError> {
         let job = self
+            .state
             .jobs
             .get(job_id)
             .ok_or_else(|| PredictorError::UnknownJob {
@@ -150,18 +173,18 @@ impl OnlinePredictor for ConvergenceOnline {
     ) -> Option<Result<ConvergenceAnswer, PredictorError>> {
         match *event {
             JobEvent::Submitted { job } => {
-                let state = self.jobs.entry(job.job_id.clone()).or_default();
+                let state = self.state.jobs.entry(job.job_id.clone()).or_default();
                 if state.submitted_at.is_none() {
                     state.submitted_at = Some(job.submit_time);
                     state.context = Some(context_of(job));
                 }
             }
             JobEvent::Started { job_id, at } => {
-                let state = self.jobs.entry(job_id.to_string()).or_default();
+                let state = self.state.jobs.entry(job_id.to_string()).or_default();
                 state.started_at.get_or_insert(at);
             }
             JobEvent::MetricPoints { job_id, points } => {
-                let state = self.jobs.entry(job_id.to_string()).or_default();
+                let state = self.state.jobs.entry(job_id.to_string()).or_default();
                 state.points.extend(points.iter().copied());
                 let excess = state.points.len().saturating_sub(KEEP_POINTS);
                 state.points.drain(..excess);
@@ -179,6 +202,6 @@ impl OnlinePredictor for ConvergenceOnline {
 
     /// The service forgets only finished jobs; this state does not track finishes.
     fn forget(&mut self, job_id: &str) -> bool {
-        self.jobs.remove(job_id).is_some()
+        self.state.jobs.remove(job_id).is_some()
     }
 }

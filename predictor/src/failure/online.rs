@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
 use augur_features::{FailureFeatureState, JobHandle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::svm::with_svm_scratch;
-use super::{FailureModel, FailurePrediction, FailurePredictor};
+use super::{FailureModel, FailurePredictor};
 use crate::calibration::platt::Calibrator;
 use crate::contract::{JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
@@ -29,15 +29,15 @@ pub struct FailureAnswer {
 }
 
 /// What the state knows of one job.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct JobState {
     submitted: bool,
     started_at: Option<f64>,
     finished: bool,
     /// Its submit in the feature state, until its outcome is reported.
     handle: Option<JobHandle>,
-    /// The answer issued at its submit.
-    issued: Option<FailureAnswer>,
+    /// The probability answered at its submit (the rest of the answer is the model's).
+    issued: Option<f64>,
 }
 
 /// The online state of a served [`FailurePredictor`]: its [`FailureFeatureState`] fed by
@@ -49,6 +49,13 @@ struct JobState {
 pub struct FailureOnline {
     model: Arc<FailurePredictor>,
     model_version: u32,
+    state: FailureOnlineState,
+}
+
+/// What a [`FailureOnline`] learned from the events, without its model: the part a
+/// service's snapshot keeps (restored with [`FailurePredictor::online_from`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailureOnlineState {
     features: FailureFeatureState,
     jobs: HashMap<String, JobState>,
 }
@@ -57,11 +64,33 @@ impl FailurePredictor {
     /// A fresh online state serving this predictor as registry version `model_version`.
     pub fn online(self: Arc<Self>, model_version: u32) -> FailureOnline {
         FailureOnline {
-            features: self.new_state(),
+            state: FailureOnlineState {
+                features: self.new_state(),
+                jobs: HashMap::new(),
+            },
             model: self,
             model_version,
-            jobs: HashMap::new(),
         }
+    }
+
+    /// The online state `state` (saved from a state serving this model) serving this
+    /// predictor as `model_version`; refused when its feature schema is not this model's.
+    pub fn online_from(
+        self: Arc<Self>,
+        model_version: u32,
+        state: FailureOnlineState,
+    ) -> Result<FailureOnline, PredictorError> {
+        if state.features.schema() != &self.schema {
+            return Err(PredictorError::StateMismatch {
+                kind: "failure",
+                what: "feature schema",
+            });
+        }
+        Ok(FailureOnline {
+            model: self,
+            model_version,
+            state,
+        })
     }
 }
 
@@ -71,12 +100,18 @@ impl FailureOnline {
         &self.model
     }
 
-    /// The answer issued at the submit of `job_id`, if it was submitted and answered.
-    pub fn issued(&self, job_id: &str) -> Option<&FailureAnswer> {
-        self.jobs.get(job_id)?.issued.as_ref()
+    /// What it learned from the events (to save; see [`FailurePredictor::online_from`]).
+    pub fn state(&self) -> &FailureOnlineState {
+        &self.state
     }
 
-    fn answer(&self, p: FailurePrediction) -> FailureAnswer {
+    /// The answer issued at the submit of `job_id`, if it was submitted and answered.
+    pub fn issued(&self, job_id: &str) -> Option<FailureAnswer> {
+        let probability = self.state.jobs.get(job_id)?.issued?;
+        Some(self.answer(probability))
+    }
+
+    fn answer(&self, probability: f64) -> FailureAnswer {
         let (gbdt, svm) = self.model.calibrators();
         let calibration = match self.model.served {
             FailureModel::Gbdt => gbdt,
@@ -84,7 +119,7 @@ impl FailureOnline {
         };
         FailureAnswer {
             model_version: self.model_version,
-            probability: p.probability,
+            probability,
             model: self.model.served.name(),
             calibration: match calibration {
                 Calibrator::Platt { .. } => "platt",
@@ -94,24 +129,31 @@ impl FailureOnline {
     }
 
     fn on_submit(&mut self, job: &JobRecord) -> Option<Result<FailureAnswer, PredictorError>> {
-        if self.jobs.get(&job.job_id).is_some_and(|j| j.submitted) {
+        if self
+            .state
+            .jobs
+            .get(&job.job_id)
+            .is_some_and(|j| j.submitted)
+        {
             return None;
         }
         let answer = with_row_buffer(self.model.schema.len(), |row| {
-            self.features.features_for(job, job.submit_time, row)?;
+            self.state
+                .features
+                .features_for(job, job.submit_time, row)?;
             let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
-            Ok(self.answer(p))
+            Ok(self.answer(p.probability))
         });
-        let handle = self.features.observe_submit(job);
-        let state = self.jobs.entry(job.job_id.clone()).or_default();
+        let handle = self.state.features.observe_submit(job);
+        let state = self.state.jobs.entry(job.job_id.clone()).or_default();
         state.submitted = true;
         state.handle = Some(handle);
-        state.issued = answer.as_ref().ok().copied();
+        state.issued = answer.as_ref().ok().map(|a| a.probability);
         Some(answer)
     }
 
     fn on_finish(&mut self, job_id: &str, at: f64, status: JobStatus, duration: Option<f64>) {
-        let state = self.jobs.entry(job_id.to_string()).or_default();
+        let state = self.state.jobs.entry(job_id.to_string()).or_default();
         if state.finished {
             return;
         }
@@ -119,7 +161,7 @@ impl FailureOnline {
         let ran = duration.or_else(|| state.started_at.map(|s| (at - s).max(0.0)));
         if let Some(h) = state.handle.take() {
             // the handle was issued by this state at the job's submit and is finished once
-            let _ = self.features.observe_finish(h, at, ran, status);
+            let _ = self.state.features.observe_finish(h, at, ran, status);
         }
     }
 }
@@ -131,7 +173,7 @@ impl OnlinePredictor for FailureOnline {
         match *event {
             JobEvent::Submitted { job } => self.on_submit(job),
             JobEvent::Started { job_id, at } => {
-                let state = self.jobs.entry(job_id.to_string()).or_default();
+                let state = self.state.jobs.entry(job_id.to_string()).or_default();
                 state.started_at.get_or_insert(at);
                 None
             }
@@ -149,19 +191,24 @@ impl OnlinePredictor for FailureOnline {
     }
 
     fn predict(&self, query: &JobQuery<'_>) -> Result<FailureAnswer, PredictorError> {
-        let own = self.jobs.get(&query.job.job_id).and_then(|j| j.handle);
+        let own = self
+            .state
+            .jobs
+            .get(&query.job.job_id)
+            .and_then(|j| j.handle);
         with_row_buffer(self.model.schema.len(), |row| {
-            self.features
+            self.state
+                .features
                 .features_before(query.job, query.at, own, row)?;
             let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
-            Ok(self.answer(p))
+            Ok(self.answer(p.probability))
         })
     }
 
     fn forget(&mut self, job_id: &str) -> bool {
-        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+        if !self.state.jobs.get(job_id).is_some_and(|j| j.finished) {
             return false;
         }
-        self.jobs.remove(job_id).is_some()
+        self.state.jobs.remove(job_id).is_some()
     }
 }

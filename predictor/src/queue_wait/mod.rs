@@ -57,7 +57,7 @@ pub use evaluate::{
     evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueWaitEvaluation,
     QueueWaitSplit, WaitEvalRow, WaitMetrics,
 };
-pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline};
+pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline, QueueWaitOnlineState};
 pub use predictor::{
     QueueWaitPrediction, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget,
 };

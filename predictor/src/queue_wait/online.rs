@@ -46,7 +46,7 @@ pub struct QueueWaitAnswer {
 }
 
 /// What the state knows of one job.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct WaitJob {
     /// Its id in the queue state (in order of first mention).
     num: u64,
@@ -54,9 +54,18 @@ struct WaitJob {
     started_at: Option<f64>,
     finished: bool,
     handle: Option<JobHandle>,
-    issued: Option<QueueWaitAnswer>,
+    /// The bound issued at its submit.
+    issued: Option<IssuedBound>,
     /// Its bound's outcome went to the risk-split state already.
     observed: bool,
+}
+
+/// What the state keeps of a bound issued at a submit: its outcome is a hit or a miss of
+/// its risk group.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct IssuedBound {
+    upper: f64,
+    risk_group: Option<RiskGroup>,
 }
 
 /// See the [module docs](self).
@@ -64,6 +73,13 @@ struct WaitJob {
 pub struct QueueWaitOnline {
     model: Arc<QueueWaitPredictor>,
     model_version: u32,
+    state: QueueWaitOnlineState,
+}
+
+/// What a [`QueueWaitOnline`] learned from the events, without its model: the part a
+/// service's snapshot keeps (restored with [`QueueWaitPredictor::online_from`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueWaitOnlineState {
     history: FeatureState,
     queue: QueueState,
     risk: Option<RiskSplitState>,
@@ -85,19 +101,56 @@ impl QueueWaitPredictor {
     /// deployment state), answering as `model_version`.
     pub fn online(self: Arc<Self>, model_version: u32) -> QueueWaitOnline {
         QueueWaitOnline {
-            history: FeatureState::new(self.runtime.schema.clone()),
-            queue: self.new_state(),
-            risk: self.new_risk_state(),
+            state: QueueWaitOnlineState {
+                history: FeatureState::new(self.runtime.schema.clone()),
+                queue: self.new_state(),
+                risk: self.new_risk_state(),
+                deadlines: BinaryHeap::new(),
+                jobs: HashMap::new(),
+                next_num: 0,
+            },
             model: self,
             model_version,
-            deadlines: BinaryHeap::new(),
-            jobs: HashMap::new(),
-            next_num: 0,
         }
+    }
+
+    /// The online state `state` (saved from a state serving this model) serving this
+    /// predictor as `model_version`; refused when its feature schema, queue capacity or
+    /// risk split is not this model's.
+    pub fn online_from(
+        self: Arc<Self>,
+        model_version: u32,
+        state: QueueWaitOnlineState,
+    ) -> Result<QueueWaitOnline, PredictorError> {
+        let what = if state.history.schema() != &self.runtime.schema {
+            Some("feature schema")
+        } else if state.queue.capacity.to_bits() != self.new_state().capacity.to_bits() {
+            Some("queue capacity")
+        } else if state.risk.is_some() != self.risk.is_some() {
+            Some("risk split")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(PredictorError::StateMismatch {
+                kind: "queue_wait",
+                what,
+            });
+        }
+        Ok(QueueWaitOnline {
+            model: self,
+            model_version,
+            state,
+        })
     }
 }
 
 impl QueueWaitOnline {
+    /// What it learned from the events (to save; see [`QueueWaitPredictor::online_from`]).
+    pub fn state(&self) -> &QueueWaitOnlineState {
+        &self.state
+    }
+
     /// The predictor it serves.
     pub fn model(&self) -> &Arc<QueueWaitPredictor> {
         &self.model
@@ -105,12 +158,12 @@ impl QueueWaitOnline {
 
     /// The queue state.
     pub fn queue(&self) -> &QueueState {
-        &self.queue
+        &self.state.queue
     }
 
     /// The risk-split bound's online state (None when the model has no risk split).
     pub fn risk_state(&self) -> Option<&RiskSplitState> {
-        self.risk.as_ref()
+        self.state.risk.as_ref()
     }
 
     fn answer(&self, p: QueueWaitPrediction, calibration: BoundSource) -> QueueWaitAnswer {
@@ -128,20 +181,23 @@ impl QueueWaitOnline {
     }
 
     fn entry(&mut self, job_id: &str) -> &mut WaitJob {
-        let next = &mut self.next_num;
-        self.jobs.entry(job_id.to_string()).or_insert_with(|| {
-            let num = *next;
-            *next += 1;
-            WaitJob {
-                num,
-                submitted_at: None,
-                started_at: None,
-                finished: false,
-                handle: None,
-                issued: None,
-                observed: false,
-            }
-        })
+        let next = &mut self.state.next_num;
+        self.state
+            .jobs
+            .entry(job_id.to_string())
+            .or_insert_with(|| {
+                let num = *next;
+                *next += 1;
+                WaitJob {
+                    num,
+                    submitted_at: None,
+                    started_at: None,
+                    finished: false,
+                    handle: None,
+                    issued: None,
+                    observed: false,
+                }
+            })
     }
 
     /// The answer issued to `job` (queue id `num`) at its submit, from the state before it
@@ -150,8 +206,8 @@ impl QueueWaitOnline {
         let at = job.submit_time;
         let m = Arc::clone(&self.model);
         let (p, calibration, qj) = with_row_buffer(m.n_features(), |row| {
-            let qj = m.features_for(&mut self.history, &self.queue, job, at, row)?;
-            let p = match &mut self.risk {
+            let qj = m.features_for(&mut self.state.history, &self.state.queue, job, at, row)?;
+            let p = match &mut self.state.risk {
                 Some(r) => {
                     let (p, score) = m.predict_row_online(row, r);
                     r.record_submit(score);
@@ -161,17 +217,19 @@ impl QueueWaitOnline {
             };
             Ok::<_, PredictorError>((p.0, p.1, qj))
         })?;
-        if self.risk.is_some() {
-            self.deadlines
+        if self.state.risk.is_some() {
+            self.state
+                .deadlines
                 .push(Reverse((millis(at + p.upper), job.job_id.clone())));
         }
         // a duplicate id cannot reach here (second submits are ignored before)
-        let _ = self.queue.submit(num, qj);
+        let _ = self.state.queue.submit(num, qj);
         Ok(self.answer(p, calibration))
     }
 
     fn on_submit(&mut self, job: &JobRecord) -> Option<Result<QueueWaitAnswer, PredictorError>> {
         if self
+            .state
             .jobs
             .get(&job.job_id)
             .is_some_and(|j| j.submitted_at.is_some())
@@ -181,11 +239,14 @@ impl QueueWaitOnline {
         }
         let num = self.entry(&job.job_id).num;
         let issued = self.issue(job, num);
-        let handle = self.history.observe_submit(job);
+        let handle = self.state.history.observe_submit(job);
         let entry = self.entry(&job.job_id);
         entry.submitted_at = Some(job.submit_time);
         entry.handle = Some(handle);
-        entry.issued = issued.as_ref().ok().copied();
+        entry.issued = issued.as_ref().ok().map(|a| IssuedBound {
+            upper: a.interval.upper,
+            risk_group: a.risk_group,
+        });
         Some(issued)
     }
 
@@ -200,14 +261,14 @@ impl QueueWaitOnline {
         let outcome = match (job.issued, job.submitted_at) {
             (Some(w), Some(sub)) if !job.observed => {
                 job.observed = true;
-                w.risk_group.map(|g| (g, at - sub > w.interval.upper))
+                w.risk_group.map(|g| (g, at - sub > w.upper))
             }
             _ => None,
         };
-        if let (Some((g, miss)), Some(r)) = (outcome, &mut self.risk) {
+        if let (Some((g, miss)), Some(r)) = (outcome, &mut self.state.risk) {
             r.observe(g, miss);
         }
-        let _ = self.queue.start(num, at);
+        let _ = self.state.queue.start(num, at);
     }
 
     fn on_finish(&mut self, job_id: &str, at: f64, status: JobStatus, duration: Option<f64>) {
@@ -220,25 +281,25 @@ impl QueueWaitOnline {
         let (num, handle) = (job.num, job.handle.take());
         if let (Some(d), Some(h)) = (dur, handle) {
             // the handle was issued by this state and is finished once
-            let _ = self.history.observe_finish(h, at, d, status);
+            let _ = self.state.history.observe_finish(h, at, d, status);
         }
-        let _ = self.queue.end(num, at);
+        let _ = self.state.queue.end(num, at);
     }
 
     /// Queued jobs whose risk-split bound ran out before `now` are misses of their group
     /// (strictly before: a job starting exactly at its bound is a hit).
     fn expire_bounds(&mut self, now: f64) {
-        let Some(r) = &mut self.risk else {
+        let Some(r) = &mut self.state.risk else {
             return;
         };
-        while let Some(Reverse((t, _))) = self.deadlines.peek() {
+        while let Some(Reverse((t, _))) = self.state.deadlines.peek() {
             if *t >= millis(now) {
                 break;
             }
-            let Some(Reverse((_, id))) = self.deadlines.pop() else {
+            let Some(Reverse((_, id))) = self.state.deadlines.pop() else {
                 break;
             };
-            if let Some(job) = self.jobs.get_mut(&id) {
+            if let Some(job) = self.state.jobs.get_mut(&id) {
                 if !job.observed && job.started_at.is_none() && !job.finished {
                     job.observed = true;
                     if let Some(g) = job.issued.and_then(|w| w.risk_group) {
@@ -284,13 +345,13 @@ impl OnlinePredictor for QueueWaitOnline {
         // the queue and history as a job submitted at `at` saw them: a job asking about
         // itself is not in its own history nor ahead of itself in the queue, and jobs
         // submitted at `at` or later are not seen (asked at its submit, the answer then)
-        let own = self.jobs.get(&query.job.job_id);
-        let earlier = self.queue.before(query.at, own.map(|j| j.num));
-        let queue = earlier.as_ref().unwrap_or(&self.queue);
+        let own = self.state.jobs.get(&query.job.job_id);
+        let earlier = self.state.queue.before(query.at, own.map(|j| j.num));
+        let queue = earlier.as_ref().unwrap_or(&self.state.queue);
         let handle = own.and_then(|j| j.handle);
         let (p, calibration) = with_row_buffer(m.n_features(), |row| {
-            m.features_before(&self.history, queue, query.job, query.at, handle, row)?;
-            Ok::<_, PredictorError>(match &self.risk {
+            m.features_before(&self.state.history, queue, query.job, query.at, handle, row)?;
+            Ok::<_, PredictorError>(match &self.state.risk {
                 Some(r) => (m.predict_row_online(row, r).0, BoundSource::RiskSplitOnline),
                 None => (m.predict_row(row), BoundSource::StaticConformal),
             })
@@ -299,10 +360,10 @@ impl OnlinePredictor for QueueWaitOnline {
     }
 
     fn forget(&mut self, job_id: &str) -> bool {
-        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+        if !self.state.jobs.get(job_id).is_some_and(|j| j.finished) {
             return false;
         }
-        self.jobs.remove(job_id).is_some()
+        self.state.jobs.remove(job_id).is_some()
     }
 }
 

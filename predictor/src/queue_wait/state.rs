@@ -188,19 +188,19 @@ pub const SIM_PRED_FEATURE: usize = 19;
 /// Index of the median wait of the last 10 started jobs in [`QUEUE_FEATURES`].
 pub const RECENT_WAIT_FEATURE: usize = 22;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Running {
     pub(super) job: QueueJob,
     pub(super) start: f64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Started {
     pub(super) at: f64,
     pub(super) wait: f64,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub(super) struct UserStat {
     pub(super) queued: u32,
     pub(super) running: u32,
@@ -213,7 +213,7 @@ pub(super) const KEEP_WAITS: usize = 64;
 
 /// The cluster's queue at an instant, fed by events in time order. See the
 /// [module docs](super).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueueState {
     pub(super) capacity: f64,
     pub(super) next_seq: u64,
@@ -234,7 +234,7 @@ pub struct QueueState {
 /// Submissions the state remembers for the "similar jobs" features (a little over a day).
 pub(super) const DAY: f64 = 86_400.0;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Submitted {
     pub(super) submit: f64,
     pub(super) id: u64,

@@ -18,6 +18,6 @@ pub use evaluate::{
     evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
     EvalRow, MethodPredictions, RuntimeEvaluation, RuntimeMetrics, RuntimeSplit,
 };
-pub use online::{IntervalSource, RuntimeAnswer, RuntimeOnline};
+pub use online::{IntervalSource, RuntimeAnswer, RuntimeOnline, RuntimeOnlineState};
 pub use predictor::{BaseMargin, RuntimeMember, RuntimePrediction, RuntimePredictor};
 pub use trainer::RuntimeTrainer;

@@ -40,7 +40,7 @@ pub struct RuntimeAnswer {
 }
 
 /// What the state knows of one job.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct RuntimeJob {
     submitted: bool,
     started_at: Option<f64>,
@@ -50,14 +50,21 @@ struct RuntimeJob {
     issued: Option<(f64, (f64, f64))>,
 }
 
+/// What a [`RuntimeOnline`] learned from the events, without its model: the part a
+/// service's snapshot keeps (restored with [`RuntimePredictor::online_from`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RuntimeOnlineState {
+    features: FeatureState,
+    window: ConformalWindow,
+    jobs: HashMap<String, RuntimeJob>,
+}
+
 /// See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RuntimeOnline {
     model: Arc<RuntimePredictor>,
     model_version: u32,
-    features: FeatureState,
-    window: ConformalWindow,
-    jobs: HashMap<String, RuntimeJob>,
+    state: RuntimeOnlineState,
 }
 
 impl RuntimePredictor {
@@ -65,16 +72,43 @@ impl RuntimePredictor {
     /// calibration residuals), answering as `model_version`.
     pub fn online(self: Arc<Self>, model_version: u32) -> RuntimeOnline {
         RuntimeOnline {
-            features: FeatureState::new(self.schema.clone()),
-            window: self.conformal_window(ONLINE_WINDOW),
+            state: RuntimeOnlineState {
+                features: FeatureState::new(self.schema.clone()),
+                window: self.conformal_window(ONLINE_WINDOW),
+                jobs: HashMap::new(),
+            },
             model: self,
             model_version,
-            jobs: HashMap::new(),
         }
+    }
+
+    /// The online state `state` (saved from a state serving this model) serving this
+    /// predictor as `model_version`; refused when its feature schema is not this model's.
+    pub fn online_from(
+        self: Arc<Self>,
+        model_version: u32,
+        state: RuntimeOnlineState,
+    ) -> Result<RuntimeOnline, PredictorError> {
+        if state.features.schema() != &self.schema {
+            return Err(PredictorError::StateMismatch {
+                kind: "runtime",
+                what: "feature schema",
+            });
+        }
+        Ok(RuntimeOnline {
+            model: self,
+            model_version,
+            state,
+        })
     }
 }
 
 impl RuntimeOnline {
+    /// What it learned from the events (to save; see [`RuntimePredictor::online_from`]).
+    pub fn state(&self) -> &RuntimeOnlineState {
+        &self.state
+    }
+
     /// The predictor it serves.
     pub fn model(&self) -> &Arc<RuntimePredictor> {
         &self.model
@@ -82,7 +116,7 @@ impl RuntimeOnline {
 
     /// The online conformal window.
     pub fn window(&self) -> &ConformalWindow {
-        &self.window
+        &self.state.window
     }
 
     fn answer(&self, log: f64, offsets: Option<(f64, f64)>) -> RuntimeAnswer {
@@ -107,22 +141,27 @@ impl RuntimeOnline {
     fn issue(&mut self, job: &JobRecord) -> Result<(RuntimeAnswer, (f64, f64)), PredictorError> {
         let at = job.submit_time;
         let log = with_row_buffer(self.model.schema.len(), |row| {
-            self.features.features_for(job, at, row)?;
+            self.state.features.features_for(job, at, row)?;
             Ok::<_, PredictorError>(self.model.predict_log(row))
         })?;
-        let offsets = self.window.offsets();
+        let offsets = self.state.window.offsets();
         let answer = self.answer(log, offsets);
         Ok((answer, offsets.unwrap_or(self.model.interval_log)))
     }
 
     fn on_submit(&mut self, job: &JobRecord) -> Option<Result<RuntimeAnswer, PredictorError>> {
-        if self.jobs.get(&job.job_id).is_some_and(|j| j.submitted) {
+        if self
+            .state
+            .jobs
+            .get(&job.job_id)
+            .is_some_and(|j| j.submitted)
+        {
             // a second submit of the same job is ignored
             return None;
         }
         let issued = self.issue(job);
-        let handle = self.features.observe_submit(job);
-        let entry = self.jobs.entry(job.job_id.clone()).or_default();
+        let handle = self.state.features.observe_submit(job);
+        let entry = self.state.jobs.entry(job.job_id.clone()).or_default();
         entry.submitted = true;
         entry.handle = Some(handle);
         entry.issued = issued.as_ref().ok().map(|(a, o)| (a.seconds, *o));
@@ -130,7 +169,7 @@ impl RuntimeOnline {
     }
 
     fn on_finish(&mut self, job_id: &str, at: f64, status: JobStatus, duration: Option<f64>) {
-        let job = self.jobs.entry(job_id.to_string()).or_default();
+        let job = self.state.jobs.entry(job_id.to_string()).or_default();
         if job.finished {
             return;
         }
@@ -142,11 +181,11 @@ impl RuntimeOnline {
         };
         if let Some(h) = handle {
             // the handle was issued by this state and is finished once
-            let _ = self.features.observe_finish(h, at, d, status);
+            let _ = self.state.features.observe_finish(h, at, d, status);
         }
         if let Some((seconds, offsets)) = issued {
             let resid = clamp_duration(d).ln() - seconds.ln();
-            self.window.observe_outcome(resid, Some(offsets));
+            self.state.window.observe_outcome(resid, Some(offsets));
         }
     }
 }
@@ -162,7 +201,7 @@ impl OnlinePredictor for RuntimeOnline {
         match *event {
             JobEvent::Submitted { job } => return self.on_submit(job),
             JobEvent::Started { job_id, at } => {
-                let job = self.jobs.entry(job_id.to_string()).or_default();
+                let job = self.state.jobs.entry(job_id.to_string()).or_default();
                 if job.started_at.is_none() {
                     job.started_at = Some(at);
                 }
@@ -183,20 +222,25 @@ impl OnlinePredictor for RuntimeOnline {
     /// so is the job's own submit when this state holds it unfinished. Asked at a job's
     /// submit time with nothing ingested since, that is the answer issued at its submit.
     fn predict(&self, query: &JobQuery<'_>) -> Result<RuntimeAnswer, PredictorError> {
-        let own = self.jobs.get(&query.job.job_id).and_then(|j| j.handle);
+        let own = self
+            .state
+            .jobs
+            .get(&query.job.job_id)
+            .and_then(|j| j.handle);
         let log = with_row_buffer(self.model.schema.len(), |row| {
-            self.features
+            self.state
+                .features
                 .features_before(query.job, query.at, own, row)?;
             Ok::<_, PredictorError>(self.model.predict_log(row))
         })?;
-        Ok(self.answer(log, self.window.current_offsets()))
+        Ok(self.answer(log, self.state.window.current_offsets()))
     }
 
     fn forget(&mut self, job_id: &str) -> bool {
-        if !self.jobs.get(job_id).is_some_and(|j| j.finished) {
+        if !self.state.jobs.get(job_id).is_some_and(|j| j.finished) {
             return false;
         }
-        self.jobs.remove(job_id).is_some()
+        self.state.jobs.remove(job_id).is_some()
     }
 }
 
@@ -292,6 +336,38 @@ mod tests {
         assert_eq!(
             (online.window().len(), online.window().alpha()),
             (len, alpha)
+        );
+    }
+
+    #[test]
+    fn a_saved_state_is_restored_onto_its_model_only() {
+        let (model, jobs, _) = fixture();
+        let mut online = Arc::clone(&model).online(3);
+        for (at, i, kind) in events(&jobs[..200]) {
+            online.observe(&event(&jobs, i, kind, at));
+        }
+        let q = JobQuery {
+            job: &jobs[300],
+            at: jobs[300].submit_time,
+        };
+        let restored = Arc::clone(&model)
+            .online_from(3, online.state().clone())
+            .unwrap();
+        assert_eq!(restored.predict(&q).unwrap(), online.predict(&q).unwrap());
+        let mut other = (*model).clone();
+        other.schema.version += 1;
+        let err = Arc::new(other)
+            .online_from(3, online.state().clone())
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PredictorError::StateMismatch {
+                    what: "feature schema",
+                    ..
+                }
+            ),
+            "{err}"
         );
     }
 

@@ -34,6 +34,8 @@
 //! | `retention_days` | `AUGUR_SERVE_RETENTION_DAYS` | `--retention-days` | 30 (0 = keep every job) |
 //! | `retrain_max_jobs` | `AUGUR_SERVE_RETRAIN_MAX_JOBS` | — | 200000 |
 //! | `compaction_interval_secs` | `AUGUR_SERVE_COMPACTION_INTERVAL` | — | 3600 (0 = off) |
+//! | `snapshot_interval_secs` | `AUGUR_SERVE_SNAPSHOT_INTERVAL` | — | 600 (0 = only at stop and after a model swap) |
+//! | `snapshot_every_events` | `AUGUR_SERVE_SNAPSHOT_EVERY_EVENTS` | — | 500000 (0 = by time only) |
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -119,6 +121,12 @@ pub struct ServeConfig {
     pub retrain_max_jobs: usize,
     /// Seconds between two compactions of the store (0 = never).
     pub compaction_interval_secs: f64,
+    /// Seconds between two snapshots of the online state while events arrive (0 = only at a
+    /// clean stop and after a model swap); see [`super::snapshot`].
+    pub snapshot_interval_secs: f64,
+    /// A snapshot is also written once this many events arrived since the last one (0 =
+    /// by time only).
+    pub snapshot_every_events: u64,
 }
 
 /// `prediction_workers` by default: one core is left to the async workers (health,
@@ -218,6 +226,8 @@ impl Default for ServeConfig {
             retention_days: 30.0,
             retrain_max_jobs: 200_000,
             compaction_interval_secs: 3600.0,
+            snapshot_interval_secs: 600.0,
+            snapshot_every_events: 500_000,
         }
     }
 }
@@ -254,6 +264,8 @@ pub struct PartialConfig {
     pub retention_days: Option<f64>,
     pub retrain_max_jobs: Option<usize>,
     pub compaction_interval_secs: Option<f64>,
+    pub snapshot_interval_secs: Option<f64>,
+    pub snapshot_every_events: Option<u64>,
 }
 
 impl PartialConfig {
@@ -329,6 +341,8 @@ impl PartialConfig {
             retention_days: parse(env, "AUGUR_SERVE_RETENTION_DAYS")?,
             retrain_max_jobs: parse(env, "AUGUR_SERVE_RETRAIN_MAX_JOBS")?,
             compaction_interval_secs: parse(env, "AUGUR_SERVE_COMPACTION_INTERVAL")?,
+            snapshot_interval_secs: parse(env, "AUGUR_SERVE_SNAPSHOT_INTERVAL")?,
+            snapshot_every_events: parse(env, "AUGUR_SERVE_SNAPSHOT_EVERY_EVENTS")?,
         })
     }
 
@@ -371,6 +385,8 @@ impl PartialConfig {
             compaction_interval_secs: later
                 .compaction_interval_secs
                 .or(self.compaction_interval_secs),
+            snapshot_interval_secs: later.snapshot_interval_secs.or(self.snapshot_interval_secs),
+            snapshot_every_events: later.snapshot_every_events.or(self.snapshot_every_events),
         }
     }
 
@@ -418,6 +434,12 @@ impl PartialConfig {
             compaction_interval_secs: self
                 .compaction_interval_secs
                 .unwrap_or(d.compaction_interval_secs),
+            snapshot_interval_secs: self
+                .snapshot_interval_secs
+                .unwrap_or(d.snapshot_interval_secs),
+            snapshot_every_events: self
+                .snapshot_every_events
+                .unwrap_or(d.snapshot_every_events),
         };
         for (key, v) in [
             ("header_read_timeout_secs", cfg.header_read_timeout_secs),
@@ -454,6 +476,12 @@ impl PartialConfig {
             anyhow::bail!(
                 "compaction_interval_secs must be 0 (off) or more, got {}",
                 cfg.compaction_interval_secs
+            );
+        }
+        if !(cfg.snapshot_interval_secs.is_finite() && cfg.snapshot_interval_secs >= 0.0) {
+            anyhow::bail!(
+                "snapshot_interval_secs must be 0 (off) or more, got {}",
+                cfg.snapshot_interval_secs
             );
         }
         if !(cfg.slurm_poll_seconds.is_finite()

@@ -15,6 +15,10 @@
 //! | `augur_cluster_queue_length` | gauge | (queued jobs) |
 //! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
 //! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
+//! | `augur_snapshot_loads_total` | counter | `outcome` (`loaded`, `damaged`, `stale`, `absent`; see [`super::snapshot`]) |
+//! | `augur_snapshot_writes_total` | counter | `outcome` (`written`, `skipped`, `failed`) |
+//! | `augur_snapshot_bytes`, `augur_snapshot_last_seq` | gauge | (the latest snapshot written) |
+//! | `augur_snapshot_write_seconds` | histogram | `phase` (`encode`: under the shared lock; `write`: off it) |
 //! | `augur_build_info` | gauge (1) | `version` |
 //! | `process_*` | the standard process metrics ([`super::process_metrics`]) |
 //!
@@ -80,6 +84,16 @@ struct ActionLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -207,6 +221,11 @@ pub struct Metrics {
     cluster: ClusterGauges,
     live_tick: Histogram,
     backend_up: Family<BackendLabels, Gauge>,
+    snapshot_loads: Family<OutcomeLabels, Counter>,
+    snapshot_writes: Family<OutcomeLabels, Counter>,
+    snapshot_bytes: Gauge,
+    snapshot_last_seq: Gauge,
+    snapshot_seconds: HistogramFamily<PhaseLabels>,
     rolling: Mutex<HashMap<String, Rolling>>,
 }
 
@@ -303,6 +322,36 @@ impl Metrics {
                 "Whether the cluster backend serves the controller (1) or is down (0)",
                 Family::<BackendLabels, Gauge>::default(),
             ),
+            snapshot_loads: registered(
+                r,
+                "snapshot_loads",
+                "Start-ups by what became of the online-state snapshot: loaded (only the tail of the log replayed), damaged, stale (other models, retention or log), absent",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            snapshot_writes: registered(
+                r,
+                "snapshot_writes",
+                "Snapshots of the online state by outcome (written, skipped: nothing new or not committed yet, failed)",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            snapshot_bytes: registered(
+                r,
+                "snapshot_bytes",
+                "Size of the latest snapshot of the online state written",
+                Gauge::default(),
+            ),
+            snapshot_last_seq: registered(
+                r,
+                "snapshot_last_seq",
+                "Sequence number of the last event the latest snapshot written holds",
+                Gauge::default(),
+            ),
+            snapshot_seconds: registered(
+                r,
+                "snapshot_write_seconds",
+                "Time to write a snapshot, by phase: encode (under the shared lock: ingest waits) and write (file, fsync, rename)",
+                HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
+            ),
             rolling: Mutex::new(HashMap::new()),
             registry: root,
         }
@@ -318,6 +367,37 @@ impl Metrics {
             .inc();
         if let Some(s) = seconds {
             self.retrain_duration.observe(s);
+        }
+    }
+
+    /// What became of the snapshot at start-up (`loaded`, `damaged`, `stale`, `absent`).
+    pub fn observe_snapshot_load(&self, outcome: &str) {
+        self.snapshot_loads
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// A snapshot write ended with `outcome`; when written, its size, last event and the
+    /// seconds its two phases took.
+    pub fn observe_snapshot_write(&self, outcome: &str, written: Option<(u64, i64, f64, f64)>) {
+        self.snapshot_writes
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some((bytes, last_seq, encode, write)) = written {
+            self.snapshot_bytes
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            self.snapshot_last_seq.set(last_seq);
+            for (phase, s) in [("encode", encode), ("write", write)] {
+                self.snapshot_seconds
+                    .get_or_create(&PhaseLabels {
+                        phase: phase.to_string(),
+                    })
+                    .observe(s);
+            }
         }
     }
 

@@ -35,6 +35,7 @@ pub mod retrain;
 pub mod routes;
 mod run;
 pub mod slurm;
+pub mod snapshot;
 pub mod starting;
 pub mod status;
 pub mod store;
@@ -99,6 +100,8 @@ pub struct Extensions {
     pub predictions: api::pool::PredictionPool,
     /// `--backend slurm`: whether polling works, and Slurm's start estimates.
     pub slurm: Arc<slurm::SlurmStatus>,
+    /// Snapshots of the online state (`<data_dir>/snapshot/`).
+    pub snapshots: snapshot::Snapshots,
 }
 
 impl Extensions {
@@ -113,6 +116,7 @@ impl Extensions {
             )),
             predictions: api::pool::PredictionPool::new(config.prediction_workers),
             slurm: Arc::new(slurm::SlurmStatus::default()),
+            snapshots: snapshot::Snapshots::new(&config.data_dir),
         }
     }
 }
@@ -198,6 +202,8 @@ pub struct AppState {
 pub struct OpenInfo {
     pub token_source: TokenSource,
     pub events_replayed: usize,
+    /// What became of the snapshot of the online state.
+    pub snapshot: snapshot::LoadOutcome,
     /// The registry had no model: they must be trained (see [`run`]).
     pub needs_bootstrap: bool,
     /// The registry has no convergence model: train it on the bundled MLPerf runs.
@@ -294,9 +300,19 @@ impl AppState {
             on_commit,
             on_records,
         )?;
-        let replayed = {
+        let (snapshot, replayed) = {
             let mut o = write(&online);
-            replay(&store, &mut o, i64::MAX, i64::MAX, progress)?
+            progress.phase("loading the snapshot of the online state", 0);
+            let setting = snapshot::Setting {
+                backend: config.backend.name().to_string(),
+                cluster: cluster.clone(),
+                retention_secs: config.retention_secs(),
+            };
+            let loaded = snapshot::load(&ext.snapshots, setting, &store, &mut o, &ext.metrics);
+            (
+                loaded,
+                replay(&store, &mut o, i64::MAX, i64::MAX, progress)?,
+            )
         };
         // from here on, what other replicas append is applied after what was read above
         store.follow()?;
@@ -320,6 +336,7 @@ impl AppState {
             OpenInfo {
                 token_source,
                 events_replayed: replayed,
+                snapshot,
                 needs_bootstrap,
                 needs_convergence,
                 needs_dag,
@@ -388,6 +405,8 @@ impl AppState {
             failure,
         });
         tracing::info!(?runtime, ?queue_wait, ?failure, "serving models swapped");
+        // the snapshot on disk was built with the models served before
+        snapshot::write_logged(self, "model swap");
     }
 }
 

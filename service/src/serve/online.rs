@@ -33,6 +33,7 @@ use super::store::{PredictionRecord, StoredEvent};
 mod answers;
 mod fit;
 pub mod retention;
+pub mod saved;
 
 pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
 pub use fit::Kind;
@@ -113,7 +114,7 @@ pub struct Outcome {
 }
 
 /// Counts of applied events by type.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventCounts {
     pub job_submitted: u64,
     pub job_started: u64,

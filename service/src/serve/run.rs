@@ -102,7 +102,9 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // the requests have been answered (or abandoned at the deadline, unacknowledged); stop
     // the store's writer after what it has queued
     let store = state.store.clone();
-    drop(state);
+    tokio::task::spawn_blocking(move || super::snapshot::write_logged(&state, "stop"))
+        .await
+        .ok();
     tokio::task::spawn_blocking(move || store.close())
         .await
         .ok();
@@ -149,6 +151,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     tracing::info!(
         store = %state.store,
         events = info.events_replayed,
+        snapshot = info.snapshot.label(),
         "event store opened and replayed"
     );
     if info.needs_bootstrap || info.needs_convergence || info.needs_dag {
@@ -162,6 +165,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     retrain::spawn_schedule(state.clone());
     kube::spawn_cluster(state.clone());
     housekeeping::spawn(state.clone());
+    super::snapshot::spawn(state.clone());
     info.shutdown_tx
 }
 

@@ -27,7 +27,7 @@ const LABELS: &[&str] = &[
 pub type Label = &'static str;
 
 /// Reads a label of [`LABELS`] (an unknown one reads as `unknown`).
-fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
+pub(super) fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
     let s = String::deserialize(d)?;
     Ok(LABELS
         .iter()

@@ -8,11 +8,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use augur_predictor::OnlinePredictor;
+use serde::{Deserialize, Serialize};
 
 use super::{run_id, JobInfo, Online};
 
-/// Finished runs held in memory, by finish time, and what was evicted.
-#[derive(Debug, Clone, Default)]
+/// Finished runs held in memory, by finish time, and what was evicted (serialisable: a
+/// snapshot of the online state keeps it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Retention {
     /// Seconds of job time a finished run is held; `None` keeps every run.
     window: Option<f64>,

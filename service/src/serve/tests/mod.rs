@@ -15,7 +15,9 @@
 //! - [`inputs`]: implausible fields, empty profiles and out-of-order events are refused;
 //! - [`auth`]: the token on the reads that name users and jobs (`auth_reads`);
 //! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`;
-//! - [`retention`]: the retention window, compaction to the archive, restart over it.
+//! - [`retention`]: the retention window, compaction to the archive, restart over it;
+//! - [`snapshot`]: a start from a snapshot of the online state answers as a full replay;
+//!   damaged, stale and foreign snapshots are refused.
 
 mod answers;
 mod auth;
@@ -28,6 +30,7 @@ mod records;
 mod retention;
 mod retrain;
 mod routes;
+mod snapshot;
 mod time_identity;
 
 use std::path::{Path, PathBuf};
