@@ -350,6 +350,11 @@ fn online_state_answers_at_submit_as_the_batch_features_predict() {
             .total_cmp(&jobs[b].submit_time)
             .then(a.cmp(&b))
     });
+    let mut submits_at = std::collections::HashMap::new();
+    for j in &jobs {
+        *submits_at.entry(j.submit_time.to_bits()).or_insert(0) += 1;
+    }
+    let mut compared = 0;
     let mut running: Vec<(f64, usize)> = Vec::new();
     let mut scratch = SvmScratch::default();
     for &i in &order {
@@ -366,6 +371,8 @@ fn online_state_answers_at_submit_as_the_batch_features_predict() {
             assert!(online.observe(&finished).is_none());
         }
         // a query before the submit sees the same state the submit's answer is made from
+        // (a query at an instant leaves out the submits at that instant, which the second
+        // of two same-instant submits saw: those are not compared)
         let asked = online.predict(&JobQuery {
             job: &jobs[i],
             at: now,
@@ -374,7 +381,10 @@ fn online_state_answers_at_submit_as_the_batch_features_predict() {
             .observe(&JobEvent::Submitted { job: &jobs[i] })
             .unwrap()
             .unwrap();
-        assert_eq!(asked.unwrap(), issued, "job {i}");
+        if submits_at[&now.to_bits()] == 1 {
+            assert_eq!(asked.unwrap(), issued, "job {i}");
+            compared += 1;
+        }
         let want = p.predict_row(&x[i * d..(i + 1) * d], &mut scratch);
         assert_eq!(issued.probability, want.probability, "job {i}");
         assert_eq!(online.issued(&jobs[i].job_id), Some(issued));
@@ -385,6 +395,7 @@ fn online_state_answers_at_submit_as_the_batch_features_predict() {
             running.push((end, i));
         }
     }
+    assert!(compared > jobs.len() / 2, "{compared} of {}", jobs.len());
     // a second submit of a known job is ignored, not answered again
     let again = JobEvent::Submitted {
         job: &jobs[order[0]],
