@@ -10,7 +10,7 @@ use augur_features::{FailureFeatureState, JobHandle};
 use serde::Serialize;
 
 use super::svm::with_svm_scratch;
-use super::{FailureModel, FailurePrediction, FailurePredictor};
+use super::{FailureModel, FailurePredictor};
 use crate::calibration::platt::Calibrator;
 use crate::contract::{JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
@@ -76,7 +76,7 @@ impl FailureOnline {
         self.jobs.get(job_id)?.issued.as_ref()
     }
 
-    fn answer(&self, p: FailurePrediction) -> FailureAnswer {
+    fn answer(&self, probability: f64) -> FailureAnswer {
         let (gbdt, svm) = self.model.calibrators();
         let calibration = match self.model.served {
             FailureModel::Gbdt => gbdt,
@@ -84,7 +84,7 @@ impl FailureOnline {
         };
         FailureAnswer {
             model_version: self.model_version,
-            probability: p.probability,
+            probability,
             model: self.model.served.name(),
             calibration: match calibration {
                 Calibrator::Platt { .. } => "platt",
@@ -99,7 +99,7 @@ impl FailureOnline {
         }
         let answer = with_row_buffer(self.model.schema.len(), |row| {
             self.features.features_for(job, job.submit_time, row)?;
-            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
+            let p = with_svm_scratch(|scratch| self.model.served_probability(row, scratch));
             Ok(self.answer(p))
         });
         let handle = self.features.observe_submit(job);
@@ -151,7 +151,7 @@ impl OnlinePredictor for FailureOnline {
     fn predict(&self, query: &JobQuery<'_>) -> Result<FailureAnswer, PredictorError> {
         with_row_buffer(self.model.schema.len(), |row| {
             self.features.features_at(query.job, query.at, row)?;
-            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
+            let p = with_svm_scratch(|scratch| self.model.served_probability(row, scratch));
             Ok(self.answer(p))
         })
     }
