@@ -87,6 +87,7 @@ impl GbdtParams {
             base_score,
             trees,
             gain,
+            flat: Default::default(),
         })
     }
 }

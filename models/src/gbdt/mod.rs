@@ -174,6 +174,32 @@ mod tests {
     }
 
     #[test]
+    fn flat_layout_predicts_the_trees_bit_for_bit() {
+        let (x, y) = data(2000);
+        let m = Matrix::new(&x, 2000, 3).unwrap();
+        let model = GbdtParams {
+            n_trees: 50,
+            num_leaves: 15,
+            ..Default::default()
+        }
+        .fit(&TrainSet::new(m, &y, None).unwrap())
+        .unwrap();
+        let walk = |row: &[f32]| {
+            model.base_score + model.trees.iter().map(|t| t.predict(row)).sum::<f64>()
+        };
+        let mut out = vec![0.0; 2000];
+        model.predict_into(&m, &mut out).unwrap();
+        for (i, batch) in out.iter().enumerate() {
+            let want = walk(m.row(i)).to_bits();
+            assert_eq!(model.predict_row(m.row(i)).to_bits(), want, "row {i}");
+            assert_eq!(batch.to_bits(), want, "row {i} (batch)");
+        }
+        for row in [&[][..], &[f32::NAN; 3], &[0.7], &[f32::INFINITY, -1.0, 2.0]] {
+            assert_eq!(model.predict_row(row).to_bits(), walk(row).to_bits());
+        }
+    }
+
+    #[test]
     fn serialises_round_trip() {
         let (x, y) = data(500);
         let m = Matrix::new(&x, 500, 3).unwrap();

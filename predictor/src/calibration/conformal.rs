@@ -7,17 +7,24 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::quantile;
+use crate::metrics::{quantile, quantile_sorted};
 
 /// Split-conformal offsets (lower, upper) in ln space for `coverage`, with the finite-sample
 /// correction.
 pub fn conformal_offsets(resid: &[f64], coverage: f64) -> (f64, f64) {
+    let mut sorted = resid.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    conformal_offsets_sorted(&sorted, coverage)
+}
+
+/// [`conformal_offsets`] of residuals already sorted ascending (by `f64::total_cmp`).
+fn conformal_offsets_sorted(sorted: &[f64], coverage: f64) -> (f64, f64) {
     let alpha = 1.0 - coverage;
-    let m = resid.len().max(1) as f64;
+    let m = sorted.len().max(1) as f64;
     let adj = |q: f64| ((q * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
     (
-        quantile(resid, 1.0 - adj(1.0 - alpha / 2.0)),
-        quantile(resid, adj(1.0 - alpha / 2.0)),
+        quantile_sorted(sorted, 1.0 - adj(1.0 - alpha / 2.0)),
+        quantile_sorted(sorted, adj(1.0 - alpha / 2.0)),
     )
 }
 
@@ -49,6 +56,10 @@ pub struct ConformalWindow {
     gamma: f64,
     #[serde(skip)]
     cached: Option<(f64, f64)>,
+    /// The residuals sorted ascending, kept as they come and go, so the offsets cost no
+    /// sort per submit (not serialised: rebuilt when it does not match `residuals`).
+    #[serde(skip)]
+    sorted: Vec<f64>,
 }
 
 /// Default ACI step size.
@@ -65,6 +76,7 @@ impl ConformalWindow {
             alpha_t: 1.0 - coverage,
             gamma: ACI_GAMMA,
             cached: None,
+            sorted: Vec::new(),
         }
     }
 
@@ -104,10 +116,20 @@ impl ConformalWindow {
             let alpha = 1.0 - self.coverage;
             self.alpha_t = (self.alpha_t + self.gamma * (alpha - missed)).clamp(0.0, 1.0);
         }
+        self.sync_sorted();
         if self.residuals.len() == self.capacity {
-            self.residuals.pop_front();
+            if let Some(old) = self.residuals.pop_front() {
+                let i = self.sorted.partition_point(|v| v.total_cmp(&old).is_lt());
+                if i < self.sorted.len() {
+                    self.sorted.remove(i);
+                }
+            }
         }
         self.residuals.push_back(residual_log);
+        let i = self
+            .sorted
+            .partition_point(|v| v.total_cmp(&residual_log).is_le());
+        self.sorted.insert(i, residual_log);
         self.cached = None;
     }
 
@@ -135,8 +157,19 @@ impl ConformalWindow {
         if let Some(c) = self.cached {
             return Some(c);
         }
+        if self.sorted.len() == self.residuals.len() {
+            return Some(conformal_offsets_sorted(&self.sorted, 1.0 - self.alpha_t));
+        }
         let v: Vec<f64> = self.residuals.iter().copied().collect();
         Some(conformal_offsets(&v, 1.0 - self.alpha_t))
+    }
+
+    /// Rebuilds the sorted copy when it does not hold the residuals (a deserialised window).
+    fn sync_sorted(&mut self) {
+        if self.sorted.len() != self.residuals.len() {
+            self.sorted = self.residuals.iter().copied().collect();
+            self.sorted.sort_by(f64::total_cmp);
+        }
     }
 
     /// [`ConformalWindow::current_offsets`], cached until the next residual.

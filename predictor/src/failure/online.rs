@@ -141,8 +141,8 @@ impl FailureOnline {
             self.state
                 .features
                 .features_for(job, job.submit_time, row)?;
-            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
-            Ok(self.answer(p.probability))
+            let p = with_svm_scratch(|scratch| self.model.served_probability(row, scratch));
+            Ok(self.answer(p))
         });
         let handle = self.state.features.observe_submit(job);
         let state = self.state.jobs.entry(job.job_id.clone()).or_default();
@@ -200,8 +200,8 @@ impl OnlinePredictor for FailureOnline {
             self.state
                 .features
                 .features_before(query.job, query.at, own, row)?;
-            let p = with_svm_scratch(|scratch| self.model.predict_row(row, scratch));
-            Ok(self.answer(p.probability))
+            let p = with_svm_scratch(|scratch| self.model.served_probability(row, scratch));
+            Ok(self.answer(p))
         })
     }
 

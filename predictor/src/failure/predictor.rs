@@ -66,6 +66,20 @@ impl FailurePredictor {
         }
     }
 
+    /// The served model's calibrated probability from a failure-feature row: what
+    /// [`predict_row`](Self::predict_row) gives as `probability`, without running the model
+    /// not served (the online path answers with this one only).
+    pub fn served_probability(&self, row: &[f32], scratch: &mut SvmScratch) -> f64 {
+        match self.served {
+            FailureModel::Gbdt => self
+                .gbdt_calibration
+                .probability(self.gbdt.predict_row(row)),
+            FailureModel::Svm => self
+                .svm_calibration
+                .probability(self.svm.decision(row, scratch)),
+        }
+    }
+
     /// Prediction for `job`, about to be submitted at `now`, from the online state
     /// (`buf`: a reusable feature buffer).
     pub fn predict(

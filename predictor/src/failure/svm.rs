@@ -2,6 +2,7 @@
 //! solver on a bounded row sample, then copied out and served in plain Rust ([`KernelSvm`]).
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use augur_features::FailureSchema;
 use augur_models::preprocess::{PreprocessParams, Preprocessor};
@@ -51,6 +52,25 @@ pub struct KernelSvm {
     coef: Vec<f64>,
     rho: f64,
     eps: f64,
+    /// The support vectors laid out for the decision (see [`Blocked`]).
+    #[serde(skip)]
+    blocked: Blocked,
+}
+
+/// Support vectors in blocks of [`LANES`]: block `b` holds, coordinate by coordinate, that
+/// coordinate of vectors `b·LANES ..` (zeros past the last), so the squared distances of
+/// `LANES` vectors are summed side by side in vector registers, each in its own coordinate
+/// order: the same f32 sums, bit for bit, as one vector at a time. Built on first use; not
+/// serialised and not part of equality (a function of `support`).
+#[derive(Debug, Clone, Default)]
+struct Blocked(OnceLock<Vec<[f32; LANES]>>);
+
+const LANES: usize = 8;
+
+impl PartialEq for Blocked {
+    fn eq(&self, _: &Blocked) -> bool {
+        true
+    }
 }
 
 impl KernelSvm {
@@ -73,6 +93,39 @@ impl KernelSvm {
     }
 
     fn decision_preprocessed(&self, z: &[f32]) -> f64 {
+        let dim = self.dim;
+        if dim == 0 || z.len() != dim {
+            return self.decision_one_by_one(z);
+        }
+        let blocks = self.blocked.0.get_or_init(|| {
+            let n = self.support.len() / dim;
+            let mut b = vec![[0f32; LANES]; n.div_ceil(LANES) * dim];
+            for (i, sv) in self.support.chunks_exact(dim).enumerate() {
+                for (k, v) in sv.iter().enumerate() {
+                    b[(i / LANES) * dim + k][i % LANES] = *v;
+                }
+            }
+            b
+        });
+        let n = (self.support.len() / dim).min(self.coef.len());
+        let mut sum = 0.0;
+        for (block, coefs) in blocks.chunks_exact(dim).zip(self.coef[..n].chunks(LANES)) {
+            let mut d2 = [-0f32; LANES];
+            for (col, &zk) in block.iter().zip(z) {
+                for (acc, &v) in d2.iter_mut().zip(col) {
+                    *acc += (v - zk) * (v - zk);
+                }
+            }
+            for (c, d) in coefs.iter().zip(d2) {
+                sum += c * (-(f64::from(d)) / self.eps).exp();
+            }
+        }
+        sum - self.rho
+    }
+
+    /// The decision value summed one support vector at a time (the reference the blocked
+    /// layout reproduces; used when the input is not `dim` wide).
+    fn decision_one_by_one(&self, z: &[f32]) -> f64 {
         let mut sum = 0.0;
         for (sv, c) in self.support.chunks_exact(self.dim.max(1)).zip(&self.coef) {
             let d2: f32 = sv.iter().zip(z).map(|(a, b)| (a - b) * (a - b)).sum();
@@ -202,6 +255,7 @@ pub(super) fn fit_svm(
         coef,
         rho: model.rho,
         eps,
+        blocked: Blocked::default(),
     })
 }
 
@@ -260,6 +314,9 @@ mod tests {
         let mut correct = 0;
         for i in 0..n {
             let ours = svm.decision(&x[i * d..(i + 1) * d], &mut scratch);
+            // the blocked layout sums as one vector at a time does, bit for bit
+            let one = svm.decision_one_by_one(&scratch.z);
+            assert_eq!(ours.to_bits(), one.to_bits(), "row {i}");
             let theirs = model.weighted_sum(&records.row(i)) - model.rho;
             assert!((ours - theirs).abs() < 1e-4, "row {i}: {ours} vs {theirs}");
             correct += usize::from((ours > 0.0) == y[i]);

@@ -256,7 +256,11 @@ fn run(
             served,
         )?;
         let models = training::load_serving(&st.registry, &st.ext.metrics)?;
-        st.swap_models(models);
+        // nothing promoted: the online state already serves these versions, and a swap
+        // would only rebuild it from the whole event log for the same answers
+        if versions(&models) != versions(&st.online().models) {
+            st.swap_models(models);
+        }
         let mut o = st.online_mut();
         for kind in report.verdicts.iter().map(|v| &v.kind) {
             o.not_trained.remove(kind);
@@ -299,6 +303,17 @@ fn run(
     );
     stats.running.fetch_sub(1, Ordering::SeqCst);
     *lock(&st.retrain) = status;
+}
+
+/// The registry version served for each kind (None: none served).
+fn versions(m: &ServedModels) -> [Option<u32>; 5] {
+    [
+        m.runtime.as_ref().map(|s| s.meta.version),
+        m.queue_wait.as_ref().map(|s| s.meta.version),
+        m.failure.as_ref().map(|s| s.meta.version),
+        m.convergence.as_ref().map(|s| s.meta.version),
+        m.dag.as_ref().map(|s| s.meta.version),
+    ]
 }
 
 /// Logs what a retrain trained, skipped and kept back.
