@@ -286,11 +286,7 @@ fn serve_shuts_down_gracefully_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http(addr, "GET", "/healthz", None, None).is_err() {
-        assert!(Instant::now() < deadline, "no answer");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_started(addr);
     assert!(!dir.path().join("auth-token").exists());
     let ev = json!({ "type": "job_started", "job_id": "x", "at": 1.0 }).to_string();
     let (st, _) = http(

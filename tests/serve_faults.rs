@@ -358,9 +358,7 @@ fn the_log_redacts_query_tokens_and_warns_of_a_readable_token_file() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_until(Duration::from_secs(120), "the service to answer", || {
-        http(addr, "GET", "/healthz", None, None).is_ok()
-    });
+    common::wait_started(addr);
     let (st, _) = http(addr, "GET", "/healthz?token=hunter2-secret&x=1", None, None).unwrap();
     assert_eq!(st, 200);
     // a lower-case scheme is accepted

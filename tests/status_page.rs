@@ -45,9 +45,7 @@ fn start_in(data: tempfile::TempDir, insecure: bool) -> Server {
         addr,
         data: Some(data),
     };
-    wait_until(Duration::from_secs(60), "the service to listen", || {
-        http(addr, "GET", "/healthz", None, None).is_ok_and(|(s, _)| s == 200)
-    });
+    common::wait_started(addr);
     server
 }
 

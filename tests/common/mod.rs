@@ -152,6 +152,14 @@ pub fn get_json(addr: SocketAddr, path: &str) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }
 
+/// Waits (2 minutes at most) until the service at `addr` is past its start-up: `/healthz`
+/// answers while the event log replays, every other route 503 "starting" until then.
+pub fn wait_started(addr: SocketAddr) {
+    wait_until(Duration::from_secs(120), "the service to start", || {
+        http(addr, "GET", "/v1/models", None, None).is_ok_and(|(s, _)| s == 200)
+    });
+}
+
 /// Polls `ok` every 100 ms until it holds; panics after `limit`, naming `what`.
 pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     wait_for(what, limit.as_secs().max(1), || ok().then_some(()));
