@@ -98,6 +98,12 @@ fn window_days(events: &[Value], split: usize) -> f64 {
     (t(&events[split - 3]) - t(&events[0])) / 2.0 / 86_400.0
 }
 
+/// `POST /v1/predict/{kind}` with `body`, unauthenticated.
+async fn predict(state: &AppState, kind: &str, body: Value) -> (StatusCode, Value) {
+    let path = format!("/v1/predict/{kind}");
+    call(state, "POST", &path, Some(body), false).await
+}
+
 /// Every answer the service gives about the slice: each 25th submitted job's `GET /v1/jobs/{id}` and
 /// its runtime, queue-wait and failure predictions by job id, predictions by profile for
 /// probes, the counts, retention figures and the queue-wait risk split's offsets.
@@ -117,28 +123,14 @@ async fn answers(state: &AppState) -> Value {
         out.push(json!([id, st.as_u16(), v]));
         for kind in ["runtime", "queue-wait", "failure"] {
             let body = json!({ "job": { "job_id": id, "profile": profile_json(j) } });
-            let (st, v) = call(
-                state,
-                "POST",
-                &format!("/v1/predict/{kind}"),
-                Some(body),
-                false,
-            )
-            .await;
+            let (st, v) = predict(state, kind, body).await;
             out.push(json!([id, kind, st.as_u16(), v]));
         }
     }
     for probe in &mira()[TRAIN_JOBS + JOBS..TRAIN_JOBS + JOBS + 5] {
         for kind in ["runtime", "queue-wait", "failure"] {
             let body = json!({ "job": { "profile": profile_json(probe) } });
-            let (st, v) = call(
-                state,
-                "POST",
-                &format!("/v1/predict/{kind}"),
-                Some(body),
-                false,
-            )
-            .await;
+            let (st, v) = predict(state, kind, body).await;
             assert_eq!(st, StatusCode::OK, "{v}");
             out.push(json!([kind, v]));
         }
