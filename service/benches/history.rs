@@ -395,8 +395,9 @@ fn main() {
     let (p50_before, p99_before) = predict_latency(addr);
     let (rss_empty, _) = rss_mib(pid);
     let (events, secs, peak_ingest) = ingest(addr, pid, &args);
-    // one compaction interval more, so the tail of the ingest is compacted too
-    std::thread::sleep(Duration::from_secs_f64(args.compact_every + 5.0));
+    // one compaction interval more, so the tail of the ingest is compacted too, and one
+    // period of the service's return of free memory to the system (30 s)
+    std::thread::sleep(Duration::from_secs_f64(args.compact_every.max(30.0) + 5.0));
     let (rss_after, hwm_after) = rss_mib(pid);
     let (p50_after, p99_after) = predict_latency(addr);
     let evicted = get(addr, "/v1/jobs/syn-0").unwrap_or_default();

@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod event_time;
 pub mod events;
+pub mod heap;
 pub mod housekeeping;
 pub mod identity;
 pub mod kube;

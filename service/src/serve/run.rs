@@ -165,6 +165,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     retrain::spawn_schedule(state.clone());
     kube::spawn_cluster(state.clone());
     housekeeping::spawn(state.clone());
+    super::heap::spawn(state.clone());
     super::snapshot::spawn(state.clone());
     info.shutdown_tx
 }
