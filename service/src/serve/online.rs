@@ -235,7 +235,9 @@ impl Online {
     /// Uses the stored answers at submit when their submits are replayed (records that do
     /// not parse are skipped with a warning: those submits are answered again).
     pub fn use_records(&mut self, records: &[PredictionRecord]) {
-        for r in records {
+        // a submit already applied took its answers then (another replica's events a
+        // follower reads again after its replay, for one)
+        for r in records.iter().filter(|r| r.submit_seq > self.last_seq) {
             match serde_json::from_str::<AnswersAtSubmit>(&r.body) {
                 Ok(a) => {
                     self.recorded.insert(r.submit_seq, a);

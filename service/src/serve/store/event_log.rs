@@ -26,31 +26,10 @@ pub struct Owner<'a> {
 }
 
 impl EventLog {
-    /// Opens the log: `url` `None` is the SQLite store at `sqlite_path`, else a
-    /// `postgres://` connection string. Returns every event already stored, in order; call
-    /// [`EventLog::follow`] once they are applied.
-    pub fn open(
-        url: Option<&str>,
-        sqlite_path: &Path,
-        owner: Owner<'_>,
-        on_commit: OnCommit,
-        on_records: OnRecords,
-    ) -> Result<(EventLog, Vec<StoredEvent>), StoreError> {
-        match url {
-            None => {
-                let (s, existing) = Store::open(sqlite_path, on_commit)?;
-                Ok((EventLog::Sqlite(s), existing))
-            }
-            Some(url) => {
-                let (s, existing) =
-                    PgStore::open(url, owner.backend, owner.cluster, on_commit, on_records)?;
-                Ok((EventLog::Postgres(s), existing))
-            }
-        }
-    }
-
-    /// [`EventLog::open`] without reading the stored events: replay them page by page with
-    /// [`EventLog::read_after`] (the SQLite store reads its archive, then its database).
+    /// Opens the log without reading it: `url` `None` is the SQLite store at `sqlite_path`,
+    /// else a `postgres://` connection string. Replay the stored events page by page with
+    /// [`EventLog::read_after`] (the SQLite store reads its archive, then its database),
+    /// then call [`EventLog::follow`].
     pub fn open_unread(
         url: Option<&str>,
         sqlite_path: &Path,
@@ -63,11 +42,13 @@ impl EventLog {
                 sqlite_path,
                 on_commit,
             )?)),
-            Some(url) => {
-                let (s, _) =
-                    PgStore::open(url, owner.backend, owner.cluster, on_commit, on_records)?;
-                Ok(EventLog::Postgres(s))
-            }
+            Some(url) => Ok(EventLog::Postgres(PgStore::open_unread(
+                url,
+                owner.backend,
+                owner.cluster,
+                on_commit,
+                on_records,
+            )?)),
         }
     }
 

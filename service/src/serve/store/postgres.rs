@@ -235,8 +235,9 @@ fn create_schema(
     tx.commit().map_err(&e)
 }
 
-/// Refuses a log that lost acknowledged events or holds numbers above the counter.
-fn verify(client: &mut Client, url: &str) -> Result<(), PgStoreError> {
+/// Refuses a log that lost acknowledged events or holds numbers above the counter; returns
+/// the highest sequence number of a sound one.
+fn verify(client: &mut Client, url: &str) -> Result<i64, PgStoreError> {
     let e = pg(url);
     let handed_out: i64 = client
         .query_one("SELECT last FROM augur_sequence WHERE id = 1", &[])
@@ -257,7 +258,7 @@ fn verify(client: &mut Client, url: &str) -> Result<(), PgStoreError> {
             max_seq,
         });
     }
-    Ok(())
+    Ok(max_seq)
 }
 
 fn read_after(
@@ -408,11 +409,8 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Connects to the database at `url` (creating the tables if needed), claims it for
-    /// `backend` and `cluster`, and returns the store and every event already in it. The
-    /// writer applies its own commits through `on_commit` from now on; the events other
-    /// replicas append are applied once [`PgStore::follow`] is called (after the caller
-    /// applied the returned events).
+    /// [`PgStore::open_unread`], returning every event already in the log too (the caller
+    /// applies them before [`PgStore::follow`]).
     pub fn open(
         url: &str,
         backend: &str,
@@ -420,6 +418,36 @@ impl PgStore {
         on_commit: OnCommit,
         on_records: OnRecords,
     ) -> Result<(PgStore, Vec<StoredEvent>), PgStoreError> {
+        let store = PgStore::open_unread(url, backend, cluster, on_commit, on_records)?;
+        let mut existing: Vec<StoredEvent> = Vec::new();
+        loop {
+            let after = existing.last().map_or(0, |e| e.seq);
+            let page = store.read_after(after, PAGE)?;
+            let done = (page.len() as i64) < PAGE;
+            existing.extend(page);
+            if done {
+                break;
+            }
+        }
+        // what another replica appended since the open is in `existing` too
+        let mut applier = lock(&store.0.applier);
+        applier.applied = applier.applied.max(existing.last().map_or(0, |e| e.seq));
+        drop(applier);
+        Ok((store, existing))
+    }
+
+    /// Connects to the database at `url` (creating the tables if needed) and claims it for
+    /// `backend` and `cluster`, without reading the log: the caller replays it page by page
+    /// ([`PgStore::read_after`]) up to at least its highest sequence number at this open.
+    /// The writer applies its own commits through `on_commit` from now on; the events other
+    /// replicas append are applied once [`PgStore::follow`] is called.
+    pub fn open_unread(
+        url: &str,
+        backend: &str,
+        cluster: &str,
+        on_commit: OnCommit,
+        on_records: OnRecords,
+    ) -> Result<PgStore, PgStoreError> {
         let mut cfg: postgres::Config =
             url.parse()
                 .map_err(|e: postgres::Error| PgStoreError::BadUrl {
@@ -434,21 +462,11 @@ impl PgStore {
         }
         let redacted = redact(&cfg);
         let mut writer = Conn::new(&cfg, &redacted);
-        let mut reader = Conn::new(&cfg, &redacted);
+        let reader = Conn::new(&cfg, &redacted);
         writer.with(|c, u| create_schema(c, u, backend, cluster))?;
-        writer.with(verify)?;
-        let mut existing: Vec<StoredEvent> = Vec::new();
-        loop {
-            let after = existing.last().map_or(0, |e| e.seq);
-            let page = reader.with(|c, u| read_after(c, u, after, PAGE))?;
-            let done = (page.len() as i64) < PAGE;
-            existing.extend(page);
-            if done {
-                break;
-            }
-        }
+        let highest = writer.with(verify)?;
         let applier = Arc::new(Mutex::new(Applier {
-            applied: existing.last().map_or(0, |e| e.seq),
+            applied: highest,
             on_commit,
             on_records,
             own: Vec::new(),
@@ -472,7 +490,7 @@ impl PgStore {
             tail: Mutex::new(None),
             stop: Arc::new(AtomicBool::new(false)),
         }));
-        Ok((store, existing))
+        Ok(store)
     }
 
     /// The database, without its password.
