@@ -1,9 +1,8 @@
 //! Gives the allocator's free memory back to the system. Ingest parses request bodies and
 //! builds answers on every runtime thread; glibc keeps what they freed in per-thread arenas,
 //! so the process's resident memory stays at its busiest moment long after the state it
-//! holds has shrunk (on the 3M-event history: ~800 MiB resident after ingest, ~200 MiB for
-//! the same state loaded fresh). A periodic `malloc_trim(0)` returns the arenas' free pages.
-//! Nothing to do on other allocators.
+//! holds has shrunk (docs/service.md measures it). A periodic `malloc_trim(0)` returns the
+//! arenas' free pages. Nothing to do on other allocators.
 
 use std::time::Duration;
 
