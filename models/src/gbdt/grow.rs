@@ -187,7 +187,14 @@ impl Grower<'_> {
         })
     }
 
+    /// The gradient histograms of `rows`. Their gradients and hessians are gathered in row
+    /// order first, so each feature's pass reads them in sequence and only its bin column
+    /// at random; the sums are added in the same order as before, to the same bits.
     fn histogram(&self, rows: &[u32]) -> Hist {
+        let gh: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|&r| (self.g[r as usize], self.h[r as usize]))
+            .collect();
         (0..self.bins.len())
             .into_par_iter()
             .map(|j| {
@@ -196,11 +203,10 @@ impl Grower<'_> {
                     return hist;
                 }
                 let col = &self.bins[j];
-                for &r in rows {
-                    let r = r as usize;
-                    let b = &mut hist[col[r] as usize];
-                    b.g += self.g[r];
-                    b.h += self.h[r];
+                for (&r, &(g, h)) in rows.iter().zip(&gh) {
+                    let b = &mut hist[col[r as usize] as usize];
+                    b.g += g;
+                    b.h += h;
                     b.n += 1;
                 }
                 hist
