@@ -40,7 +40,9 @@ impl QueueState {
             .values()
             .map(|r| (now + Self::remaining(r, now, mode), r.job.resource))
             .collect();
-        ends.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        // elements that compare equal are the same bits, so the unstable sort's order is
+        // the stable one's
+        ends.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
         ends
     }
 
