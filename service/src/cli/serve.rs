@@ -41,6 +41,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             }
         }
     }
+    serve::heap::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("augur-serve")

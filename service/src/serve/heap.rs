@@ -1,8 +1,11 @@
-//! Gives the allocator's free memory back to the system. Ingest parses request bodies and
-//! builds answers on every runtime thread; glibc keeps what they freed in per-thread arenas,
-//! so the process's resident memory stays at its busiest moment long after the state it
-//! holds has shrunk (docs/service.md measures it). A periodic `malloc_trim(0)` returns the
-//! arenas' free pages. Nothing to do on other allocators.
+//! Keeps the allocator's memory close to what the service holds. Ingest parses request
+//! bodies and builds answers on every runtime, blocking and rayon thread; glibc gives each
+//! thread that contends for a lock an arena of its own (up to 8 per core), keeps what was
+//! freed in them, and the long-lived state ends up spread thinly over all of them, so the
+//! process's resident memory stays near its busiest moment long after (docs/service.md
+//! measures it). Two things counter it: the arenas are capped at one per core
+//! ([`limit_arenas`], before any thread starts), and a periodic `malloc_trim(0)` returns
+//! the arenas' free pages ([`spawn`]). Nothing to do on other allocators.
 
 use std::time::Duration;
 
@@ -26,6 +29,21 @@ pub fn spawn(state: AppState) {
             let _ = tokio::task::spawn_blocking(release_free_memory).await;
         }
     });
+}
+
+/// Caps glibc's malloc arenas at one per core (at least two), unless `MALLOC_ARENA_MAX`
+/// sets them. Call before the runtime starts its threads: arenas already made stay.
+#[allow(unsafe_code)]
+pub fn limit_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let cores = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets a glibc tunable; it takes the allocator's locks itself.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, cores);
+        }
+    }
 }
 
 /// Returns the allocator's free pages to the system (glibc; a no-op elsewhere).
