@@ -143,36 +143,53 @@ impl QueueWaitTrainer {
             };
             Ok(AnyModel::Gbdt(params.fit_with_validation(&train, valid)?))
         };
-        let point = fit(
-            &GbdtParams {
-                objective: Objective::L1,
-                ..self.point.clone()
+        // The models that do not need each other are fitted side by side: each fit is
+        // deterministic (its own seeded sampling), so the result is the sequential one and
+        // a fit's serial stretches leave the other core to the other fit.
+        let (point, upper) = rayon::join(
+            || {
+                fit(
+                    &GbdtParams {
+                        objective: Objective::L1,
+                        ..self.point.clone()
+                    },
+                    self.point_target,
+                )
             },
-            self.point_target,
-        )?;
-        let upper = fit(
-            &GbdtParams {
-                objective: Objective::Quantile {
-                    alpha: self.coverage,
-                },
-                ..self.upper.clone()
+            || {
+                fit(
+                    &GbdtParams {
+                        objective: Objective::Quantile {
+                            alpha: self.coverage,
+                        },
+                        ..self.upper.clone()
+                    },
+                    WaitTarget::Log1p,
+                )
             },
-            WaitTarget::Log1p,
-        )?;
-        let short = match self.short_mae_slack {
-            Some(slack) if !val_rows.is_empty() => {
-                let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
-                let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-                self.fit_short(&fx, &fit_w, &vx, &val_w, d, &point, slack)?
-            }
-            _ => None,
-        };
-        let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
-        let risk = if self.risk_split && !val_rows.is_empty() {
-            self.fit_risk(data, fit_rows, val_rows, cal_rows, &fm, &vx, &upper)?
-        } else {
-            None
-        };
+        );
+        let (point, upper) = (point?, upper?);
+        let (short, bound) = rayon::join(
+            || match self.short_mae_slack {
+                Some(slack) if !val_rows.is_empty() => {
+                    let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
+                    let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
+                    self.fit_short(&fx, &fit_w, &vx, &val_w, d, &point, slack)
+                }
+                _ => Ok(None),
+            },
+            || -> Result<_, PredictorError> {
+                let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
+                let risk = if self.risk_split && !val_rows.is_empty() {
+                    self.fit_risk(data, fit_rows, val_rows, cal_rows, &fm, &vx, &upper)?
+                } else {
+                    None
+                };
+                Ok((upper_offset, risk))
+            },
+        );
+        let short = short?;
+        let (upper_offset, risk) = bound?;
         Ok(QueueWaitPredictor {
             runtime: data.runtime.clone(),
             resource: data.resource,

@@ -259,7 +259,11 @@ fn run(
         // nothing promoted: the online state already serves these versions, and a swap
         // would only rebuild it from the whole event log for the same answers
         if versions(&models) != versions(&st.online().models) {
+            let t = std::time::Instant::now();
             st.swap_models(models);
+            report
+                .seconds
+                .insert("rebuild".to_string(), t.elapsed().as_secs_f64());
         }
         let mut o = st.online_mut();
         for kind in report.verdicts.iter().map(|v| &v.kind) {
@@ -326,6 +330,7 @@ fn log_report(trigger: Trigger, report: &training::TrainReport, seconds: f64) {
         runtime = ?v(&report.runtime),
         queue_wait = ?v(&report.queue_wait),
         failure = ?v(&report.failure),
+        phase_seconds = ?report.seconds,
         "retrained on the ingested history"
     );
     for why in &report.skipped {

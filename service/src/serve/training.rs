@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use augur_datasets::{JobRecord, ReadOptions};
@@ -75,6 +76,11 @@ pub struct TrainReport {
     /// Per kind trained: promoted or kept, why, and the held-out numbers compared.
     #[serde(default)]
     pub verdicts: Vec<Verdict>,
+    /// Wall seconds of each phase: training, judging and saving each kind (`runtime`,
+    /// `queue_wait`, `failure`; the three run side by side), and for a retrain the rebuild
+    /// of the online state for the models it promoted (`rebuild`, after them).
+    #[serde(default)]
+    pub seconds: BTreeMap<String, f64>,
 }
 
 /// Whether a newly trained version is promoted (served).
@@ -274,6 +280,7 @@ pub fn train_and_save_with(
         not_trained: BTreeMap::new(),
         kept: Vec::new(),
         verdicts: Vec::new(),
+        seconds: BTreeMap::new(),
     };
     let mut record = |kind: &str, trained: Result<(ArtifactMeta, Verdict), String>| {
         let trained = trained.map_err(|why| match missing_field(kind, jobs) {
@@ -297,15 +304,43 @@ pub fn train_and_save_with(
             }
         }
     };
-    let rt = train_runtime_with(registry, source, jobs, trees, promotion, served)?;
-    let runtime = record(RUNTIME_KIND, rt);
-    let qw = train_queue_wait_with(registry, source, jobs, trees, promotion, served)?;
-    let queue_wait = record(QUEUE_WAIT_KIND, qw);
-    let fl = train_failure_with(registry, source, jobs, trees, promotion, served)?;
-    let failure = record(FAILURE_KIND, fl);
+    // the three kinds train side by side: each is deterministic, so the models are the
+    // ones a sequential run trains, and one's serial stretches leave the cores to another
+    type Trained = anyhow::Result<Result<(ArtifactMeta, Verdict), String>>;
+    let timed = |f: &dyn Fn() -> Trained| {
+        let t = Instant::now();
+        let r = f();
+        (r, t.elapsed().as_secs_f64())
+    };
+    let ((rt, rt_s), (qw, qw_s), (fl, fl_s)) = std::thread::scope(|s| {
+        let qw = s.spawn(|| {
+            timed(&|| train_queue_wait_with(registry, source, jobs, trees, promotion, served))
+        });
+        let fl = s.spawn(|| {
+            timed(&|| train_failure_with(registry, source, jobs, trees, promotion, served))
+        });
+        let rt = timed(&|| train_runtime_with(registry, source, jobs, trees, promotion, served));
+        let join = |h: std::thread::ScopedJoinHandle<'_, (Trained, f64)>| {
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        };
+        (rt, join(qw), join(fl))
+    });
+    let runtime = record(RUNTIME_KIND, rt?);
+    let queue_wait = record(QUEUE_WAIT_KIND, qw?);
+    let failure = record(FAILURE_KIND, fl?);
+    let timed = [
+        (RUNTIME_KIND, rt_s),
+        (QUEUE_WAIT_KIND, qw_s),
+        (FAILURE_KIND, fl_s),
+    ];
     report.runtime = runtime;
     report.queue_wait = queue_wait;
     report.failure = failure;
+    report.seconds = timed
+        .into_iter()
+        .map(|(kind, s)| (kind.to_string(), s))
+        .collect();
     Ok(report)
 }
 
