@@ -19,7 +19,7 @@
 //!
 //! ```text
 //! cargo bench -p augur --bench history -- [--jobs 1000000] [--conns 4] [--batch 2000]
-//!     [--compact-every 15] [--trees N]
+//!     [--compact-every 15] [--trees N] [--keep]
 //! ```
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,6 +35,8 @@ struct Args {
     batch: usize,
     compact_every: f64,
     trees: Option<u64>,
+    /// Keep the data folder at the end (to look at it, or time a model swap on it).
+    keep: bool,
 }
 
 fn parse_args() -> Args {
@@ -44,6 +46,7 @@ fn parse_args() -> Args {
         batch: 2000,
         compact_every: 15.0,
         trees: None,
+        keep: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -59,6 +62,11 @@ fn parse_args() -> Args {
             "--batch" => a.batch = num("--batch") as usize,
             "--compact-every" => a.compact_every = num("--compact-every"),
             "--trees" => a.trees = Some(num("--trees") as u64),
+            "--keep" => {
+                a.keep = true;
+                i += 1;
+                continue;
+            }
             "--bench" => {
                 i += 1;
                 continue;
@@ -256,7 +264,10 @@ fn start(dir: &std::path::Path, addr: SocketAddr, args: &Args) -> Server {
                 .map(|t| vec!["--trees".to_string(), t.to_string()])
                 .unwrap_or_default(),
         )
-        .env("AUGUR_LOG", "warn,augur::serve::snapshot=info")
+        .env(
+            "AUGUR_LOG",
+            "warn,augur::serve::snapshot=info,augur::serve::retrain=info",
+        )
         .env("AUGUR_SERVE_RETRAIN_EVERY_JOBS", "0")
         .env(
             "AUGUR_SERVE_COMPACTION_INTERVAL",
@@ -477,5 +488,9 @@ fn main() {
         "augur store check: {}",
         String::from_utf8_lossy(&check.stdout).trim()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if args.keep {
+        println!("data folder kept: {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
