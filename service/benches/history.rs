@@ -410,6 +410,9 @@ fn main() {
     // period of the service's return of free memory to the system (30 s)
     std::thread::sleep(Duration::from_secs_f64(args.compact_every.max(30.0) + 5.0));
     let (rss_after, hwm_after) = rss_mib(pid);
+    // and one period later: how far the memory settles
+    std::thread::sleep(Duration::from_secs(30));
+    let (rss_settled, _) = rss_mib(pid);
     let (p50_after, p99_after) = predict_latency(addr);
     let evicted = get(addr, "/v1/jobs/syn-0").unwrap_or_default();
     let first = get(addr, "/v1/events?after=0&limit=1").unwrap_or_default();
@@ -454,7 +457,7 @@ fn main() {
         "ingest: {secs:.1} s = {:.0} events/s (POST /v1/events/batch, fsync per commit group)",
         events as f64 / secs
     );
-    println!("RSS: {rss_empty:.0} MiB before ingest, {peak_ingest:.0} MiB peak during, {rss_after:.0} MiB after (VmHWM {hwm_after:.0} MiB)");
+    println!("RSS: {rss_empty:.0} MiB before ingest, {peak_ingest:.0} MiB peak during, {rss_after:.0} MiB after, {rss_settled:.0} MiB 30 s later (VmHWM {hwm_after:.0} MiB)");
     println!("predict runtime p50/p99: before {p50_before:.3}/{p99_before:.3} ms, after {p50_after:.3}/{p99_after:.3} ms");
     println!("retrain: {retrain_s:.1} s, server peak RSS during it {retrain_peak:.0} MiB");
     println!(
