@@ -3,7 +3,7 @@
 //! thread that contends for a lock an arena of its own (up to 8 per core), keeps what was
 //! freed in them, and the long-lived state ends up spread thinly over all of them, so the
 //! process's resident memory stays near its busiest moment long after (docs/service.md
-//! measures it). Two things counter it: the arenas are capped at one per core
+//! measures it). Two things counter it: the arenas are capped at two per core
 //! ([`limit_arenas`], before any thread starts), and a periodic `malloc_trim(0)` returns
 //! the arenas' free pages ([`spawn`]). Nothing to do on other allocators.
 
@@ -31,17 +31,18 @@ pub fn spawn(state: AppState) {
     });
 }
 
-/// Caps glibc's malloc arenas at one per core (at least two), unless `MALLOC_ARENA_MAX`
-/// sets them. Call before the runtime starts its threads: arenas already made stay.
+/// Caps glibc's malloc arenas at two per core (at least four), unless `MALLOC_ARENA_MAX`
+/// sets them: one per core made ingest wait on the arenas' locks (docs/service.md). Call
+/// before the runtime starts its threads: arenas already made stay.
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
-        let cores = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+        let arenas = libc::c_int::try_from(cores * 2).unwrap_or(libc::c_int::MAX);
         // SAFETY: mallopt only sets a glibc tunable; it takes the allocator's locks itself.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, cores);
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
         }
     }
 }
