@@ -305,6 +305,77 @@ impl TryFrom<serde_json::Value> for Event {
     }
 }
 
+/// The stored form of an [`Event`] (what the store wrote: numbers for times), decoded
+/// straight from its JSON, without the `serde_json::Value` tree and the field paths that
+/// API input is checked with.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+// as for `Event`: submits dominate, and each value becomes an `Event` at once
+#[allow(clippy::large_enum_variant)]
+enum StoredForm {
+    JobSubmitted {
+        job_id: String,
+        at: f64,
+        #[serde(default)]
+        profile: JobProfile,
+        #[serde(default)]
+        dag: Option<Dag>,
+    },
+    JobStarted {
+        job_id: String,
+        at: f64,
+    },
+    JobFinished {
+        job_id: String,
+        at: f64,
+        status: FinishStatus,
+        #[serde(default)]
+        duration: Option<f64>,
+    },
+    MetricPoints {
+        job_id: String,
+        points: Vec<MetricPoint>,
+    },
+    ClusterSnapshot(ClusterSnapshot),
+}
+
+impl Event {
+    /// Decodes an event the store wrote. A body the quick form does not take is decoded
+    /// as API input is, so what is accepted and the error naming the field are the same.
+    pub fn from_stored(body: &str) -> Result<Event, serde_json::Error> {
+        match serde_json::from_str::<StoredForm>(body) {
+            Ok(StoredForm::JobSubmitted {
+                job_id,
+                at,
+                profile,
+                dag,
+            }) => Ok(Event::JobSubmitted {
+                job_id,
+                at,
+                profile,
+                dag,
+            }),
+            Ok(StoredForm::JobStarted { job_id, at }) => Ok(Event::JobStarted { job_id, at }),
+            Ok(StoredForm::JobFinished {
+                job_id,
+                at,
+                status,
+                duration,
+            }) => Ok(Event::JobFinished {
+                job_id,
+                at,
+                status,
+                duration,
+            }),
+            Ok(StoredForm::MetricPoints { job_id, points }) => {
+                Ok(Event::MetricPoints { job_id, points })
+            }
+            Ok(StoredForm::ClusterSnapshot(s)) => Ok(Event::ClusterSnapshot(s)),
+            Err(_) => serde_json::from_str(body),
+        }
+    }
+}
+
 /// A batch of events, stored atomically (all or none).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -785,5 +856,43 @@ mod tests {
         assert!(json.contains(r#""type":"job_finished""#), "{json}");
         let back: Event = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn stored_events_decode_as_api_input_does() {
+        let batch = r#"{"events":[
+            {"type":"job_submitted","job_id":"a","at":1.5,"profile":{"num_gpus":8,"user":"u","gpu_type":"V100"},
+             "dag":{"stages":[{"id":"s1"},{"id":"s2","depends_on":["s1"],"estimate_seconds":30}]}},
+            {"type":"job_submitted","job_id":"b","at":2},
+            {"type":"job_started","job_id":"a","at":3},
+            {"type":"job_finished","job_id":"a","at":9,"status":"failed","duration":6},
+            {"type":"job_finished","job_id":"b","at":9,"status":"completed"},
+            {"type":"metric_points","job_id":"a","points":[{"step":1,"loss":2.5,"at":4},{"step":2,"accuracy":0.5}]},
+            {"type":"cluster_snapshot","at":5,"total_gpus":64,"busy_gpus":12}
+        ]}"#;
+        let batch: EventBatch = parse_json(batch.as_bytes()).unwrap();
+        for e in &batch.events {
+            let stored = serde_json::to_string(e).unwrap();
+            assert_eq!(&Event::from_stored(&stored).unwrap(), e, "{stored}");
+        }
+        // what API input refuses is refused, with the input path's message
+        for bad in [
+            r#"{"type":"job_started","job_id":"a","at":3,"extra":1}"#,
+            r#"{"type":"job_exploded","job_id":"a","at":3}"#,
+            r#"{"type":"job_started","at":3}"#,
+        ] {
+            let slow = serde_json::from_str::<Event>(bad).unwrap_err().to_string();
+            assert_eq!(
+                Event::from_stored(bad).unwrap_err().to_string(),
+                slow,
+                "{bad}"
+            );
+        }
+        // a time the API took as RFC 3339 decodes as it does there
+        let t = r#"{"type":"job_started","job_id":"a","at":"2026-11-25T00:00:00Z"}"#;
+        assert_eq!(
+            Event::from_stored(t).unwrap(),
+            serde_json::from_str::<Event>(t).unwrap()
+        );
     }
 }

@@ -169,7 +169,7 @@ pub fn read_segment(dir: &Path, seg: &Segment) -> Result<Vec<StoredEvent>, Store
         let line = line.map_err(|e| bad(format!("line {}: {e}", n + 1)))?;
         let l: Line =
             serde_json::from_str(&line).map_err(|e| bad(format!("line {}: {e}", n + 1)))?;
-        let event: Event = serde_json::from_str(&l.body)
+        let event = Event::from_stored(&l.body)
             .map_err(|e| bad(format!("line {} (seq {}): {e}", n + 1, l.seq)))?;
         out.push(StoredEvent {
             seq: l.seq,

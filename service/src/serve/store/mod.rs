@@ -539,7 +539,7 @@ fn read_after(
     let mut out = Vec::new();
     for row in rows {
         let (seq, received_at, body) = row.map_err(err)?;
-        let event: Event = serde_json::from_str(&body).map_err(|e| StoreError::BadRow {
+        let event = Event::from_stored(&body).map_err(|e| StoreError::BadRow {
             path: path.to_path_buf(),
             seq,
             reason: e.to_string(),

@@ -277,7 +277,7 @@ fn read_after(
         .map(|r| {
             let seq: i64 = r.get(0);
             let body: &str = r.get(2);
-            let event: Event = serde_json::from_str(body).map_err(|e| PgStoreError::BadRow {
+            let event = Event::from_stored(body).map_err(|e| PgStoreError::BadRow {
                 url: url.to_string(),
                 seq,
                 reason: e.to_string(),
