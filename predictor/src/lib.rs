@@ -75,10 +75,11 @@ pub use failure::{
     FailurePrediction, FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{
-    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueError, QueueEvent,
-    QueueJob, QueueState, QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline,
-    QueueWaitOnlineState, QueueWaitPrediction, QueueWaitPredictor, QueueWaitSplit,
-    QueueWaitTrainer, WaitEvalRow, WaitMetrics,
+    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait,
+    train_and_evaluate_queue_wait_with, QueueError, QueueEvent, QueueJob, QueueState,
+    QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline, QueueWaitOnlineState,
+    QueueWaitPrediction, QueueWaitPredictor, QueueWaitRun, QueueWaitSplit, QueueWaitTrainer,
+    WaitEvalRow, WaitMetrics,
 };
 pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{

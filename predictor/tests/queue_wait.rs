@@ -7,8 +7,8 @@ use augur_predictor::queue_wait::{
     infer_capacity, replay_queue_features, ResourceKind, QUEUE_FEATURES,
 };
 use augur_predictor::{
-    train_and_evaluate_queue_wait, QueueJob, QueueState, QueueWaitPredictor, QueueWaitTrainer,
-    RiskGroup,
+    train_and_evaluate_queue_wait, train_and_evaluate_queue_wait_with, QueueJob, QueueState,
+    QueueWaitPredictor, QueueWaitRun, QueueWaitTrainer, RiskGroup, RuntimeSplit,
 };
 
 fn mira() -> Vec<JobRecord> {
@@ -281,4 +281,61 @@ fn mira_queue_wait_against_targets() {
     let state = predictor.new_risk_state().unwrap();
     let (on, _) = predictor.predict_row_online(&row0, &state);
     assert_eq!(on.seconds, predictor.predict_row(&row0).seconds);
+}
+
+/// Handed the run-time model the runtime kind trains on the same jobs, the queue-wait
+/// trainer trains the model it trains alone (it only skips training that model again), and
+/// scoring the model's rows only gives the same rows for the model.
+#[test]
+fn a_reused_runtime_model_trains_the_same_queue_wait_model() {
+    let jobs: Vec<JobRecord> = mira().into_iter().take(2500).collect();
+    let trainer = QueueWaitTrainer::default().with_trees(20);
+    let mut trainer = trainer;
+    trainer.runtime.params.n_trees = 20;
+    let split = RuntimeSplit::build(&jobs).unwrap();
+    let runtime = trainer
+        .runtime
+        .train(&split.schema, &split.x, &split.y_log, &split.train_rows)
+        .unwrap();
+    let (alone, full) = train_and_evaluate_queue_wait(&jobs, &trainer).unwrap();
+    let run = QueueWaitRun {
+        runtime: Some(&runtime),
+        model_only: true,
+    };
+    let (reused, model_only) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
+    let json = |p: &QueueWaitPredictor| serde_json::to_string(p).unwrap();
+    assert_eq!(json(&reused), json(&alone));
+    let augur = |e: &augur_predictor::QueueWaitEvaluation| -> Vec<String> {
+        e.rows
+            .iter()
+            .filter(|r| r.method.starts_with("augur"))
+            .map(|r| format!("{} {:?}", r.method, (r.metrics.mae_s, r.metrics.coverage95)))
+            .collect()
+    };
+    assert!(!augur(&full).is_empty());
+    assert_eq!(augur(&model_only), augur(&full));
+    assert!(model_only.rows.len() < full.rows.len(), "no baselines");
+    // the model handed over is the one taken (here a smaller one, to tell them apart)
+    let mut small = trainer.runtime.clone();
+    small.params.n_trees = 5;
+    let small = small
+        .train(&split.schema, &split.x, &split.y_log, &split.train_rows)
+        .unwrap();
+    let run = QueueWaitRun {
+        runtime: Some(&small),
+        model_only: true,
+    };
+    let (taken, _) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
+    let rt_json = |p: &augur_predictor::RuntimePredictor| serde_json::to_string(p).unwrap();
+    assert_eq!(rt_json(&taken.runtime), rt_json(&small));
+    assert_ne!(rt_json(&alone.runtime), rt_json(&small));
+    // a model of another schema is not taken: it is trained again
+    let mut other = runtime.clone();
+    other.schema.keys.pop();
+    let run = QueueWaitRun {
+        runtime: Some(&other),
+        model_only: true,
+    };
+    let (retrained, _) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
+    assert_eq!(json(&retrained), json(&alone));
 }

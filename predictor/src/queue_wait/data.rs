@@ -44,6 +44,20 @@ impl QueueWaitData {
         runtime_trainer: &RuntimeTrainer,
         capacity_quantile: f64,
     ) -> Result<QueueWaitData, PredictorError> {
+        Self::build_reusing(jobs, train_rows, runtime_trainer, capacity_quantile, None)
+    }
+
+    /// [`QueueWaitData::build`], taking `trained` as the run-time model when it has the
+    /// feature schema these jobs give: the caller vouches that `runtime_trainer` trained it
+    /// on the labelled jobs of `train_rows` (what [`crate::RuntimeSplit`] trains on), so it
+    /// is the model this would train.
+    pub fn build_reusing(
+        jobs: &[JobRecord],
+        train_rows: &[usize],
+        runtime_trainer: &RuntimeTrainer,
+        capacity_quantile: f64,
+        trained: Option<&RuntimePredictor>,
+    ) -> Result<QueueWaitData, PredictorError> {
         let train_jobs: Vec<JobRecord> = train_rows.iter().map(|&i| jobs[i].clone()).collect();
         let schema = FeatureSchema::for_jobs(&train_jobs);
         let hx = batch_features(jobs, &schema);
@@ -57,7 +71,10 @@ impl QueueWaitData {
             .copied()
             .filter(|&i| jobs[i].duration.is_some_and(f64::is_finite))
             .collect();
-        let runtime = runtime_trainer.train(&schema, &hx, &y_rt, &rt_rows)?;
+        let runtime = match trained.filter(|r| r.schema == schema) {
+            Some(r) => r.clone(),
+            None => runtime_trainer.train(&schema, &hx, &y_rt, &rt_rows)?,
+        };
         let hm = Matrix::new(&hx, jobs.len(), h)?;
         let rt_pred = runtime.predict_batch(&hm)?;
         let resource = ResourceKind::for_jobs(&train_jobs);

@@ -18,6 +18,7 @@ use crate::calibration::{AdaptiveBound, RiskGroup, RiskSplitSummary};
 use crate::evaluation::{Evaluation, MethodRow};
 use crate::feature_rows::gather;
 use crate::metrics::{bound_metrics, mae_log10, quantile, wait_errors, within2x};
+use crate::runtime::RuntimePredictor;
 use crate::PredictorError;
 
 /// The metrics of one method in a [`QueueWaitEvaluation`].
@@ -92,6 +93,16 @@ impl QueueWaitSplit {
         jobs: &[JobRecord],
         trainer: &QueueWaitTrainer,
     ) -> Result<QueueWaitSplit, PredictorError> {
+        Self::build_reusing(jobs, trainer, None)
+    }
+
+    /// [`QueueWaitSplit::build`] with the run-time model `trained` by `trainer.runtime` on
+    /// the same jobs (see [`QueueWaitData::build_reusing`]).
+    pub fn build_reusing(
+        jobs: &[JobRecord],
+        trainer: &QueueWaitTrainer,
+        trained: Option<&RuntimePredictor>,
+    ) -> Result<QueueWaitSplit, PredictorError> {
         let submit: Vec<f64> = jobs.iter().map(|j| j.submit_time).collect();
         let split = TimeSplit::default_for(&submit);
         let labelled = |rows: &[usize]| -> Vec<usize> {
@@ -113,11 +124,12 @@ impl QueueWaitSplit {
             ));
         }
         Ok(QueueWaitSplit {
-            data: QueueWaitData::build(
+            data: QueueWaitData::build_reusing(
                 jobs,
                 split.train(),
                 &trainer.runtime,
                 trainer.capacity_quantile,
+                trained,
             )?,
             train_rows,
             test_rows,
@@ -141,11 +153,32 @@ pub fn train_and_evaluate_queue_wait(
     jobs: &[JobRecord],
     trainer: &QueueWaitTrainer,
 ) -> Result<(QueueWaitPredictor, QueueWaitEvaluation), PredictorError> {
+    train_and_evaluate_queue_wait_with(jobs, trainer, QueueWaitRun::default())
+}
+
+/// How [`train_and_evaluate_queue_wait_with`] trains and what it scores.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueWaitRun<'a> {
+    /// The run-time model the trainer's `runtime` trained on the same jobs (the runtime
+    /// kind's, trained beside this one), used instead of training it again; see
+    /// [`QueueWaitData::build_reusing`].
+    pub runtime: Option<&'a RuntimePredictor>,
+    /// Score the model's own rows only, leaving out the baselines and the hindsight bound
+    /// (five more fits): what a retrain that stores the model's metrics needs.
+    pub model_only: bool,
+}
+
+/// [`train_and_evaluate_queue_wait`] as `run` says.
+pub fn train_and_evaluate_queue_wait_with(
+    jobs: &[JobRecord],
+    trainer: &QueueWaitTrainer,
+    run: QueueWaitRun<'_>,
+) -> Result<(QueueWaitPredictor, QueueWaitEvaluation), PredictorError> {
     let t0 = Instant::now();
-    let split = QueueWaitSplit::build(jobs, trainer)?;
+    let split = QueueWaitSplit::build_reusing(jobs, trainer, run.runtime)?;
     let predictor = trainer.train(&split.data, &split.train_rows)?;
     let train_s = t0.elapsed().as_secs_f64();
-    let eval = score_queue_wait(jobs, &split, &predictor, trainer, train_s)?;
+    let eval = score(jobs, &split, &predictor, trainer, train_s, run.model_only)?;
     Ok((predictor, eval))
 }
 
@@ -191,10 +224,26 @@ pub fn score_queue_wait(
     trainer: &QueueWaitTrainer,
     train_s: f64,
 ) -> Result<QueueWaitEvaluation, PredictorError> {
+    score(jobs, split, predictor, trainer, train_s, false)
+}
+
+/// [`score_queue_wait`], the model's rows only when `model_only`.
+fn score(
+    jobs: &[JobRecord],
+    split: &QueueWaitSplit,
+    predictor: &QueueWaitPredictor,
+    trainer: &QueueWaitTrainer,
+    train_s: f64,
+    model_only: bool,
+) -> Result<QueueWaitEvaluation, PredictorError> {
     let (data, test_rows) = (&split.data, &split.test_rows);
     let wait = |i: usize| known_wait(&jobs[i]).unwrap_or(0.0);
     let actual: Vec<f64> = test_rows.iter().map(|&i| wait(i)).collect();
-    let mut rows = baseline_rows(jobs, split, &actual);
+    let mut rows = if model_only {
+        Vec::new()
+    } else {
+        baseline_rows(jobs, split, &actual)
+    };
 
     let d = data.n_features;
     let tx = gather(&data.x, d, test_rows);
@@ -262,15 +311,17 @@ pub fn score_queue_wait(
         risk_split_online = Some(m);
     }
 
-    let u_hind = hindsight_bounds(&tx, d, &actual, trainer)?;
-    let method = "hindsight: 95% quantile trees fit on test period, 5-fold";
-    let mut hind = bound_row(method, &p, &actual, bound_metrics(&u_hind, &actual));
-    hind.metrics.mae_s = f64::NAN;
-    hind.metrics.within60 = f64::NAN;
-    hind.metrics.within600 = f64::NAN;
-    hind.metrics.within2x = None;
-    hind.metrics.mae_log10 = None;
-    rows.push(hind);
+    if !model_only {
+        let u_hind = hindsight_bounds(&tx, d, &actual, trainer)?;
+        let method = "hindsight: 95% quantile trees fit on test period, 5-fold";
+        let mut hind = bound_row(method, &p, &actual, bound_metrics(&u_hind, &actual));
+        hind.metrics.mae_s = f64::NAN;
+        hind.metrics.within60 = f64::NAN;
+        hind.metrics.within600 = f64::NAN;
+        hind.metrics.within2x = None;
+        hind.metrics.mae_log10 = None;
+        rows.push(hind);
+    }
 
     Ok(QueueWaitEvaluation {
         n_train: split.train_rows.len(),

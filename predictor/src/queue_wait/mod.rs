@@ -54,8 +54,9 @@ pub use crate::calibration::{
 };
 pub use data::{known_wait, QueueWaitData};
 pub use evaluate::{
-    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait, QueueWaitEvaluation,
-    QueueWaitSplit, WaitEvalRow, WaitMetrics,
+    evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait,
+    train_and_evaluate_queue_wait_with, QueueWaitEvaluation, QueueWaitRun, QueueWaitSplit,
+    WaitEvalRow, WaitMetrics,
 };
 pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline, QueueWaitOnlineState};
 pub use predictor::{
