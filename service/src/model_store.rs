@@ -24,19 +24,47 @@ pub struct SaveError {
     pub source: RegistryError,
 }
 
+/// What a predictor was trained on: a trace's name, or a service's ingested history and
+/// where in its event log that history starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source<'a> {
+    /// The artifacts' `dataset`.
+    pub name: &'a str,
+    /// See [`ArtifactMeta::history_from_seq`].
+    pub history_from_seq: Option<i64>,
+}
+
+impl<'a> From<&'a String> for Source<'a> {
+    fn from(name: &'a String) -> Source<'a> {
+        Source::from(name.as_str())
+    }
+}
+
+impl<'a> From<&'a str> for Source<'a> {
+    /// A trace (or another source outside an event log).
+    fn from(name: &'a str) -> Source<'a> {
+        Source {
+            name,
+            history_from_seq: None,
+        }
+    }
+}
+
 /// Saves `predictor` as the next version of its kind in `registry`, with what it was trained
 /// on (`source`, `training_rows`), its held-out metrics and its notes.
-pub fn save_artifact<T: Artifact>(
+pub fn save_artifact<'a, T: Artifact>(
     registry: &ModelRegistry,
     predictor: &T,
-    source: &str,
+    source: impl Into<Source<'a>>,
     training_rows: usize,
     metrics: BTreeMap<String, f64>,
     notes: BTreeMap<String, String>,
 ) -> Result<ArtifactMeta, SaveError> {
-    let mut info = NewArtifact::new(source, training_rows);
+    let source = source.into();
+    let mut info = NewArtifact::new(source.name, training_rows);
     info.metrics = metrics;
     info.notes = notes;
+    info.history_from_seq = source.history_from_seq;
     registry.save(predictor, info).map_err(|source| SaveError {
         root: registry.root().to_path_buf(),
         source,

@@ -54,6 +54,12 @@ pub struct ArtifactMeta {
     /// Free-form notes (e.g. what part of the trace it was trained on).
     #[serde(default)]
     pub notes: BTreeMap<String, String>,
+    /// For a model trained on a service's ingested history: the sequence number of that
+    /// history's first event. The service builds the model's online state from that event
+    /// on, so its features see the span of history it was trained on. `None`: trained on a
+    /// trace file (its online state sees the whole event log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_from_seq: Option<i64>,
 }
 
 /// What the caller tells [`ModelRegistry::save`] about a new artifact.
@@ -63,6 +69,8 @@ pub struct NewArtifact {
     pub metrics: BTreeMap<String, f64>,
     pub training_rows: usize,
     pub notes: BTreeMap<String, String>,
+    /// See [`ArtifactMeta::history_from_seq`].
+    pub history_from_seq: Option<i64>,
     /// Gzip the payload (default `true`).
     pub compress: bool,
 }
@@ -75,6 +83,7 @@ impl NewArtifact {
             metrics: BTreeMap::new(),
             training_rows,
             notes: BTreeMap::new(),
+            history_from_seq: None,
             compress: true,
         }
     }

@@ -194,6 +194,7 @@ impl ModelRegistry {
                 payload_bytes: payload.len() as u64,
                 payload_sha256: sha256_hex(&payload),
                 notes: info.notes,
+                history_from_seq: info.history_from_seq,
             };
             // a racing writer may take our number: retry with the next one
             for _ in 0..1000 {

@@ -358,7 +358,9 @@ impl AppState {
     }
 
     /// Serves `models` from now on: rebuilds the online state for them by replaying the
-    /// event store (off the lock), then swaps it in, catching up under the lock with events
+    /// event store (off the lock; each model's state from the first event of the history it
+    /// was trained on, [`augur_predictor::ArtifactMeta::history_from_seq`], the job table from the start,
+    /// the answers at submit taken from the old state), then swaps it in, catching up under the lock with events
     /// committed meanwhile, and for a group the writer applied but has not committed yet (the
     /// writer then skips what the new state already has). Requests
     /// are served throughout; none is dropped. Blocking (call from a blocking context).
@@ -370,6 +372,8 @@ impl AppState {
         let mut fresh = Online::new(models)
             .with_wall_clock(self.config.backend.is_live())
             .with_retention(self.config.retention_secs());
+        // what was answered at the submits the old state has seen is taken from it below
+        fresh.skip_answers_upto(upto);
         if let Err(e) = self.replay_store(&mut fresh, upto, upto) {
             tracing::error!(error = %e, "replaying the event store for the new models failed");
         }
@@ -451,7 +455,10 @@ fn replay(
         let (Some(a), Some(b)) = (page.first(), page.last()) else {
             break;
         };
-        online.use_records(&store.read_predictions_between(a.seq, b.seq)?);
+        let from = a.seq.max(online.answers_wanted_from());
+        if from <= b.seq {
+            online.use_records(&store.read_predictions_between(from, b.seq)?);
+        }
         let mut done = false;
         for e in &page {
             if e.seq > upto {

@@ -55,6 +55,34 @@ pub struct ServedModels {
     pub dag: Option<Served<DagPredictor>>,
 }
 
+impl ServedModels {
+    /// Which served models' online states take the event numbered `seq`: a model trained
+    /// on the ingested history sees the log from that history's first event on (the span
+    /// its features were trained on), a model trained on a trace the whole log.
+    fn feeds(&self, seq: i64) -> Feeds {
+        fn from<T>(s: &Option<Served<T>>, seq: i64) -> bool {
+            s.as_ref()
+                .and_then(|s| s.meta.history_from_seq)
+                .is_none_or(|first| seq >= first)
+        }
+        Feeds {
+            runtime: from(&self.runtime, seq),
+            queue_wait: from(&self.queue_wait, seq),
+            failure: from(&self.failure, seq),
+            convergence: from(&self.convergence, seq),
+        }
+    }
+}
+
+/// See [`ServedModels::feeds`].
+#[derive(Debug, Clone, Copy)]
+struct Feeds {
+    runtime: bool,
+    queue_wait: bool,
+    failure: bool,
+    convergence: bool,
+}
+
 /// Why a convergence prediction could not be made.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConvergenceFailure {
@@ -176,6 +204,10 @@ pub struct Online {
     issued: Vec<PredictionRecord>,
     /// Which finished runs leave the job table, and when.
     pub retention: retention::Retention,
+    /// Submits up to this sequence number are replayed without their answers at submit:
+    /// neither read from the records nor recorded (a rebuild for new models takes them
+    /// from the state it replaces).
+    answers_skipped_upto: i64,
 }
 
 impl Online {
@@ -215,6 +247,7 @@ impl Online {
             recorded: HashMap::new(),
             issued: Vec::new(),
             retention: retention::Retention::default(),
+            answers_skipped_upto: 0,
         }
     }
 
@@ -246,6 +279,17 @@ impl Online {
                     "a stored prediction record cannot be read; the submit is answered again"),
             }
         }
+    }
+
+    /// Replays submits up to `seq` without their answers at submit (for a state that
+    /// takes them from the one it replaces, [`Online::keep_answers_of`]).
+    pub fn skip_answers_upto(&mut self, seq: i64) {
+        self.answers_skipped_upto = seq;
+    }
+
+    /// The first submit whose answers a replay reads from the records.
+    pub fn answers_wanted_from(&self) -> i64 {
+        self.answers_skipped_upto + 1
     }
 
     /// Drops the answers issued at submits up to `seq` not taken yet (a replay's: not
@@ -285,12 +329,18 @@ impl Online {
         self.issued.retain(|r| r.submit_seq > old.last_seq);
         self.not_trained = old.not_trained.clone();
         self.recorded.clear();
+        self.answers_skipped_upto = 0;
     }
 
     /// The jobs known (every run), as trace records with what the events told (for
     /// retraining); a later run's id is `id#run`.
     pub fn history_records(&self) -> Vec<JobRecord> {
-        let mut out: Vec<JobRecord> = self
+        self.history().into_iter().map(|(r, _)| r).collect()
+    }
+
+    /// [`Online::history_records`], each with the sequence number of its run's first event.
+    pub fn history(&self) -> Vec<(JobRecord, i64)> {
+        let mut out: Vec<(JobRecord, i64)> = self
             .jobs
             .values()
             .chain(self.earlier_runs.values().flatten())
@@ -306,10 +356,10 @@ impl Online {
                 r.duration = j.duration;
                 r.status = j.status.map_or(JobStatus::Unknown, JobStatus::from);
                 r.derive_times();
-                Some(r)
+                Some((r, j.first_seq))
             })
             .collect();
-        out.sort_by(|a, b| {
+        out.sort_by(|(a, _), (b, _)| {
             a.submit_time
                 .total_cmp(&b.submit_time)
                 .then_with(|| a.job_id.cmp(&b.job_id))
@@ -356,7 +406,7 @@ impl Online {
             .job_id()
             .and_then(|id| self.jobs.get(id))
             .map(|j| run_id(&j.job_id, j.run));
-        let issued = self.route(&stored.event, predictor_id.as_deref());
+        let issued = self.route(stored.seq, &stored.event, predictor_id.as_deref());
         match &stored.event {
             Event::JobSubmitted {
                 job_id,
@@ -368,7 +418,9 @@ impl Online {
                 let answers = match self.recorded.remove(&stored.seq) {
                     Some(recorded) => recorded,
                     None => {
-                        self.record_issued(stored.seq, job_id, &issued);
+                        if stored.seq > self.answers_skipped_upto {
+                            self.record_issued(stored.seq, job_id, &issued);
+                        }
                         issued
                     }
                 };
@@ -442,10 +494,12 @@ impl Online {
         self.job_entry(job_id).run = run;
     }
 
-    /// Hands `event` to every served predictor's online state (a cluster snapshot as the
-    /// clock reaching its time) under the id of the job's current run (`predictor_id`);
-    /// returns the answers they issued when it is a submit.
-    fn route(&mut self, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
+    /// Hands `event` (number `seq`) to every served predictor's online state that starts
+    /// at or before it (a cluster snapshot as the clock reaching its time) under the id of
+    /// the job's current run (`predictor_id`); returns the answers they issued when it is a
+    /// submit.
+    fn route(&mut self, seq: i64, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
+        let feeds = self.models.feeds(seq);
         let requested_time = match event {
             Event::JobSubmitted { profile, .. } => profile.requested_time,
             _ => None,
@@ -495,7 +549,7 @@ impl Online {
             }
             Event::ClusterSnapshot(s) => JobEvent::Clock { at: s.at },
         };
-        if let Some(o) = self.convergence.as_mut() {
+        if let Some(o) = self.convergence.as_mut().filter(|_| feeds.convergence) {
             // the convergence state records curves and answers nothing at a submit
             let _ = o.observe(&job_event);
         }
@@ -503,18 +557,21 @@ impl Online {
             runtime: self
                 .runtime
                 .as_mut()
+                .filter(|_| feeds.runtime)
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
                 .map(|a| RuntimeAnswer::from(a).within_limit(requested_time)),
             queue_wait: self
                 .queue_wait
                 .as_mut()
+                .filter(|_| feeds.queue_wait)
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
                 .map(WaitAnswer::from),
             failure: self
                 .failure
                 .as_mut()
+                .filter(|_| feeds.failure)
                 .and_then(|o| o.observe(&job_event))
                 .and_then(Result::ok)
                 .map(FailureAnswer::from),

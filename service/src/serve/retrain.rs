@@ -13,6 +13,13 @@
 //! promoted or kept and why. The DAG model needs each stage's measured run time, which the
 //! ingested events do not carry: the report says so in its verdicts and the served DAG model
 //! stays. The schedule waits while the first-start training runs.
+//!
+//! A promoted version learns online from the first event of the finished jobs it was
+//! trained on (`history_from_seq` in its metadata and in the answer), not from the whole
+//! log: its features then see the span of history they were trained on, its calibration
+//! starts from its own answers on that span, and the swap replays the model over that span
+//! only, so a retrain's time is bounded by `retrain_max_jobs` and the retention window, not
+//! by the length of the log. Restarts and replicas replay the same span: the same answers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,6 +32,7 @@ use super::model_gate::Gate;
 use super::online::ServedModels;
 use super::training::{self, Promotion};
 use super::{lock, AppState, RetrainStatus};
+use crate::model_store::Source;
 
 /// Who started a retrain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -127,14 +135,14 @@ pub struct HistoryWindow {
     pub held_jobs: usize,
     /// The rule, in words.
     pub rule: String,
+    /// Sequence number of the first event of the finished jobs trained on: a model
+    /// promoted by this retrain builds its online state from the event log from there on,
+    /// the span of history its features were trained on.
+    pub history_from_seq: Option<i64>,
 }
 
 /// Keeps the newest `max` of `jobs` (sorted by submit time, oldest first).
-fn newest(
-    mut jobs: Vec<JobRecord>,
-    max: usize,
-    retention_days: f64,
-) -> (Vec<JobRecord>, HistoryWindow) {
+fn newest<T>(mut jobs: Vec<T>, max: usize, retention_days: f64) -> (Vec<T>, HistoryWindow) {
     let held = jobs.len();
     if held > max {
         jobs.drain(..held - max);
@@ -153,6 +161,7 @@ fn newest(
         used_jobs: jobs.len(),
         held_jobs: held,
         rule,
+        history_from_seq: None,
     };
     (jobs, window)
 }
@@ -164,21 +173,28 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
         let o = state.online();
         let dag_jobs = o.jobs.values().filter(|j| j.dag.is_some()).count();
         (
-            o.history_records(),
+            o.history(),
             o.counts.job_finished,
             o.models.clone(),
             dag_jobs,
         )
     };
-    let (jobs, window) = newest(
+    let (jobs, mut window) = newest(
         jobs,
         state.config.retrain_max_jobs,
         state.config.retention_days,
     );
-    let finished = jobs
+    let labelled = |j: &JobRecord| j.duration.is_some_and(f64::is_finite);
+    let finished = jobs.iter().filter(|(j, _)| labelled(j)).count();
+    // the new models' online states start at the first event of the finished jobs they
+    // learn from (jobs left unfinished since before then are in the job table only)
+    let history_from_seq = jobs
         .iter()
-        .filter(|j| j.duration.is_some_and(f64::is_finite))
-        .count();
+        .filter(|(j, _)| labelled(j))
+        .map(|&(_, seq)| seq)
+        .min();
+    let jobs: Vec<JobRecord> = jobs.into_iter().map(|(j, _)| j).collect();
+    window.history_from_seq = history_from_seq;
     if finished < state.config.min_retrain_jobs {
         state
             .ext
@@ -221,7 +237,11 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     }
     let st = state.clone();
     let n = jobs.len();
-    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, &served, dag_jobs));
+    let source = Source {
+        name: "ingested",
+        history_from_seq,
+    };
+    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, source, &served, dag_jobs));
     Ok(Started {
         jobs: n,
         finished,
@@ -236,6 +256,7 @@ fn run(
     st: &AppState,
     trigger: Trigger,
     jobs: &[JobRecord],
+    source: Source<'_>,
     served: &ServedModels,
     dag_jobs: usize,
 ) {
@@ -249,7 +270,7 @@ fn run(
         };
         let mut report = training::train_and_save_with(
             &st.registry,
-            "ingested",
+            source,
             jobs,
             st.config.trees,
             Promotion::IfNotWorse(gate),
@@ -257,7 +278,7 @@ fn run(
         )?;
         let models = training::load_serving(&st.registry, &st.ext.metrics)?;
         // nothing promoted: the online state already serves these versions, and a swap
-        // would only rebuild it from the whole event log for the same answers
+        // would only rebuild it for the same answers
         if versions(&models) != versions(&st.online().models) {
             let t = std::time::Instant::now();
             st.swap_models(models);

@@ -18,9 +18,9 @@ use augur_predictor::dag::{load_bundled_dag_sets, DagDataset, DagPredictor};
 use augur_predictor::queue_wait::known_wait;
 use augur_predictor::registry::{Artifact, Selector};
 use augur_predictor::{
-    train_and_evaluate_convergence, train_and_evaluate_failure, train_and_evaluate_queue_wait,
-    train_and_evaluate_runtime, ArtifactMeta, ConvergencePredictor, FailurePredictor,
-    ModelRegistry, QueueWaitPredictor, RegistryError, RuntimePredictor,
+    score_runtime, train_and_evaluate_convergence, train_and_evaluate_failure,
+    train_and_evaluate_queue_wait_with, ArtifactMeta, ConvergencePredictor, FailurePredictor,
+    ModelRegistry, QueueWaitPredictor, QueueWaitRun, RegistryError, RuntimePredictor, RuntimeSplit,
 };
 use serde::Serialize;
 
@@ -32,6 +32,7 @@ use super::model_gate::{
 use super::online::{Served, ServedModels};
 use crate::model_store::{
     convergence_metrics, failure_metrics, queue_wait_metrics, runtime_metrics, save_artifact,
+    Source,
 };
 use crate::trace_sources::load_sources;
 use crate::trainers;
@@ -257,21 +258,28 @@ pub fn train_and_save(
     trees: Option<usize>,
 ) -> anyhow::Result<TrainReport> {
     let none = ServedModels::default();
-    train_and_save_with(registry, source, jobs, trees, Promotion::Always, &none)
+    train_and_save_with(
+        registry,
+        source.into(),
+        jobs,
+        trees,
+        Promotion::Always,
+        &none,
+    )
 }
 
 /// [`train_and_save`] with a promotion policy against the `served` models: every version
 /// trained is saved; it is promoted as `promotion` says (see [`TrainReport::verdicts`]).
 pub fn train_and_save_with(
     registry: &ModelRegistry,
-    source: &str,
+    source: Source<'_>,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
     served: &ServedModels,
 ) -> anyhow::Result<TrainReport> {
     let mut report = TrainReport {
-        source: source.to_string(),
+        source: source.name.to_string(),
         jobs: jobs.len(),
         runtime: None,
         queue_wait: None,
@@ -312,14 +320,28 @@ pub fn train_and_save_with(
         let r = f();
         (r, t.elapsed().as_secs_f64())
     };
+    // the queue-wait model's queue features need the run-time model the runtime kind
+    // trains on the same jobs: it waits for that model rather than train it again
+    let (rt_model_tx, rt_model_rx) = std::sync::mpsc::sync_channel::<RuntimePredictor>(1);
     let ((rt, rt_s), (qw, qw_s), (fl, fl_s)) = std::thread::scope(|s| {
-        let qw = s.spawn(|| {
-            timed(&|| train_queue_wait_with(registry, source, jobs, trees, promotion, served))
+        let qw = s.spawn(move || {
+            // none when the runtime kind could not train one: then it trains its own
+            let runtime = rt_model_rx.recv().ok();
+            let train = || {
+                let rt = runtime.as_ref();
+                train_queue_wait_with(registry, source, jobs, trees, promotion, served, rt)
+            };
+            timed(&train)
         });
         let fl = s.spawn(|| {
             timed(&|| train_failure_with(registry, source, jobs, trees, promotion, served))
         });
-        let rt = timed(&|| train_runtime_with(registry, source, jobs, trees, promotion, served));
+        let send = |m: &RuntimePredictor| {
+            let _ = rt_model_tx.try_send(m.clone());
+        };
+        let rt =
+            timed(&|| train_runtime_with(registry, source, jobs, trees, promotion, served, &send));
+        drop(rt_model_tx);
         let join = |h: std::thread::ScopedJoinHandle<'_, (Trained, f64)>| {
             h.join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -357,7 +379,7 @@ fn save_and_judge<T: Artifact>(
     registry: &ModelRegistry,
     saved: (
         &T,
-        &str,
+        Source<'_>,
         usize,
         BTreeMap<String, f64>,
         BTreeMap<String, String>,
@@ -383,35 +405,57 @@ pub fn train_runtime(
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
     let none = ServedModels::default();
-    Ok(
-        train_runtime_with(registry, source, jobs, trees, Promotion::Always, &none)?
-            .map(|(m, _)| m),
-    )
+    Ok(train_runtime_with(
+        registry,
+        source.into(),
+        jobs,
+        trees,
+        Promotion::Always,
+        &none,
+        &|_| {},
+    )?
+    .map(|(m, _)| m))
 }
 
 /// [`train_runtime`], promoting as `promotion` says.
 pub fn train_runtime_with(
     registry: &ModelRegistry,
-    source: &str,
+    source: Source<'_>,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
     served: &ServedModels,
+    trained: &dyn Fn(&RuntimePredictor),
 ) -> anyhow::Result<Result<(ArtifactMeta, Verdict), String>> {
     let trainer = trainers::runtime(trees);
-    let (predictor, eval) = match train_and_evaluate_runtime(jobs, &trainer, &mut |_, _| {}) {
+    let t0 = Instant::now();
+    let split = RuntimeSplit::build(jobs).and_then(|split| {
+        let p = trainer.train(&split.schema, &split.x, &split.y_log, &split.train_rows)?;
+        Ok((split, p))
+    });
+    let (split, predictor) = match split {
         Ok(trained) => trained,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    trained(&predictor);
+    let eval = match score_runtime(jobs, &split, &predictor, t0.elapsed().as_secs_f64()) {
+        Ok(eval) => eval,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let metrics = runtime_metrics(&eval);
     let gated = promotion != Promotion::Always;
     let score = |m: &RuntimePredictor| gated.then(|| runtime_mae_log_on_newest(m, jobs)).flatten();
+    // the new and the served model are scored on the same jobs side by side
+    let (new, served_now) = rayon::join(
+        || score(&predictor),
+        || served_score(&served.runtime, score),
+    );
     let scores = Scores {
         metric: MAE_LOG,
         test_jobs: eval.n_test,
-        new: score(&predictor).or_else(|| metrics.get("mae_log").copied()),
+        new: new.or_else(|| metrics.get("mae_log").copied()),
         coverage: metrics.get("coverage80").map(|&c| (c, 0.8)),
-        served: served_score(&served.runtime, score),
+        served: served_now,
     };
     let notes = notes(&trainer.params.n_trees.to_string(), eval.n_test);
     let saved = (&predictor, source, eval.n_train, metrics, notes);
@@ -427,23 +471,36 @@ pub fn train_queue_wait(
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
     let none = ServedModels::default();
-    Ok(
-        train_queue_wait_with(registry, source, jobs, trees, Promotion::Always, &none)?
-            .map(|(m, _)| m),
-    )
+    Ok(train_queue_wait_with(
+        registry,
+        source.into(),
+        jobs,
+        trees,
+        Promotion::Always,
+        &none,
+        None,
+    )?
+    .map(|(m, _)| m))
 }
 
 /// [`train_queue_wait`], promoting as `promotion` says.
 pub fn train_queue_wait_with(
     registry: &ModelRegistry,
-    source: &str,
+    source: Source<'_>,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
     served: &ServedModels,
+    runtime: Option<&RuntimePredictor>,
 ) -> anyhow::Result<Result<(ArtifactMeta, Verdict), String>> {
     let qtrainer = trainers::queue_wait_all_capped(trees);
-    let (predictor, eval) = match train_and_evaluate_queue_wait(jobs, &qtrainer) {
+    // the runtime kind's model was trained by `qtrainer.runtime` (both are
+    // `trainers::runtime(trees)`) on these jobs; the stored metrics are the model's own rows
+    let run = QueueWaitRun {
+        runtime,
+        model_only: true,
+    };
+    let (predictor, eval) = match train_and_evaluate_queue_wait_with(jobs, &qtrainer, run) {
         Ok(trained) => trained,
         Err(e) => return Ok(Err(e.to_string())),
     };
@@ -454,12 +511,17 @@ pub fn train_queue_wait_with(
             .then(|| queue_wait_mae_s_on_newest(m, jobs).ok().flatten())
             .flatten()
     };
+    // the new and the served model are scored on the same jobs side by side
+    let (new, served_now) = rayon::join(
+        || score(&predictor),
+        || served_score(&served.queue_wait, score),
+    );
     let scores = Scores {
         metric: MAE_S,
         test_jobs: eval.n_test,
-        new: score(&predictor).or_else(|| metrics.get("mae_s").copied()),
+        new: new.or_else(|| metrics.get("mae_s").copied()),
         coverage: metrics.get("coverage95").map(|&c| (c, 0.95)),
-        served: served_score(&served.queue_wait, score),
+        served: served_now,
     };
     let notes = notes(&qtrainer.point.n_trees.to_string(), eval.n_test);
     let saved = (&predictor, source, eval.n_train, metrics, notes);
@@ -475,17 +537,22 @@ pub fn train_failure(
     trees: Option<usize>,
 ) -> anyhow::Result<Result<ArtifactMeta, String>> {
     let none = ServedModels::default();
-    Ok(
-        train_failure_with(registry, source, jobs, trees, Promotion::Always, &none)?
-            .map(|(m, _)| m),
-    )
+    Ok(train_failure_with(
+        registry,
+        source.into(),
+        jobs,
+        trees,
+        Promotion::Always,
+        &none,
+    )?
+    .map(|(m, _)| m))
 }
 
 /// [`train_failure`], promoting as `promotion` says (compared on held-out PR-AUC; the
 /// Brier score is in the metrics).
 pub fn train_failure_with(
     registry: &ModelRegistry,
-    source: &str,
+    source: Source<'_>,
     jobs: &[JobRecord],
     trees: Option<usize>,
     promotion: Promotion,
@@ -503,12 +570,17 @@ pub fn train_failure_with(
             .then(|| failure_scores_on_newest(m, jobs).map(|(pr_auc, _)| pr_auc))
             .flatten()
     };
+    // the new and the served model are scored on the same jobs side by side
+    let (new, served_now) = rayon::join(
+        || score(&predictor),
+        || served_score(&served.failure, score),
+    );
     let scores = Scores {
         metric: PR_AUC,
         test_jobs: eval.n_test,
-        new: score(&predictor),
+        new,
         coverage: None,
-        served: served_score(&served.failure, score),
+        served: served_now,
     };
     let notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
     let saved = (&predictor, source, eval.n_train, metrics, notes);

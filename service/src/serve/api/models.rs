@@ -36,7 +36,7 @@ pub struct ServedVersions {
 pub enum SavedVersion {
     /// The registry metadata (`ArtifactMeta`: version, dataset, metrics, notes, payload).
     #[schema(value_type = Object)]
-    Saved(ArtifactMeta),
+    Saved(Box<ArtifactMeta>),
     Unusable {
         version: u32,
         error: String,
@@ -93,7 +93,7 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsVie
             let versions = versions
                 .into_iter()
                 .map(|v| match v.meta {
-                    Ok(meta) => SavedVersion::Saved(meta),
+                    Ok(meta) => SavedVersion::Saved(Box::new(meta)),
                     Err(e) => SavedVersion::Unusable {
                         version: v.version,
                         error: e.to_string(),

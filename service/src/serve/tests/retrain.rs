@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::*;
+use crate::serve::online::{Online, ServedModels};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
@@ -272,4 +273,129 @@ async fn background_retrain_keeps_a_served_model_that_scores_better() {
     assert_eq!(st, StatusCode::OK, "{p}");
     assert_eq!(p["model_version"], 1);
     assert_eq!(state.retrain_stats.max_running(), 1);
+}
+
+/// A model a retrain promotes learns online from the first event of the finished jobs it
+/// was trained on (the retrain's answer and the version's metadata say which), not from
+/// the whole log; a restart builds the same state, from its snapshot or from the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_model_learns_online_from_the_history_it_was_trained_on() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(trained_models(), &dir.path().join("models"));
+    let config = || ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        trees: Some(15),
+        min_retrain_jobs: 200,
+        retrain_every_jobs: 0,
+        retention_days: 0.0,
+        // the newest 500 of the 900 jobs: the history trained on starts well into the log
+        retrain_max_jobs: 500,
+        compaction_interval_secs: 0.0,
+        snapshot_interval_secs: 0.0,
+        snapshot_every_events: 0,
+        ..ServeConfig::default()
+    };
+    let (state, _info) = AppState::open(config()).unwrap();
+    let jobs: Vec<JobRecord> = mira()[TRAIN_JOBS..TRAIN_JOBS + 900].to_vec();
+    ingest(&state, &trace_events_with_starts(&jobs)).await;
+    // the oldest job trained on: the 401st by submit time (ties by id), which finished
+    let mut by_submit: Vec<&JobRecord> = jobs.iter().collect();
+    by_submit.sort_by(|a, b| {
+        a.submit_time
+            .total_cmp(&b.submit_time)
+            .then_with(|| a.job_id.cmp(&b.job_id))
+    });
+    let oldest = by_submit[400];
+    assert!(oldest.duration.is_some(), "{oldest:?}");
+    let first = state.online().jobs[&oldest.job_id].first_seq;
+    assert!(first > 400, "the history trained on starts at seq {first}");
+
+    let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["history"]["used_jobs"], 500, "{v}");
+    assert_eq!(v["history"]["history_from_seq"], first, "{v}");
+    let r = wait_retrain_done(&state).await;
+    assert_eq!(r["state"], "succeeded", "{r}");
+    // serve the new runtime and queue-wait versions (by hand when the gate kept the old)
+    for kind in ["runtime", "queue_wait"] {
+        let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
+        if m["serving"][kind] != 2 {
+            let path = format!("/v1/models/{kind}/promote");
+            let (st, v) = call(&state, "POST", &path, Some(json!({ "version": 2 })), true).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+        }
+    }
+    let (_, m) = call(&state, "GET", "/v1/models", None, false).await;
+    for kind in ["runtime", "queue_wait"] {
+        let versions = m["kinds"][kind]["versions"].as_array().unwrap();
+        assert_eq!(versions[1]["history_from_seq"], first, "{m}");
+        assert!(versions[0].get("history_from_seq").is_none(), "{m}");
+    }
+
+    // the served state answers as a state fed only the events from `first` on does, and
+    // not as one fed the whole log
+    let now = state.online().now();
+    let answers = |o: &Online| -> Vec<(f64, f64, f64)> {
+        jobs.iter()
+            .map(|j| {
+                let p = JobProfile::of_record(j);
+                let r = o.predict_runtime(&j.job_id, &p, now).unwrap();
+                let w = o.predict_wait(&j.job_id, &p, now).unwrap();
+                (r.seconds, r.upper, w.upper)
+            })
+            .collect()
+    };
+    let served = answers(&state.online());
+    let differ = |a: &[(f64, f64, f64)], b: &[(f64, f64, f64)]| {
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(b).filter(|(x, y)| x != y).count()
+    };
+    let replayed = |from: i64, models: ServedModels| {
+        let mut o = Online::new(models);
+        let mut after = from - 1;
+        loop {
+            let page = state.store.read_after(after, 10_000).unwrap();
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for e in &page {
+                o.apply(e);
+            }
+        }
+        o
+    };
+    let models = state.online().models.clone();
+    let from_first = answers(&replayed(first, models.clone()));
+    assert_eq!(
+        differ(&served, &from_first),
+        0,
+        "answers unlike a state fed from {first}"
+    );
+    let mut whole_log = models.clone();
+    for meta in [
+        &mut whole_log.runtime.as_mut().unwrap().meta,
+        &mut whole_log.queue_wait.as_mut().unwrap().meta,
+    ] {
+        meta.history_from_seq = None;
+    }
+    let whole = answers(&replayed(1, whole_log));
+    let n = differ(&served, &whole);
+    assert!(n > 100, "{n} of 900 answers differ from the whole log's");
+
+    // a restart answers the same: from the snapshot the swap wrote, and from the log
+    let store = state.store.clone();
+    drop(state);
+    store.close();
+    for snapshot in [true, false] {
+        if !snapshot {
+            std::fs::remove_dir_all(dir.path().join("snapshot")).unwrap();
+        }
+        let (state, info) = AppState::open(config()).unwrap();
+        assert_eq!(info.events_replayed > 0, !snapshot, "snapshot {snapshot}");
+        let after = answers(&state.online());
+        assert_eq!(differ(&after, &served), 0, "restart, snapshot {snapshot}");
+        let store = state.store.clone();
+        drop(state);
+        store.close();
+    }
 }
