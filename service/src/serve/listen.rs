@@ -1,13 +1,14 @@
 //! Accepting and serving HTTP connections with limits a plain `axum::serve` lacks: a
 //! header-read timeout (which also closes connections idle between requests), a cap on
-//! open connections (at the cap the longest-idle connection is closed to admit the new one;
-//! when none is idle the new one is refused), accept errors such as running out of file
-//! descriptors survived, and a graceful shutdown that gives the requests in flight a
-//! deadline, not forever.
+//! open connections (at the cap the longest-idle connection is closed, and the next one is
+//! accepted only once it has gone: accepting takes a file descriptor, so a burst of clients
+//! never holds more than the cap; when none is idle, new clients wait in the listen backlog
+//! until one closes), accept errors such as running out of file descriptors survived, and a
+//! graceful shutdown that gives the requests in flight a deadline, not forever.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,8 @@ struct Tracked {
     last_active_ms: AtomicU64,
     /// Closes the connection at once (it is idle and a new one needs its place).
     evict: Notify,
+    /// Asked to close and not busy since: not asked again.
+    evicting: AtomicBool,
 }
 
 /// The open connections.
@@ -53,11 +56,14 @@ struct Tracked {
 struct Connections {
     open: Mutex<HashMap<u64, Arc<Tracked>>>,
     next_id: AtomicU64,
+    /// Signalled when a connection has closed.
+    closed: Notify,
 }
 
 impl Connections {
-    /// Makes room for one more connection under `max`: closes the longest-idle connection
-    /// when at the cap. False when at the cap and none is idle.
+    /// Makes room for one more connection under `max`: at the cap, asks the longest-idle
+    /// connection not asked yet to close. False when at the cap and none is idle. The room
+    /// is there once that connection has closed ([`Connections::closed`]).
     fn make_room(&self, max: usize) -> bool {
         let open = lock(&self.open);
         if open.len() < max {
@@ -65,10 +71,13 @@ impl Connections {
         }
         let idlest = open
             .values()
-            .filter(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+            .filter(|c| {
+                c.in_flight.load(Ordering::SeqCst) == 0 && !c.evicting.load(Ordering::SeqCst)
+            })
             .min_by_key(|c| c.last_active_ms.load(Ordering::SeqCst));
         match idlest {
             Some(c) => {
+                c.evicting.store(true, Ordering::SeqCst);
                 c.evict.notify_one();
                 true
             }
@@ -82,6 +91,7 @@ impl Connections {
             in_flight: AtomicUsize::new(0),
             last_active_ms: AtomicU64::new(now_ms),
             evict: Notify::new(),
+            evicting: AtomicBool::new(false),
         });
         lock(&self.open).insert(id, tracked.clone());
         (id, tracked)
@@ -89,6 +99,7 @@ impl Connections {
 
     fn remove(&self, id: u64) {
         lock(&self.open).remove(&id);
+        self.closed.notify_one();
     }
 
     fn count(&self) -> usize {
@@ -142,7 +153,18 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     let mut last_accept_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
-    loop {
+    'accepting: loop {
+        // at the cap, room is made before accepting (which takes a file descriptor): the
+        // idlest connection is asked to close, and the loop waits until one has closed
+        while conns.count() >= limits.max_connections {
+            conns.make_room(limits.max_connections);
+            tokio::select! {
+                () = &mut shutdown => break 'accepting,
+                () = conns.closed.notified() => {}
+                // a busy connection asked before may have gone idle since
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
         let accepted = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
@@ -161,11 +183,6 @@ pub async fn serve(
                 continue;
             }
         };
-        if !conns.make_room(limits.max_connections) {
-            // every open connection is busy: refuse this one (closing it)
-            drop(stream);
-            continue;
-        }
         let (id, tracked) = conns.add(now_ms());
         let conns = conns.clone();
         let app = app.clone();
@@ -203,6 +220,8 @@ pub async fn serve(
                         if tracked.in_flight.load(Ordering::SeqCst) == 0 {
                             break;
                         }
+                        // busy again since it was asked: it may be asked again when idle
+                        tracked.evicting.store(false, Ordering::SeqCst);
                     }
                     changed = stop.changed(), if !stopping => {
                         stopping = true;
@@ -238,7 +257,6 @@ mod tests {
         assert!(conns.make_room(2));
         let (_, idle_old) = conns.add(5);
         let (_, idle_new) = conns.add(9);
-        assert!(conns.make_room(3));
         // the cap is reached: the idle connection active longest ago goes
         assert!(conns.make_room(3));
         let notified = |t: &Tracked| {
@@ -249,6 +267,10 @@ mod tests {
         assert!(notified(&idle_old));
         assert!(!notified(&idle_new));
         assert!(!notified(&busy));
+        // asked again before it has gone: the next idlest is asked, never one twice
+        assert!(conns.make_room(3));
+        assert!(notified(&idle_new));
+        assert!(!conns.make_room(3), "the rest is busy");
         // only busy connections: no room
         let only_busy = Connections::default();
         let (_, b) = only_busy.add(0);
