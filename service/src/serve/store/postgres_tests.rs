@@ -6,11 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-#[path = "../../../../tests/common/postgres.rs"]
-#[allow(dead_code)]
-mod harness;
-
-use harness::TestPostgres;
+use crate::serve::tests::pg_harness::TestPostgres;
 
 fn started(id: &str, at: f64) -> Event {
     Event::JobStarted {

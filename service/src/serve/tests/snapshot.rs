@@ -1,7 +1,7 @@
 //! Snapshots of the online state: a start from a snapshot plus the tail of the log answers
 //! what a start that replays the whole log answers; a damaged snapshot, one built with
 //! other models and one from another log are not used (the whole log is replayed, the log
-//! says why, the metric counts it) and change no answer.
+//! says why, the metric counts it) and change no answer; on SQLite and on PostgreSQL.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,12 +12,15 @@ use super::*;
 use crate::serve::snapshot::{self, LoadOutcome, Written};
 use crate::serve::OpenInfo;
 
+use super::pg_harness::TestPostgres;
+
 /// Jobs of the Mira slice ingested (Mira has start times: queue waits are answered).
 const JOBS: usize = 900;
 
-fn config(dir: &Path, retention_days: f64) -> ServeConfig {
+fn config(dir: &Path, retention_days: f64, store: Option<&str>) -> ServeConfig {
     ServeConfig {
         data_dir: dir.to_path_buf(),
+        store: store.map(str::to_string),
         token: Some(TOKEN.into()),
         trees: Some(15),
         retention_days,
@@ -31,6 +34,11 @@ fn config(dir: &Path, retention_days: f64) -> ServeConfig {
 
 /// Opens the data folder, capturing the log lines of the start-up.
 fn open(dir: &Path, retention_days: f64) -> (AppState, OpenInfo, String) {
+    open_on(dir, retention_days, None)
+}
+
+/// [`open`] with the event log in `store` (a PostgreSQL URL; `None`: SQLite in the folder).
+fn open_on(dir: &Path, retention_days: f64, store: Option<&str>) -> (AppState, OpenInfo, String) {
     #[derive(Clone, Default)]
     struct Capture(Arc<Mutex<Vec<u8>>>);
     impl std::io::Write for Capture {
@@ -49,17 +57,23 @@ fn open(dir: &Path, retention_days: f64) -> (AppState, OpenInfo, String) {
         .with_max_level(tracing::Level::INFO)
         .with_writer(move || writer.clone())
         .finish();
-    let (state, info) = tracing::subscriber::with_default(subscriber, || {
-        AppState::open(config(dir, retention_days)).unwrap()
+    // the PostgreSQL client runs its own runtime: opened (and closed, [`stop`]) outside
+    // the test's
+    let (state, info) = tokio::task::block_in_place(|| {
+        tracing::subscriber::with_default(subscriber, || {
+            AppState::open(config(dir, retention_days, store)).unwrap()
+        })
     });
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
     (state, info, text)
 }
 
 fn stop(state: AppState) {
-    let store = state.store.clone();
-    drop(state);
-    store.close();
+    tokio::task::block_in_place(|| {
+        let store = state.store.clone();
+        drop(state);
+        store.close();
+    });
 }
 
 /// The slice's events with starts, a cluster snapshot, metric points and a job that never
@@ -163,14 +177,19 @@ async fn metrics_text(state: &AppState) -> String {
 /// A data folder with the slice ingested and a snapshot written after its first part;
 /// the answers of the live service, and the window.
 async fn scenario() -> (tempfile::TempDir, Value, f64, usize) {
+    scenario_on(None).await
+}
+
+/// [`scenario`] with the event log in `store`.
+async fn scenario_on(store: Option<&str>) -> (tempfile::TempDir, Value, f64, usize) {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(trained_models(), &dir.path().join("models"));
     let (events, split) = events();
     let days = window_days(&events, split);
-    let (state, info, _) = open(dir.path(), days);
+    let (state, info, _) = open_on(dir.path(), days, store);
     assert_eq!(info.snapshot, LoadOutcome::Absent);
     ingest(&state, &events[..split]).await;
-    let w = snapshot::write(&state).unwrap();
+    let w = tokio::task::block_in_place(|| snapshot::write(&state)).unwrap();
     assert!(
         matches!(w, Written::Written { last_seq, .. } if last_seq == split as i64),
         "{w:?}"
@@ -212,6 +231,33 @@ async fn a_start_from_a_snapshot_and_the_tail_answers_what_a_full_replay_answers
     // the comparison is not vacuous: answered jobs, queued and evicted ones among them
     let text = full.to_string();
     assert!(text.contains("runtime_at_submit") && text.contains("retention window"));
+}
+
+/// The same with the event log on a real PostgreSQL 15 (the store replicas share): the
+/// snapshot in the data folder is anchored in the shared log, and a start from it plus the
+/// tail answers what a full replay and the live service answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_start_from_a_snapshot_answers_what_a_full_replay_answers() {
+    let Some(pg) = TestPostgres::start("snapshot on postgres") else {
+        return;
+    };
+    let url = pg.url("postgres");
+    let (dir, live, days, n) = scenario_on(Some(&url)).await;
+    let (state, info, log) = open_on(dir.path(), days, Some(&url));
+    assert_eq!(info.snapshot, LoadOutcome::Loaded, "{log}");
+    let (_, split) = events();
+    assert_eq!(info.events_replayed, n - split, "only the tail is replayed");
+    let restored = answers(&state).await;
+    stop(state);
+
+    std::fs::remove_file(dir.path().join("snapshot").join(snapshot::FILE)).unwrap();
+    let (state, info, _) = open_on(dir.path(), days, Some(&url));
+    assert_eq!(info.snapshot, LoadOutcome::Absent);
+    assert_eq!(info.events_replayed, n);
+    let full = answers(&state).await;
+    stop(state);
+    assert_eq!(restored, full, "snapshot + tail vs full replay");
+    assert_eq!(live, full, "the live service vs a full replay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
