@@ -351,7 +351,7 @@ pub fn train_and_save_with(
     let runtime = record(RUNTIME_KIND, rt?);
     let queue_wait = record(QUEUE_WAIT_KIND, qw?);
     let failure = record(FAILURE_KIND, fl?);
-    let timed = [
+    let seconds = [
         (RUNTIME_KIND, rt_s),
         (QUEUE_WAIT_KIND, qw_s),
         (FAILURE_KIND, fl_s),
@@ -359,19 +359,24 @@ pub fn train_and_save_with(
     report.runtime = runtime;
     report.queue_wait = queue_wait;
     report.failure = failure;
-    report.seconds = timed
+    report.seconds = seconds
         .into_iter()
         .map(|(kind, s)| (kind.to_string(), s))
         .collect();
     Ok(report)
 }
 
-/// The served version of a kind scored by `score` (`None`: none served).
-fn served_score<T>(
+/// The `new` model and the served version of its kind (`None`: none served) scored by
+/// `score`, side by side (each scoring reads the same jobs on its own).
+fn score_new_and_served<T: Send + Sync>(
+    new: &T,
     served: &Option<Served<T>>,
-    score: impl Fn(&T) -> Option<f64>,
-) -> Option<(u32, Option<f64>)> {
-    served.as_ref().map(|s| (s.meta.version, score(&s.model)))
+    score: impl Fn(&T) -> Option<f64> + Sync,
+) -> (Option<f64>, Option<(u32, Option<f64>)>) {
+    rayon::join(
+        || score(new),
+        || served.as_ref().map(|s| (s.meta.version, score(&s.model))),
+    )
 }
 
 /// Saves `predictor`, judges it and promotes it when the verdict says so.
@@ -445,11 +450,7 @@ pub fn train_runtime_with(
     let metrics = runtime_metrics(&eval);
     let gated = promotion != Promotion::Always;
     let score = |m: &RuntimePredictor| gated.then(|| runtime_mae_log_on_newest(m, jobs)).flatten();
-    // the new and the served model are scored on the same jobs side by side
-    let (new, served_now) = rayon::join(
-        || score(&predictor),
-        || served_score(&served.runtime, score),
-    );
+    let (new, served_now) = score_new_and_served(&predictor, &served.runtime, score);
     let scores = Scores {
         metric: MAE_LOG,
         test_jobs: eval.n_test,
@@ -511,11 +512,7 @@ pub fn train_queue_wait_with(
             .then(|| queue_wait_mae_s_on_newest(m, jobs).ok().flatten())
             .flatten()
     };
-    // the new and the served model are scored on the same jobs side by side
-    let (new, served_now) = rayon::join(
-        || score(&predictor),
-        || served_score(&served.queue_wait, score),
-    );
+    let (new, served_now) = score_new_and_served(&predictor, &served.queue_wait, score);
     let scores = Scores {
         metric: MAE_S,
         test_jobs: eval.n_test,
@@ -570,11 +567,7 @@ pub fn train_failure_with(
             .then(|| failure_scores_on_newest(m, jobs).map(|(pr_auc, _)| pr_auc))
             .flatten()
     };
-    // the new and the served model are scored on the same jobs side by side
-    let (new, served_now) = rayon::join(
-        || score(&predictor),
-        || served_score(&served.failure, score),
-    );
+    let (new, served_now) = score_new_and_served(&predictor, &served.failure, score);
     let scores = Scores {
         metric: PR_AUC,
         test_jobs: eval.n_test,
