@@ -261,116 +261,73 @@ impl TryFrom<serde_json::Value> for Event {
             }
         };
         let rest = serde_json::Value::Object(map);
-        Ok(match ty.as_str() {
-            "job_submitted" => {
-                let b: SubmittedBody = body(rest)?;
-                Event::JobSubmitted {
-                    job_id: b.job_id,
-                    at: b.at,
-                    profile: b.profile,
-                    dag: b.dag,
-                }
-            }
-            "job_started" => {
-                let b: StartedBody = body(rest)?;
-                Event::JobStarted {
-                    job_id: b.job_id,
-                    at: b.at,
-                }
-            }
-            "job_finished" => {
-                let b: FinishedBody = body(rest)?;
-                Event::JobFinished {
-                    job_id: b.job_id,
-                    at: b.at,
-                    status: b.status,
-                    duration: b.duration,
-                }
-            }
-            "metric_points" => {
-                let b: PointsBody = body(rest)?;
-                Event::MetricPoints {
-                    job_id: b.job_id,
-                    points: b.points,
-                }
-            }
-            "cluster_snapshot" => Event::ClusterSnapshot(body(rest)?),
+        let tagged = match ty.as_str() {
+            "job_submitted" => Tagged::JobSubmitted(body(rest)?),
+            "job_started" => Tagged::JobStarted(body(rest)?),
+            "job_finished" => Tagged::JobFinished(body(rest)?),
+            "metric_points" => Tagged::MetricPoints(body(rest)?),
+            "cluster_snapshot" => Tagged::ClusterSnapshot(body(rest)?),
             other => {
                 return Err(format!(
                     "{FIELD_MARK}type`: unknown event type `{other}`; one of {}",
                     EVENT_TYPES.join(", ")
                 ))
             }
-        })
+        };
+        Ok(tagged.into())
     }
 }
 
-/// The stored form of an [`Event`] (what the store wrote: numbers for times), decoded
-/// straight from its JSON, without the `serde_json::Value` tree and the field paths that
-/// API input is checked with.
+/// An event as its `type` tag and that type's body. API input is read into it from a
+/// `serde_json::Value`, type by type, so errors name their field ([`TryFrom`] above);
+/// what the store wrote is decoded into it straight from the JSON ([`Event::from_stored`]).
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 // as for `Event`: submits dominate, and each value becomes an `Event` at once
 #[allow(clippy::large_enum_variant)]
-enum StoredForm {
-    JobSubmitted {
-        job_id: String,
-        at: f64,
-        #[serde(default)]
-        profile: JobProfile,
-        #[serde(default)]
-        dag: Option<Dag>,
-    },
-    JobStarted {
-        job_id: String,
-        at: f64,
-    },
-    JobFinished {
-        job_id: String,
-        at: f64,
-        status: FinishStatus,
-        #[serde(default)]
-        duration: Option<f64>,
-    },
-    MetricPoints {
-        job_id: String,
-        points: Vec<MetricPoint>,
-    },
+enum Tagged {
+    JobSubmitted(SubmittedBody),
+    JobStarted(StartedBody),
+    JobFinished(FinishedBody),
+    MetricPoints(PointsBody),
     ClusterSnapshot(ClusterSnapshot),
 }
 
+impl From<Tagged> for Event {
+    fn from(t: Tagged) -> Event {
+        match t {
+            Tagged::JobSubmitted(b) => Event::JobSubmitted {
+                job_id: b.job_id,
+                at: b.at,
+                profile: b.profile,
+                dag: b.dag,
+            },
+            Tagged::JobStarted(b) => Event::JobStarted {
+                job_id: b.job_id,
+                at: b.at,
+            },
+            Tagged::JobFinished(b) => Event::JobFinished {
+                job_id: b.job_id,
+                at: b.at,
+                status: b.status,
+                duration: b.duration,
+            },
+            Tagged::MetricPoints(b) => Event::MetricPoints {
+                job_id: b.job_id,
+                points: b.points,
+            },
+            Tagged::ClusterSnapshot(s) => Event::ClusterSnapshot(s),
+        }
+    }
+}
+
 impl Event {
-    /// Decodes an event the store wrote. A body the quick form does not take is decoded
-    /// as API input is, so what is accepted and the error naming the field are the same.
+    /// Decodes an event the store wrote, straight from its JSON (without the
+    /// `serde_json::Value` tree and field paths API input is checked with). A body that
+    /// does not decode is decoded again as API input is, for the error naming the field.
     pub fn from_stored(body: &str) -> Result<Event, serde_json::Error> {
-        match serde_json::from_str::<StoredForm>(body) {
-            Ok(StoredForm::JobSubmitted {
-                job_id,
-                at,
-                profile,
-                dag,
-            }) => Ok(Event::JobSubmitted {
-                job_id,
-                at,
-                profile,
-                dag,
-            }),
-            Ok(StoredForm::JobStarted { job_id, at }) => Ok(Event::JobStarted { job_id, at }),
-            Ok(StoredForm::JobFinished {
-                job_id,
-                at,
-                status,
-                duration,
-            }) => Ok(Event::JobFinished {
-                job_id,
-                at,
-                status,
-                duration,
-            }),
-            Ok(StoredForm::MetricPoints { job_id, points }) => {
-                Ok(Event::MetricPoints { job_id, points })
-            }
-            Ok(StoredForm::ClusterSnapshot(s)) => Ok(Event::ClusterSnapshot(s)),
+        match serde_json::from_str::<Tagged>(body) {
+            Ok(t) => Ok(t.into()),
             Err(_) => serde_json::from_str(body),
         }
     }
@@ -874,6 +831,8 @@ mod tests {
         for e in &batch.events {
             let stored = serde_json::to_string(e).unwrap();
             assert_eq!(&Event::from_stored(&stored).unwrap(), e, "{stored}");
+            // by the quick path, not the fallback
+            assert!(serde_json::from_str::<Tagged>(&stored).is_ok(), "{stored}");
         }
         // what API input refuses is refused, with the input path's message
         for bad in [
