@@ -204,10 +204,11 @@ async fn scenario_on(store: Option<&str>) -> (tempfile::TempDir, Value, f64, usi
     (dir, live, days, events.len())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_start_from_a_snapshot_and_the_tail_answers_what_a_full_replay_answers() {
-    let (dir, live, days, n) = scenario().await;
-    let (state, info, log) = open(dir.path(), days);
+/// A start from the snapshot plus the tail answers what a start that replays the whole log
+/// answers, and what the live service answered, with the event log in `store`.
+async fn a_start_from_the_snapshot_answers_as_a_full_replay(store: Option<&str>) {
+    let (dir, live, days, n) = scenario_on(store).await;
+    let (state, info, log) = open_on(dir.path(), days, store);
     assert_eq!(info.snapshot, LoadOutcome::Loaded, "{log}");
     let (_, split) = events();
     assert_eq!(info.events_replayed, n - split, "only the tail is replayed");
@@ -221,7 +222,7 @@ async fn a_start_from_a_snapshot_and_the_tail_answers_what_a_full_replay_answers
     stop(state);
 
     std::fs::remove_file(dir.path().join("snapshot").join(snapshot::FILE)).unwrap();
-    let (state, info, _) = open(dir.path(), days);
+    let (state, info, _) = open_on(dir.path(), days, store);
     assert_eq!(info.snapshot, LoadOutcome::Absent);
     assert_eq!(info.events_replayed, n);
     let full = answers(&state).await;
@@ -233,31 +234,19 @@ async fn a_start_from_a_snapshot_and_the_tail_answers_what_a_full_replay_answers
     assert!(text.contains("runtime_at_submit") && text.contains("retention window"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_from_a_snapshot_and_the_tail_answers_what_a_full_replay_answers() {
+    a_start_from_the_snapshot_answers_as_a_full_replay(None).await;
+}
+
 /// The same with the event log on a real PostgreSQL 15 (the store replicas share): the
-/// snapshot in the data folder is anchored in the shared log, and a start from it plus the
-/// tail answers what a full replay and the live service answered.
+/// snapshot in the data folder is anchored in the shared log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_start_from_a_snapshot_answers_what_a_full_replay_answers() {
     let Some(pg) = TestPostgres::start("snapshot on postgres") else {
         return;
     };
-    let url = pg.url("postgres");
-    let (dir, live, days, n) = scenario_on(Some(&url)).await;
-    let (state, info, log) = open_on(dir.path(), days, Some(&url));
-    assert_eq!(info.snapshot, LoadOutcome::Loaded, "{log}");
-    let (_, split) = events();
-    assert_eq!(info.events_replayed, n - split, "only the tail is replayed");
-    let restored = answers(&state).await;
-    stop(state);
-
-    std::fs::remove_file(dir.path().join("snapshot").join(snapshot::FILE)).unwrap();
-    let (state, info, _) = open_on(dir.path(), days, Some(&url));
-    assert_eq!(info.snapshot, LoadOutcome::Absent);
-    assert_eq!(info.events_replayed, n);
-    let full = answers(&state).await;
-    stop(state);
-    assert_eq!(restored, full, "snapshot + tail vs full replay");
-    assert_eq!(live, full, "the live service vs a full replay");
+    a_start_from_the_snapshot_answers_as_a_full_replay(Some(&pg.url("postgres"))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
