@@ -99,6 +99,22 @@ struct UnderLoad {
     results: Vec<(u32, u32)>,
 }
 
+impl UnderLoad {
+    /// Prints the figures after `context`, and checks them: `/healthz` p99 under 50 ms, the
+    /// ingest acknowledged within a second.
+    fn print_and_check(&self, context: &str) {
+        println!(
+            "fault suite: {context}; under two clients sending 999-job convergence batches back to back ({:?} ok/overloaded each): /healthz p50 {:.1} ms, p99 {:.1} ms over 100 probes; an ingest acknowledged in {:.1} ms",
+            self.results,
+            self.p50 * 1e3,
+            self.p99 * 1e3,
+            self.ingest_s * 1e3
+        );
+        assert!(self.p99 < 0.050, "healthz p99 {} s", self.p99);
+        assert!(self.ingest_s < 1.0, "ingest took {} s", self.ingest_s);
+    }
+}
+
 /// Two clients send the largest convergence batch back to back while `/healthz` is probed
 /// 100 times (20 ms apart) and one event is ingested halfway.
 fn under_two_batch_clients(addr: SocketAddr) -> UnderLoad {
@@ -166,16 +182,9 @@ fn prediction_batches_do_not_stall_health_or_ingest() {
     let (st, body) = post(addr, "/v1/predict/convergence", &batch(999));
     assert_eq!(st, 200, "{body}");
     let one_batch = started.elapsed().as_secs_f64();
-    let m = under_two_batch_clients(addr);
-    println!(
-        "fault suite: one 999-job x 1,000-point convergence batch {one_batch:.2} s; under two clients sending them back to back ({:?} ok/overloaded each): /healthz p50 {:.1} ms, p99 {:.1} ms over 100 probes; an ingest acknowledged in {:.1} ms",
-        m.results,
-        m.p50 * 1e3,
-        m.p99 * 1e3,
-        m.ingest_s * 1e3
-    );
-    assert!(m.p99 < 0.050, "healthz p99 {} s", m.p99);
-    assert!(m.ingest_s < 1.0, "ingest took {} s", m.ingest_s);
+    under_two_batch_clients(addr).print_and_check(&format!(
+        "one 999-job x 1,000-point convergence batch {one_batch:.2} s"
+    ));
 }
 
 /// The service started with an open-file limit of 1,024 (soft and hard): 1,100 idle sockets
@@ -264,17 +273,8 @@ fn idle_sockets_beyond_the_file_limit_do_not_take_the_service_down() {
     assert!(fds <= 1024 - 32, "{fds} open files");
     // the first-start training done, the sockets still open: the prediction batches too
     long_run_answered(addr);
-    let m = under_two_batch_clients(addr);
-    println!(
-        "fault suite: with the {} idle sockets open, under two clients sending 999-job convergence batches ({:?} ok/overloaded each): /healthz p50 {:.1} ms, p99 {:.1} ms over 100 probes; an ingest acknowledged in {:.1} ms",
-        idle.len(),
-        m.results,
-        m.p50 * 1e3,
-        m.p99 * 1e3,
-        m.ingest_s * 1e3
-    );
-    assert!(m.p99 < 0.050, "healthz p99 {} s", m.p99);
-    assert!(m.ingest_s < 1.0, "ingest took {} s", m.ingest_s);
+    under_two_batch_clients(addr)
+        .print_and_check(&format!("with the {} idle sockets open", idle.len()));
     drop(idle);
     drop(server);
 }
