@@ -358,12 +358,13 @@ impl AppState {
     }
 
     /// Serves `models` from now on: rebuilds the online state for them by replaying the
-    /// event store (off the lock; each model's state from the first event of the history it
-    /// was trained on, [`augur_predictor::ArtifactMeta::history_from_seq`], the job table from the start,
-    /// the answers at submit taken from the old state), then swaps it in, catching up under the lock with events
-    /// committed meanwhile, and for a group the writer applied but has not committed yet (the
-    /// writer then skips what the new state already has). Requests
-    /// are served throughout; none is dropped. Blocking (call from a blocking context).
+    /// event store (off the lock; each model's state from the first event of the history
+    /// it was trained on, [`augur_predictor::ArtifactMeta::history_from_seq`], the job
+    /// table from the start, the answers at submit taken from the old state), then swaps
+    /// it in, catching up under the lock with events committed meanwhile, and for a group
+    /// the writer applied but has not committed yet (the writer then skips what the new
+    /// state already has). Requests are served throughout; none is dropped. Blocking (call
+    /// from a blocking context).
     pub fn swap_models(&self, models: ServedModels) {
         let runtime = models.runtime.as_ref().map(|s| s.meta.version);
         let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
