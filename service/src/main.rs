@@ -6,8 +6,12 @@ use clap::Parser;
 use augur::cli;
 
 fn main() {
-    restore_default_sigpipe();
     let args = cli::Cli::parse();
+    // `serve` keeps SIGPIPE ignored: a client or API server that resets its connection
+    // must fail that one write (EPIPE), never end the process
+    if !matches!(args.command, cli::Command::Serve(_)) {
+        restore_default_sigpipe();
+    }
     init_tracing(args.log_format);
     if let Err(err) = cli::run(args) {
         eprintln!("error: {}", cli::error_chain(&err));
@@ -30,10 +34,12 @@ fn init_tracing(format: cli::LogFormat) {
 
 /// `augur … | head` must end quietly when the reader goes away, as Unix tools do, not panic
 /// in `println!`: restore the default SIGPIPE action that the Rust runtime sets to ignore.
+/// Only for the short-lived commands that print: never for `serve`, whose sockets would
+/// then kill it.
 #[cfg(unix)]
 #[allow(unsafe_code)]
 fn restore_default_sigpipe() {
-    // SAFETY: called first thing in main, before any thread is spawned; SIG_DFL is a valid
+    // SAFETY: called in main before any thread is spawned; SIG_DFL is a valid
     // disposition for SIGPIPE.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
