@@ -31,6 +31,8 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     );
     let limits = listen::ConnectionLimits {
         header_read_timeout: Duration::from_secs_f64(config.header_read_timeout_secs),
+        body_deadline: Duration::from_secs_f64(config.request_body_timeout_secs),
+        body_limit: u64::try_from(config.body_limit_bytes).unwrap_or(u64::MAX),
         max_connections: listen::fit_to_file_limit(config.max_connections),
         shutdown_deadline: Duration::from_secs_f64(config.shutdown_deadline_secs),
     };
