@@ -170,7 +170,13 @@ fn page_routes() -> Vec<RouteSpec> {
 }
 
 /// Reads that expose users and job names: they need the token too when `auth_reads` is on.
-pub const SENSITIVE_READS: &[&str] = &["/v1/events", "/v1/jobs/{id}", "/v1/predictions/recent"];
+pub const SENSITIVE_READS: &[&str] = &[
+    "/v1/events",
+    "/v1/jobs/{id}",
+    "/v1/predictions/recent",
+    "/v1/eta",
+    "/v1/autoscaler/decisions",
+];
 
 /// Whether route `r` needs the token under `auth_reads`.
 pub fn needs_token(r: &RouteSpec, auth_reads: bool) -> bool {

@@ -30,7 +30,13 @@ async fn get(state: &AppState, path: &str, authorization: Option<String>) -> Sta
 #[tokio::test]
 async fn auth_reads_guards_the_reads_that_name_users_and_jobs() {
     let (state, _dir) = service_with(true);
-    for path in ["/v1/events", "/v1/jobs/some-job", "/v1/predictions/recent"] {
+    for path in [
+        "/v1/events",
+        "/v1/jobs/some-job",
+        "/v1/predictions/recent",
+        "/v1/eta",
+        "/v1/autoscaler/decisions",
+    ] {
         assert_eq!(
             get(&state, path, None).await,
             StatusCode::UNAUTHORIZED,
@@ -67,6 +73,7 @@ async fn auth_reads_guards_the_reads_that_name_users_and_jobs() {
         get(&open, "/v1/jobs/some-job", None).await,
         StatusCode::NOT_FOUND
     );
+    assert_eq!(get(&open, "/v1/eta", None).await, StatusCode::OK);
 }
 
 /// Whether `/openapi.json` of `state` says `GET path` needs the bearer token.
