@@ -19,6 +19,12 @@ pub use args::*;
 
 /// Runs the command `cli` names.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    if matches!(
+        cli.command,
+        Command::Serve(_) | Command::Store(_) | Command::Models(_) | Command::Train(_)
+    ) {
+        private_files();
+    }
     match cli.command {
         Command::Data(DataCommand::Inspect(args)) => inspect::run(&args),
         Command::Evaluate(args) => evaluate::run(&args),
@@ -30,6 +36,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eta(args) => eta::run(&args),
     }
 }
+
+/// The commands that write a data folder or model registry (events, snapshots, models, the
+/// token) create their files readable by their owner only (mode 0600, folders 0700).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn private_files() {
+    // SAFETY: umask only sets the process's file-creation mask
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
+#[cfg(not(unix))]
+fn private_files() {}
 
 /// The error and its causes, `: `-joined, skipping a cause whose text the message already
 /// holds (library errors such as "cannot read PATH: REASON" carry their source in their own

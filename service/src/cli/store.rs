@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 
 use super::args::{StoreArgs, StoreCommand};
-use crate::serve::store;
+use crate::serve::{identity, snapshot, store};
 
 /// Runs `augur store …`.
 pub fn run(cmd: &StoreCommand) -> anyhow::Result<()> {
@@ -17,9 +17,21 @@ fn db_path(args: &StoreArgs) -> std::path::PathBuf {
     args.data_dir.join("events.sqlite")
 }
 
+/// The last event of the snapshot of the online state in the data folder (0: none): the log
+/// once held every event up to it.
+fn witnessed(args: &StoreArgs) -> i64 {
+    snapshot::witnessed_seq(&snapshot::Snapshots::new(&args.data_dir).path()).unwrap_or(0)
+}
+
 fn check(args: &StoreArgs) -> anyhow::Result<()> {
+    // the folder's identity first: an unreadable one stops every start too
+    if let Err(e) = identity::read(&args.data_dir) {
+        println!("  DAMAGE: {e}");
+        bail!("the data folder's identity cannot be read");
+    }
     let path = db_path(args);
-    let report = store::check(&path).with_context(|| format!("checking {}", path.display()))?;
+    let report = store::check(&path, witnessed(args))
+        .with_context(|| format!("checking {}", path.display()))?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -60,9 +72,32 @@ fn check(args: &StoreArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Restores an empty or unreadable `identity.json` from the snapshot of the online state
+/// (its header names the backend and cluster it was built for); an error naming what to do
+/// when there is none.
+fn repair_identity(args: &StoreArgs) -> anyhow::Result<()> {
+    let Err(e) = identity::read(&args.data_dir) else {
+        return Ok(());
+    };
+    let snapshot = snapshot::Snapshots::new(&args.data_dir).path();
+    let Some(header) = snapshot::read_header(&snapshot) else {
+        bail!("{e}\nno sound snapshot of the online state ({}) names the folder's backend and cluster: write the identity by hand", snapshot.display());
+    };
+    identity::DataIdentity::new(&header.backend, &header.cluster).write(&args.data_dir)?;
+    println!(
+        "{}: restored from the snapshot of the online state: backend `{}`, cluster `{}`",
+        args.data_dir.join(identity::IDENTITY_FILE).display(),
+        header.backend,
+        header.cluster
+    );
+    Ok(())
+}
+
 fn repair(args: &StoreArgs) -> anyhow::Result<()> {
+    repair_identity(args)?;
     let path = db_path(args);
-    let report = store::repair(&path).with_context(|| format!("repairing {}", path.display()))?;
+    let report = store::repair(&path, witnessed(args))
+        .with_context(|| format!("repairing {}", path.display()))?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());

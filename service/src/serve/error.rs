@@ -14,7 +14,9 @@
 //! | 422 | `invalid_field` | JSON of the wrong shape or an invalid value, naming the field |
 //! | 503 | `model_not_available` / `not_ready` | the model is not trained/loaded (yet) |
 //! | 503 | `overloaded` | every prediction worker is busy (with `Retry-After`) |
-//! | 500 | `internal` | the store failed (the event was not acknowledged) |
+//! | 503 | `store_unavailable` | the store retries a failed commit or has stopped (events not acknowledged) |
+//! | 507 | `insufficient_storage` | the disk is full (events not acknowledged) |
+//! | 500 | `internal` | the store failed otherwise (the event was not acknowledged) |
 
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};

@@ -1,10 +1,20 @@
 //! Times of ingested events: read as epoch seconds (a number) or an RFC 3339 string (stored
-//! as epoch seconds either way), and the clock of the live backends, whose events may not
-//! run ahead of the wall clock by more than `max_future_skew_seconds`.
+//! as epoch seconds either way), and the [`TimeWindow`] they must fall in: on the live
+//! backends from 2000-01-01 to the wall clock plus `max_future_skew_seconds`; on the
+//! simulator from its trace's start to its own clock plus the same skew in simulated seconds.
 
 use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
+
+/// The times an ingested event may carry, each bound with why it is there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeWindow {
+    pub earliest: f64,
+    pub earliest_why: String,
+    pub latest: f64,
+    pub latest_why: String,
+}
 
 /// Seconds since the Unix epoch, now.
 pub fn wall_now() -> f64 {

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::bounds;
 use super::error::{field_and_message, ApiError, FIELD_MARK};
-use super::event_time::{optional_time, time};
+use super::event_time::{optional_time, time, TimeWindow};
 pub use super::profile::JobProfile;
 
 /// Longest accepted string (ids, names).
@@ -377,15 +377,9 @@ impl Event {
         }
     }
 
-    /// Refuses a time before `earliest` or after `limit` (epoch seconds), naming the field;
-    /// `prefix` as in [`Event::validate`], `why` explains the limit.
-    pub fn check_within(
-        &self,
-        prefix: &str,
-        earliest: f64,
-        limit: f64,
-        why: &str,
-    ) -> Result<(), ApiError> {
+    /// Refuses a time outside `window`, naming the field and the bound it crosses;
+    /// `prefix` as in [`Event::validate`].
+    pub fn check_within(&self, prefix: &str, window: &TimeWindow) -> Result<(), ApiError> {
         let f = |name: &str| {
             if prefix.is_empty() {
                 name.to_string()
@@ -394,16 +388,22 @@ impl Event {
             }
         };
         let check = |field: String, t: f64| {
-            if t > limit {
+            let w = window;
+            if t > w.latest {
                 return Err(ApiError::invalid(
                     field,
-                    format!("{t} is {:.0} s after {limit} ({why})", t - limit),
+                    format!(
+                        "{t} is {:.0} s after {} ({})",
+                        t - w.latest,
+                        w.latest,
+                        w.latest_why
+                    ),
                 ));
             }
-            if t < earliest {
+            if t < w.earliest {
                 return Err(ApiError::invalid(
                     field,
-                    format!("{t} is before {earliest} (2000-01-01): give epoch seconds or an RFC 3339 time"),
+                    format!("{t} is before {} ({})", w.earliest, w.earliest_why),
                 ));
             }
             Ok(())

@@ -36,6 +36,8 @@ pub enum IdentityError {
     },
     #[error("data folder {dir} holds events but no {IDENTITY_FILE}: it was written by an older Augur, so which backend its events came from is unknown; if you know, write {dir}/{IDENTITY_FILE} as {{\"backend\": \"sim\", \"cluster\": \"sim:philly\", \"created_at\": 0}} (the backend and cluster of this start are named in the log), else start on a new --data-dir")]
     Unclaimed { dir: PathBuf },
+    #[error("{path} is empty (cut short by a crash when the folder was first used?), and the folder holds events, so which backend and cluster they came from is unknown: `augur store repair --data-dir {dir}` restores it from the snapshot of the online state when there is one; else write it as {{\"backend\": \"sim\", \"cluster\": \"sim:philly\", \"created_at\": 0}} with this folder's backend and cluster")]
+    Empty { path: PathBuf, dir: PathBuf },
     #[error("{path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
     #[error("{path}: {source}")]
@@ -66,13 +68,8 @@ impl DataIdentity {
             path: path.clone(),
             source,
         };
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let found: DataIdentity =
-                    serde_json::from_str(&text).map_err(|e| IdentityError::Unreadable {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
+        match read(dir)? {
+            Some(found) => {
                 if found.backend != self.backend || found.cluster != self.cluster {
                     return Err(IdentityError::Mismatch {
                         dir: dir.to_path_buf(),
@@ -84,26 +81,68 @@ impl DataIdentity {
                 }
                 Ok(found)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            None => {
                 if dir.join("events.sqlite").exists() {
                     return Err(IdentityError::Unclaimed {
                         dir: dir.to_path_buf(),
                     });
                 }
                 std::fs::create_dir_all(dir).map_err(io)?;
-                let text =
-                    serde_json::to_string_pretty(self).map_err(|e| IdentityError::Unreadable {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
-                // written whole or not at all
-                let tmp = dir.join(format!("{IDENTITY_FILE}.tmp"));
-                std::fs::write(&tmp, text).map_err(io)?;
-                std::fs::rename(&tmp, &path).map_err(io)?;
+                self.write(dir)?;
                 Ok(self.clone())
             }
-            Err(e) => Err(io(e)),
         }
+    }
+
+    /// Writes this identity into `dir`, whole or not at all (temp file synced, renamed,
+    /// the folder synced): a crash leaves no empty file.
+    pub fn write(&self, dir: &Path) -> Result<(), IdentityError> {
+        use std::io::Write;
+        let path = dir.join(IDENTITY_FILE);
+        let io = |source| IdentityError::Io {
+            path: path.clone(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(self).map_err(|e| IdentityError::Unreadable {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let tmp = dir.join(format!("{IDENTITY_FILE}.tmp"));
+        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// The identity of `dir`: none when it has none yet, or an empty one in a folder that holds
+/// no events (a first start cut short: claimed afresh); an empty one beside events is
+/// [`IdentityError::Empty`].
+pub fn read(dir: &Path) -> Result<Option<DataIdentity>, IdentityError> {
+    let path = dir.join(IDENTITY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => {
+            if dir.join("events.sqlite").exists() {
+                Err(IdentityError::Empty {
+                    path,
+                    dir: dir.to_path_buf(),
+                })
+            } else {
+                Ok(None)
+            }
+        }
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| IdentityError::Unreadable {
+                path: path.clone(),
+                reason: format!("{e} (not an identity: see `augur store check`)"),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(IdentityError::Io { path, source }),
     }
 }
 
@@ -142,5 +181,24 @@ mod tests {
         let err = DataIdentity::new("none", "").claim(dir.path()).unwrap_err();
         assert!(matches!(err, IdentityError::Unclaimed { .. }), "{err}");
         assert!(!dir.path().join(IDENTITY_FILE).exists());
+    }
+
+    #[test]
+    fn an_empty_identity_is_claimed_afresh_without_events_and_named_beside_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(IDENTITY_FILE), "").unwrap();
+        let sim = DataIdentity::new("sim", "sim:philly");
+        assert_eq!(sim.claim(dir.path()).unwrap().backend, "sim");
+        assert_eq!(read(dir.path()).unwrap().unwrap().cluster, "sim:philly");
+        std::fs::write(dir.path().join(IDENTITY_FILE), "\n").unwrap();
+        std::fs::write(dir.path().join("events.sqlite"), "").unwrap();
+        let err = sim.claim(dir.path()).unwrap_err();
+        assert!(matches!(err, IdentityError::Empty { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("is empty") && text.contains("augur store repair"),
+            "{text}"
+        );
+        assert!(!text.contains("EOF"), "{text}");
     }
 }

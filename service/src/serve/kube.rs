@@ -107,6 +107,10 @@ pub fn spawn_cluster(state: AppState) {
     }
 }
 
+/// Longest wait for the API server's answers while the backend starts (discovery, the
+/// optional CRDs); the watches' syncing is waited for separately.
+pub const START_ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Longest wait between two attempts to start the backend.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -366,6 +370,7 @@ async fn start_backend(
     attempt_over: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<Started> {
     let client = kubernetes::client(opts.kubeconfig.as_deref()).await?;
+    tracing::info!("starting the Kubernetes backend: asking the API server what it serves");
     let identity =
         std::env::var("POD_NAME").unwrap_or_else(|_| format!("augur-{}", std::process::id()));
     let lease_ns = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "augur-system".into());
@@ -411,8 +416,16 @@ async fn start_backend(
         runtime_hint: Some(hint),
         leader: Some(gate.clone()),
     };
-    let backend = KubeBackend::start(client, cfg, hooks)
+    // an address that accepts connections but never answers would hold the start for the
+    // client's read timeout (minutes), saying nothing
+    let backend = tokio::time::timeout(START_ANSWER_TIMEOUT, KubeBackend::start(client, cfg, hooks))
         .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "the API server did not answer within {} s (it takes connections but sends nothing: a wrong address or port, or an API server that hangs)",
+                START_ANSWER_TIMEOUT.as_secs()
+            )
+        })?
         .context("starting the Kubernetes backend")?;
     tracing::info!(
         namespace = opts.namespace.as_deref().unwrap_or("(all)"),

@@ -301,6 +301,7 @@ impl AppState {
             on_commit,
             on_records,
         )?;
+        snapshot::check_log_reaches(&ext.snapshots, &store)?;
         let (snapshot, replayed) = {
             let mut o = write(&online);
             progress.phase("loading the snapshot of the online state", 0);

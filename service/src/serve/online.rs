@@ -53,6 +53,9 @@ pub struct ServedModels {
     pub failure: Option<Served<FailurePredictor>>,
     pub convergence: Option<Served<ConvergencePredictor>>,
     pub dag: Option<Served<DagPredictor>>,
+    /// The kinds with saved versions none of which loads, and why (a checksum mismatch,
+    /// another feature schema, ...).
+    pub unloadable: std::collections::BTreeMap<&'static str, String>,
 }
 
 impl ServedModels {

@@ -21,7 +21,10 @@
 //! **At start** ([`load`]) a snapshot is used when its checksum is right, its format is this
 //! build's, it was built with the models served now, for this backend, cluster and retention
 //! window, and its anchor is the log's event at its last sequence number (a log that is
-//! shorter or holds another event there was replaced: refused). Otherwise the whole log is
+//! shorter or holds another event there was replaced: refused). A log whose numbers end
+//! before the snapshot's last event lost acknowledged events (deleted, or replaced by an
+//! empty one): the start is refused ([`check_log_reaches`]), as a new event would take a
+//! number the snapshot's events had. Otherwise the whole log is
 //! replayed, as without a snapshot, and the log line says why (ERROR for a damaged file,
 //! INFO for other models or settings, WARN for another log); `augur_snapshot_loads_total`
 //! counts the outcomes. A snapshot is derived state only: the event log stays the source of
@@ -392,6 +395,45 @@ pub fn write_logged(state: &AppState, why: &str) {
             tracing::error!(why, error = %e, "writing the snapshot of the online state failed; a restart replays more of the log")
         }
     }
+}
+
+/// The header of the snapshot `file` ([`Snapshots::path`]), when one is there and reads as
+/// sound.
+pub fn read_header(file: &Path) -> Option<Header> {
+    let bytes = std::fs::read(file).ok()?;
+    decode_file(&bytes).ok().map(|(h, _)| h)
+}
+
+/// The last sequence number of the snapshot `file`, when sound: the log once held every
+/// event up to it.
+pub fn witnessed_seq(file: &Path) -> Option<i64> {
+    read_header(file).map(|h| h.last_seq)
+}
+
+/// A log whose numbers end before the snapshot's last event.
+#[derive(Debug, thiserror::Error)]
+#[error("the event log ends at seq {log_end} but the snapshot of the online state ({}) was built from events up to seq {snapshot_seq}: acknowledged events seq {}..={snapshot_seq} are gone from the log (deleted or replaced) and a new event would take one of their numbers. Not started: restore the log (events.sqlite and events.sqlite.hwm) from a backup, or run `augur store repair --data-dir <data dir>` to record them as lost and start after them", .snapshot.display(), .log_end + 1)]
+pub struct LogBehindSnapshot {
+    pub snapshot: PathBuf,
+    pub snapshot_seq: i64,
+    pub log_end: i64,
+}
+
+/// Refuses a log that ends before the last event of the snapshot beside it (see the
+/// [module docs](self)).
+pub fn check_log_reaches(snaps: &Snapshots, store: &EventLog) -> Result<(), LogBehindSnapshot> {
+    let Some(seen) = witnessed_seq(&snaps.path()) else {
+        return Ok(());
+    };
+    let log_end = store.numbered_upto();
+    if seen > log_end {
+        return Err(LogBehindSnapshot {
+            snapshot: snaps.path(),
+            snapshot_seq: seen,
+            log_end,
+        });
+    }
+    Ok(())
 }
 
 /// What became of the snapshot at start-up (the `outcome` label of

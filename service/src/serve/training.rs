@@ -108,19 +108,23 @@ impl Promotion {
 /// `augur_model_load_failures_total`, and the previous good one is served instead (the
 /// versions promoted before it, newest first, then the other saved versions).
 pub fn load_serving(registry: &ModelRegistry, metrics: &Metrics) -> anyhow::Result<ServedModels> {
+    let mut unloadable = std::collections::BTreeMap::new();
     Ok(ServedModels {
-        runtime: load_good::<RuntimePredictor>(registry, metrics)?,
-        queue_wait: load_good::<QueueWaitPredictor>(registry, metrics)?,
-        failure: load_good::<FailurePredictor>(registry, metrics)?,
-        convergence: load_good::<ConvergencePredictor>(registry, metrics)?,
-        dag: load_good::<DagPredictor>(registry, metrics)?,
+        runtime: load_good::<RuntimePredictor>(registry, metrics, &mut unloadable)?,
+        queue_wait: load_good::<QueueWaitPredictor>(registry, metrics, &mut unloadable)?,
+        failure: load_good::<FailurePredictor>(registry, metrics, &mut unloadable)?,
+        convergence: load_good::<ConvergencePredictor>(registry, metrics, &mut unloadable)?,
+        dag: load_good::<DagPredictor>(registry, metrics, &mut unloadable)?,
+        unloadable,
     })
 }
 
-/// The first version of `T` that loads, in the order of [`load_serving`].
+/// The first version of `T` that loads, in the order of [`load_serving`]; when versions are
+/// saved but none loads, why goes into `unloadable` under the kind.
 fn load_good<T: Artifact>(
     registry: &ModelRegistry,
     metrics: &Metrics,
+    unloadable: &mut std::collections::BTreeMap<&'static str, String>,
 ) -> anyhow::Result<Option<Served<T>>> {
     let kind = T::KIND;
     let saved = registry
@@ -140,6 +144,7 @@ fn load_good<T: Artifact>(
     }
     candidates.extend(saved.iter().rev());
     let mut tried = Vec::new();
+    let mut first_error = None;
     for v in candidates {
         if tried.contains(&v) {
             continue;
@@ -157,11 +162,18 @@ fn load_good<T: Artifact>(
             Err(e) => {
                 tracing::error!(kind, version = v, error = %e, "a saved model version cannot be loaded");
                 metrics.observe_model_load_failure(kind);
+                first_error.get_or_insert_with(|| format!("v{v}: {e}"));
                 tried.push(v);
             }
         }
     }
     tracing::error!(kind, unloadable = ?tried, "no saved version loads; the kind is not served");
+    if let Some(e) = first_error {
+        unloadable.insert(
+            kind,
+            format!("no saved {kind} version loads ({} tried); {e}", tried.len()),
+        );
+    }
     Ok(None)
 }
 

@@ -10,9 +10,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::serve::bounds::EARLIEST_LIVE_TIME;
 use crate::serve::error::{ApiError, ApiJson};
-use crate::serve::event_time::wall_now;
+use crate::serve::event_time::{wall_now, TimeWindow};
 use crate::serve::events::{Event, EventBatch};
-use crate::serve::store::{StoreError, StoredEvent};
+use crate::serve::live::SimClock;
+use crate::serve::store::{StoreError, StoredEvent, WriteFailure};
 use crate::serve::AppState;
 
 /// One stored event.
@@ -39,27 +40,80 @@ pub struct EventPage {
     pub next_after: Option<i64>,
 }
 
+/// The answer to events the store did not take: 507 on a full disk, 503 while the writer
+/// retries a failed commit or has stopped (both retryable), else 500; none carries the
+/// store's path or internal text.
 fn store_error(e: StoreError) -> ApiError {
+    use axum::http::StatusCode;
     tracing::error!(error = %e, "storing events failed");
-    ApiError::internal(format!(
-        "the events were not stored (not acknowledged): {e}"
-    ))
+    match &e {
+        StoreError::Write { failure, .. } if failure.is_disk_full() => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "insufficient_storage",
+            "the disk is full: the events were not stored (not acknowledged); retry once there is space",
+        ),
+        StoreError::Write {
+            failure: WriteFailure::Stalled { .. },
+            ..
+        } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the event store is retrying a failed commit: the events were not stored (not acknowledged); retry later",
+        ),
+        StoreError::Closed => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the event store has stopped: the events were not stored (not acknowledged)",
+        ),
+        _ => ApiError::internal("the events were not stored (not acknowledged): the store failed (see the service's log)"),
+    }
 }
 
-/// On a live backend, the latest accepted event time (wall clock plus the allowed skew) and
-/// how it is explained; none on the simulator (its clock is its own).
-fn future_limit(state: &AppState) -> Option<(f64, String)> {
-    let cfg = &state.config;
-    cfg.backend.is_live().then(|| {
-        let skew = cfg.max_future_skew_seconds;
-        (
-            wall_now() + skew,
-            format!("the wall clock plus max_future_skew_seconds = {skew}: events may not come from the future"),
-        )
-    })
+/// The window the events' times must fall in: on a live backend from 2000-01-01 to the wall
+/// clock plus the allowed skew; on the simulator from its trace's start to its clock plus the
+/// same skew in simulated seconds (skew × speed). None when no simulator drives this state
+/// (in-process tests); 503 while the simulator loads or after it failed, its clock unknown.
+fn time_window(state: &AppState) -> Result<Option<TimeWindow>, ApiError> {
+    let skew = state.config.max_future_skew_seconds;
+    if state.config.backend.is_live() {
+        return Ok(Some(TimeWindow {
+            earliest: EARLIEST_LIVE_TIME,
+            earliest_why: "2000-01-01: give epoch seconds or an RFC 3339 time".to_string(),
+            latest: wall_now() + skew,
+            latest_why: format!("the wall clock plus max_future_skew_seconds = {skew}: events may not come from the future"),
+        }));
+    }
+    match state.ext.live.sim_clock() {
+        SimClock::Absent => Ok(None),
+        SimClock::Running {
+            trace_start,
+            now,
+            speed,
+        } => Ok(Some(TimeWindow {
+            earliest: trace_start,
+            earliest_why: "the start of the simulator's trace: events may not come from before the simulation".to_string(),
+            latest: now + skew * speed,
+            latest_why: format!("the simulator's clock plus max_future_skew_seconds = {skew} at its speed of {speed} simulated seconds per second: events may not come from the simulation's future"),
+        })),
+        SimClock::Loading => Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the simulator is loading its trace: events are taken once its clock runs",
+        )),
+        SimClock::Failed => Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the simulator could not start (see /v1/cluster): without its clock events cannot be placed in time",
+        )),
+    }
 }
 
-/// Refuses a start or finish before its job's submit (in the same request, else the
+/// How much a finish's `duration` may exceed the time from its submit to it (traces give
+/// whole seconds).
+const DURATION_SLACK_S: f64 = 1.0;
+
+/// Refuses a start or finish before its job's submit, and a finish whose `duration` is longer
+/// than the time since that submit (in the same request, else the
 /// ingested one of the job's unfinished run); `prefix(i)` is event `i`'s field path prefix.
 fn check_order(
     state: &AppState,
@@ -69,13 +123,18 @@ fn check_order(
     let o = state.online();
     let mut submits: HashMap<&str, f64> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
-        let (job_id, at, what) = match e {
+        let (job_id, at, what, duration) = match e {
             Event::JobSubmitted { job_id, at, .. } => {
                 submits.insert(job_id, *at);
                 continue;
             }
-            Event::JobStarted { job_id, at } => (job_id, *at, "start"),
-            Event::JobFinished { job_id, at, .. } => (job_id, *at, "finish"),
+            Event::JobStarted { job_id, at } => (job_id, *at, "start", None),
+            Event::JobFinished {
+                job_id,
+                at,
+                duration,
+                ..
+            } => (job_id, *at, "finish", *duration),
             _ => continue,
         };
         let submit = submits.get(job_id.as_str()).copied().or_else(|| {
@@ -90,6 +149,19 @@ fn check_order(
                 format!("the {what} at {at} is before the job's submit at {s}"),
             ));
         }
+        // a run cannot last longer than the job has existed (1 s allowed for traces'
+        // whole-second times)
+        if let (Some(s), Some(d)) = (submit, duration) {
+            if d > at - s + DURATION_SLACK_S {
+                return Err(ApiError::invalid(
+                    format!("{}duration", prefix(i)),
+                    format!(
+                        "{d} s is longer than the {:.0} s from the job's submit at {s} to this finish at {at}",
+                        at - s
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -99,12 +171,13 @@ fn check_order(
     post,
     path = "/v1/events",
     tag = "ingest",
-    summary = "Ingest one event; answered once it is stored durably. Times are epoch seconds or RFC 3339 strings; on a live backend an event more than max_future_skew_seconds after the wall clock is refused",
+    summary = "Ingest one event; answered once it is stored durably. Times are epoch seconds or RFC 3339 strings; an event more than max_future_skew_seconds after the wall clock (on the simulator: after its clock, the skew in simulated seconds) or before 2000 (the simulator's trace) is refused",
     request_body = Event,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "stored", body = Ingested),
-        (status = 422, description = "a field is invalid (named), or a time is in the future")
+        (status = 422, description = "a field is invalid (named), or a time is outside the backend's window"),
+        (status = 503, description = "on the simulator: its clock is not running (loading or failed)")
     )
 )]
 pub async fn ingest_one(
@@ -112,8 +185,8 @@ pub async fn ingest_one(
     ApiJson(event): ApiJson<Event>,
 ) -> Result<Json<Ingested>, ApiError> {
     event.validate("")?;
-    if let Some((limit, why)) = future_limit(&state) {
-        event.check_within("", EARLIEST_LIVE_TIME, limit, &why)?;
+    if let Some(window) = time_window(&state)? {
+        event.check_within("", &window)?;
     }
     check_order(&state, std::slice::from_ref(&event), |_| String::new())?;
     let seqs = state.store.append(vec![event]).await.map_err(store_error)?;
@@ -133,7 +206,8 @@ pub async fn ingest_one(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "stored", body = IngestedBatch),
-        (status = 422, description = "a field of `events[i]` is invalid, or a time is in the future")
+        (status = 422, description = "a field of `events[i]` is invalid, or a time is outside the backend's window"),
+        (status = 503, description = "on the simulator: its clock is not running (loading or failed)")
     )
 )]
 pub async fn ingest_batch(
@@ -147,11 +221,11 @@ pub async fn ingest_batch(
             format!("must hold 1 to {} events, got {n}", state.config.max_batch),
         ));
     }
-    let future = future_limit(&state);
+    let window = time_window(&state)?;
     for (i, e) in batch.events.iter().enumerate() {
         e.validate(&format!("events[{i}]"))?;
-        if let Some((limit, why)) = &future {
-            e.check_within(&format!("events[{i}]"), EARLIEST_LIVE_TIME, *limit, why)?;
+        if let Some(window) = &window {
+            e.check_within(&format!("events[{i}]"), window)?;
         }
     }
     check_order(&state, &batch.events, |i| format!("events[{i}]."))?;

@@ -25,6 +25,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
+use super::training::RUNTIME_KIND;
 use super::AppState;
 
 /// The process is up.
@@ -93,21 +94,24 @@ pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    let (runtime, queue_wait) = {
+    let (runtime, queue_wait, runtime_unloadable) = {
         let o = state.online();
         (
             o.models.runtime.as_ref().map(|s| s.meta.version),
             o.models.queue_wait.as_ref().map(|s| s.meta.version),
+            o.models.unloadable.get(RUNTIME_KIND).cloned(),
         )
     };
     let model_ok = state.ready.load(Ordering::SeqCst) && runtime.is_some();
     let mut checks = vec![ReadyCheck {
         name: "runtime_model".into(),
         ok: model_ok,
-        detail: if model_ok {
-            "loaded".into()
-        } else {
-            "the runtime model is not loaded yet (training at first start?)".into()
+        detail: match (model_ok, runtime_unloadable) {
+            (true, _) => "loaded".into(),
+            (false, Some(why)) => models::without_data_dir(&why, &state.config.data_dir),
+            (false, None) => {
+                "the runtime model is not loaded yet (training at first start?)".into()
+            }
         },
     }];
     let dir = state.config.data_dir.clone();

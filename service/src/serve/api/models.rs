@@ -84,12 +84,12 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsVie
     let kinds = blocking(move || {
         let mut kinds = BTreeMap::new();
         for kind in KINDS {
-            let versions = registry
-                .versions(kind)
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            let promoted = registry
-                .promotion(kind)
-                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let failed = |e: RegistryError| {
+                tracing::error!(error = %e, "reading the model registry failed");
+                ApiError::internal("the model registry cannot be read (see the service's log)")
+            };
+            let versions = registry.versions(kind).map_err(failed)?;
+            let promoted = registry.promotion(kind).map_err(failed)?;
             let versions = versions
                 .into_iter()
                 .map(|v| match v.meta {
@@ -223,14 +223,20 @@ pub async fn promote(
     let kind = check_kind(&kind)?;
     let st = state.clone();
     blocking(move || {
-        training::check_loads(&st.registry, kind, body.version)
-            .map_err(unloadable(kind, body.version))?;
+        let dir = st.config.data_dir.clone();
+        training::check_loads(&st.registry, kind, body.version).map_err(unloadable(
+            kind,
+            body.version,
+            &dir,
+        ))?;
         let p = st
             .registry
             .promote(kind, body.version)
-            .map_err(registry_error("version"))?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics)
-            .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+            .map_err(registry_error("version", &dir))?;
+        let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
+            tracing::error!(error = %format!("{e:#}"), "loading the promoted models failed");
+            ApiError::internal("the promoted models could not be loaded (see the service's log)")
+        })?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
     })
@@ -258,44 +264,84 @@ pub async fn rollback(
     let kind = check_kind(&kind)?;
     let st = state.clone();
     blocking(move || {
+        let dir = st.config.data_dir.clone();
         let previous = st
             .registry
             .promotion(kind)
-            .map_err(registry_error("kind"))?
+            .map_err(registry_error("kind", &dir))?
             .and_then(|p| p.history.last().copied());
         if let Some(v) = previous {
-            training::check_loads(&st.registry, kind, v).map_err(unloadable(kind, v))?;
+            training::check_loads(&st.registry, kind, v).map_err(unloadable(kind, v, &dir))?;
         }
-        let p = st.registry.rollback(kind).map_err(registry_error("kind"))?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics)
-            .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        let p = st
+            .registry
+            .rollback(kind)
+            .map_err(registry_error("kind", &dir))?;
+        let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
+            tracing::error!(error = %format!("{e:#}"), "loading the models after a rollback failed");
+            ApiError::internal("the models could not be loaded after the rollback (see the service's log)")
+        })?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
     })
     .await
 }
 
-/// A version that does not load is refused (422) before the pointer is touched.
-fn unloadable(kind: &'static str, version: u32) -> impl Fn(RegistryError) -> ApiError {
-    move |e| match e {
-        RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
-            ApiError::invalid("version", e.to_string())
+/// `text` with the data folder's path (as configured and as resolved) replaced by
+/// `<data_dir>`: answers never show where the service keeps its files.
+pub fn without_data_dir(text: &str, data_dir: &std::path::Path) -> String {
+    let mut out = text.to_string();
+    let resolved = std::fs::canonicalize(data_dir).ok();
+    for p in resolved.iter().map(|p| p.as_path()).chain([data_dir]) {
+        let shown = p.display().to_string();
+        if !shown.is_empty() && shown != "." {
+            out = out.replace(&shown, "<data_dir>");
         }
-        _ => ApiError::invalid(
-            "version",
-            format!("{kind} v{version} cannot be loaded ({e}); the served version is unchanged"),
-        ),
+    }
+    out
+}
+
+/// A version that does not load is refused (422) before the pointer is touched.
+fn unloadable(
+    kind: &'static str,
+    version: u32,
+    data_dir: &std::path::Path,
+) -> impl Fn(RegistryError) -> ApiError {
+    let data_dir = data_dir.to_path_buf();
+    move |e| {
+        let why = without_data_dir(&e.to_string(), &data_dir);
+        match e {
+            RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
+                ApiError::invalid("version", why)
+            }
+            _ => ApiError::invalid(
+                "version",
+                format!(
+                    "{kind} v{version} cannot be loaded ({why}); the served version is unchanged"
+                ),
+            ),
+        }
     }
 }
 
-fn registry_error(field: &'static str) -> impl Fn(RegistryError) -> ApiError {
-    move |e| match e {
-        RegistryError::NotPromoted { .. } | RegistryError::NothingToRollBack { .. } => {
-            ApiError::conflict(e.to_string())
+fn registry_error(
+    field: &'static str,
+    data_dir: &std::path::Path,
+) -> impl Fn(RegistryError) -> ApiError {
+    let data_dir = data_dir.to_path_buf();
+    move |e| {
+        let why = without_data_dir(&e.to_string(), &data_dir);
+        match e {
+            RegistryError::NotPromoted { .. } | RegistryError::NothingToRollBack { .. } => {
+                ApiError::conflict(why)
+            }
+            RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
+                ApiError::invalid(field, why)
+            }
+            _ => {
+                tracing::error!(error = %e, "the model registry failed");
+                ApiError::internal("the model registry failed (see the service's log)")
+            }
         }
-        RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
-            ApiError::invalid(field, e.to_string())
-        }
-        _ => ApiError::internal(e.to_string()),
     }
 }

@@ -74,6 +74,40 @@ pub(super) struct Running {
     records: Arc<Vec<JobRecord>>,
     /// Added to the simulator's lap in the jobs' ids (a replay resumed after a restart).
     lap_offset: u32,
+    /// The earliest submit of the replayed trace, before any shift: no replayed or
+    /// plausible event of this simulation comes before it.
+    trace_start: f64,
+}
+
+impl Running {
+    /// The simulator's clock now.
+    fn clock(&self) -> SimClock {
+        let sim = self.live.backend();
+        SimClock::Running {
+            trace_start: self.trace_start,
+            now: sim.simulator().now(),
+            speed: sim.speed(),
+        }
+    }
+}
+
+/// The simulator's clock, against which ingest checks the times of the events clients send
+/// on `--backend sim` (as the live backends check them against the wall clock).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SimClock {
+    /// No simulator drives this state (another backend, or none started in-process).
+    Absent,
+    /// The replay is loading: its clock is not known yet.
+    Loading,
+    /// The replay runs: its trace starts at `trace_start`, its clock reads `now`, and it
+    /// runs `speed` simulated seconds per wall second.
+    Running {
+        trace_start: f64,
+        now: f64,
+        speed: f64,
+    },
+    /// The replay could not start.
+    Failed,
 }
 
 /// The loop being driven: the simulated replay, or a Kubernetes cluster.
@@ -147,6 +181,8 @@ pub struct Live {
     dry_run_locked: AtomicBool,
     /// Where the operator's switches are kept across restarts (`<data_dir>/operator.json`).
     switches_file: std::path::PathBuf,
+    /// The simulator's clock (on `--backend sim`).
+    sim_clock: Mutex<SimClock>,
     /// The API job id of each recent decision.
     pub(super) decision_jobs: Mutex<DecisionJobs>,
 }
@@ -211,8 +247,18 @@ impl Live {
             dry_run: AtomicBool::new(kept.dry_run),
             dry_run_locked: AtomicBool::new(false),
             switches_file,
+            sim_clock: Mutex::new(SimClock::Absent),
             decision_jobs: Mutex::new(DecisionJobs::default()),
         }
+    }
+
+    /// The simulator's clock now.
+    pub fn sim_clock(&self) -> SimClock {
+        *lock(&self.sim_clock)
+    }
+
+    fn set_sim_clock(&self, clock: SimClock) {
+        *lock(&self.sim_clock) = clock;
     }
 
     /// Sets the switches and keeps them on disk (written whole, synced) before returning; on
@@ -296,6 +342,10 @@ fn load(
 ) -> anyhow::Result<Running> {
     let all = super::training::bundled_jobs(dataset, None)?;
     let mut records = replay_records(all, trained_on);
+    let trace_start = records
+        .iter()
+        .map(|r| r.submit_time)
+        .fold(f64::INFINITY, f64::min);
     resume.shift(&mut records);
     let (jobs, skipped) = jobs_from_records(&records, &vec![None; records.len()]);
     if jobs.is_empty() {
@@ -323,6 +373,7 @@ fn load(
         live,
         records: Arc::new(records),
         lap_offset: resume.lap,
+        trace_start,
     })
 }
 
@@ -416,6 +467,7 @@ pub fn spawn(state: AppState) {
     if resume != Resume::default() {
         tracing::info!(lap = resume.lap, after = ?resume.after, "the replay resumes after the stored events");
     }
+    state.ext.live.set_sim_clock(SimClock::Loading);
     tokio::spawn(async move {
         let loaded =
             tokio::task::spawn_blocking(move || load(&dataset, limit, speed, resume)).await;
@@ -424,13 +476,16 @@ pub fn spawn(state: AppState) {
             Ok(Err(e)) => {
                 tracing::error!(error = %format!("{e:#}"), "the live simulator could not start");
                 state.ext.live.set_status(format!("failed: {e:#}"));
+                state.ext.live.set_sim_clock(SimClock::Failed);
                 return;
             }
             Err(e) => {
                 state.ext.live.set_status(format!("failed: {e}"));
+                state.ext.live.set_sim_clock(SimClock::Failed);
                 return;
             }
         };
+        state.ext.live.set_sim_clock(running.clock());
         let jobs = running.live.backend().simulator().len();
         *state.ext.live.running.lock().await = Some(Driven::Sim(Box::new(running)));
         state.ext.live.set_status("running");
@@ -472,6 +527,7 @@ async fn drive(state: AppState) {
             };
             let t = Instant::now();
             let evs = tokio::task::block_in_place(|| r.live.advance(wall));
+            live.set_sim_clock(r.clock());
             to_events(&evs, &r.records, r.lap_offset, &mut pending, &mut submitted);
             busy += t.elapsed();
         }

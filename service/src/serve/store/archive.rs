@@ -9,6 +9,11 @@
 //! ever grows. A segment is written and synced before the manifest names it, and the
 //! manifest before the rows leave the database, so a crash leaves an event in both places
 //! at worst (the database copy is dropped at the next compaction), never in neither.
+//!
+//! A segment that is missing or damaged is a loss: the store refuses to open naming its
+//! range ([`Archive::open`] checks every segment is there with its size), and `augur store
+//! repair` ([`repair`]) moves it aside, drops it from the manifest and has its range
+//! recorded as lost, after which the archive may have holes that the recorded losses cover.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -39,6 +44,16 @@ pub struct Segment {
     pub bytes: u64,
     /// SHA-256 of the file, lowercase hex.
     pub sha256: String,
+}
+
+impl Segment {
+    /// `archive segment <file> (seq a..=b, n events)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "archive segment {} (seq {}..={}, {} events)",
+            self.file, self.first_seq, self.last_seq, self.events
+        )
+    }
 }
 
 /// The manifest: the segments, oldest first.
@@ -102,6 +117,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> 
 }
 
 /// SHA-256 of `bytes` in lowercase hex.
+/// Lowercase hex of a digest.
+pub(crate) fn sha256_hex_of(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
@@ -190,10 +210,30 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// Opens the archive folder `dir` (empty when it does not exist).
+    /// Opens the archive folder `dir` (empty when it does not exist); refused when a
+    /// segment the manifest lists is missing or not of its listed size, naming its range.
     pub fn open(dir: &Path) -> Result<Archive, StoreError> {
+        let manifest = read_manifest(dir)?;
+        let problems: Vec<String> = manifest
+            .segments
+            .iter()
+            .filter_map(|seg| {
+                let why = match std::fs::metadata(dir.join(&seg.file)) {
+                    Ok(m) if m.len() == seg.bytes => return None,
+                    Ok(m) => format!("is {} bytes, the manifest says {}", m.len(), seg.bytes),
+                    Err(e) => format!("cannot be read: {e}"),
+                };
+                Some(format!("{} {why}", seg.describe()))
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(StoreError::ArchiveDamaged {
+                dir: dir.to_path_buf(),
+                problems,
+            });
+        }
         Ok(Archive {
-            manifest: read_manifest(dir)?,
+            manifest,
             dir: dir.to_path_buf(),
             cache: Mutex::new(None),
         })
@@ -306,7 +346,9 @@ pub fn verify(dir: &Path, db_min_seq: i64, losses: &[LostRange]) -> ArchiveRepor
     let mut expect = 1;
     for seg in &manifest.segments {
         report.segments += 1;
-        if seg.first_seq != expect {
+        // a hole is sound where a repair recorded its events as lost
+        let hole_recorded = seg.first_seq > expect && (expect..seg.first_seq).all(lost);
+        if seg.first_seq != expect && !hole_recorded {
             report.problems.push(format!(
                 "archive segment {} starts at seq {} but the one before ends at {}",
                 seg.file,
@@ -318,7 +360,10 @@ pub fn verify(dir: &Path, db_min_seq: i64, losses: &[LostRange]) -> ArchiveRepor
         let events = match read_segment(dir, seg) {
             Ok(ev) => ev,
             Err(e) => {
-                report.problems.push(e.to_string());
+                report.problems.push(format!(
+                    "{} cannot be read: {e} (`augur store repair` records its range as lost)",
+                    seg.describe()
+                ));
                 continue;
             }
         };
@@ -364,6 +409,43 @@ pub fn verify(dir: &Path, db_min_seq: i64, losses: &[LostRange]) -> ArchiveRepor
         ));
     }
     report
+}
+
+/// Moves every segment of the archive in `dir` that cannot be read whole (missing, damaged)
+/// aside (`<file>.damaged-<stamp>`, when there is a file) and out of the manifest; returns
+/// their ranges, to be recorded as lost (`augur store repair`).
+pub fn repair(dir: &Path, stamp: u64) -> Result<Vec<LostRange>, StoreError> {
+    let manifest = read_manifest(dir)?;
+    let mut kept = Vec::new();
+    let mut lost = Vec::new();
+    for seg in manifest.segments {
+        match read_segment(dir, &seg) {
+            Ok(_) => kept.push(seg),
+            Err(e) => {
+                let path = dir.join(&seg.file);
+                if path.exists() {
+                    let aside = dir.join(format!("{}.damaged-{stamp}", seg.file));
+                    std::fs::rename(&path, &aside).map_err(|e| StoreError::io(&path, e))?;
+                }
+                lost.push(LostRange {
+                    first_seq: seg.first_seq,
+                    last_seq: seg.last_seq,
+                    reason: format!("{} lost at repair: {e}", seg.describe()),
+                });
+            }
+        }
+    }
+    if !lost.is_empty() {
+        let next = Manifest {
+            format: manifest.format.max(1),
+            segments: kept,
+        };
+        let bytes = serde_json::to_vec_pretty(&next).map_err(|e| {
+            StoreError::io(dir, std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })?;
+        write_atomic(&manifest_path(dir), &bytes)?;
+    }
+    Ok(lost)
 }
 
 #[cfg(test)]

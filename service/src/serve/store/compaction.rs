@@ -13,7 +13,7 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::archive::{self, Line};
-use super::{open_conn, Store, StoreError};
+use super::{integrity, open_conn, Store, StoreError};
 
 /// Most events in one archive segment.
 pub const SEGMENT_EVENTS: i64 = 50_000;
@@ -73,21 +73,45 @@ impl Store {
         }
         let mut stmt = conn
             .prepare(
-                "SELECT seq, received_at, body FROM events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+                "SELECT seq, received_at, body, kind, job_id, sum FROM events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
             )
             .map_err(sql)?;
         while from < upto {
-            let lines = stmt
+            let rows = stmt
                 .query_map(params![from, upto, SEGMENT_EVENTS], |r| {
-                    Ok(Line {
-                        seq: r.get(0)?,
-                        received_at: r.get(1)?,
-                        body: r.get(2)?,
-                    })
+                    Ok((
+                        Line {
+                            seq: r.get(0)?,
+                            received_at: r.get(1)?,
+                            body: r.get(2)?,
+                        },
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                    ))
                 })
                 .map_err(sql)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql)?;
+            // a row changed on disk is not archived as if sound
+            let mut lines = Vec::with_capacity(rows.len());
+            for (line, kind, job_id, sum) in rows {
+                if let Some(reason) = integrity::sum_mismatch(
+                    line.seq,
+                    line.received_at,
+                    &kind,
+                    job_id.as_deref(),
+                    &line.body,
+                    sum.as_deref(),
+                ) {
+                    return Err(StoreError::BadRow {
+                        path: self.path.clone(),
+                        seq: line.seq,
+                        reason,
+                    });
+                }
+                lines.push(line);
+            }
             let Some(last) = lines.last().map(|l| l.seq) else {
                 break;
             };
@@ -177,7 +201,7 @@ mod tests {
         let more = store.append(vec![started(5_000)]).await.unwrap();
         assert_eq!(more, vec![5_001], "sequence numbers continue");
         store.close();
-        let report = super::super::check(&path).unwrap();
+        let report = super::super::check(&path, 0).unwrap();
         assert!(report.is_sound(), "{:?}", report.problems());
         // a reopened store replays everything, archive first
         let (store, existing) = Store::open(&path, Box::new(|_| Vec::new())).unwrap();
@@ -212,12 +236,70 @@ mod tests {
         let mut bytes = std::fs::read(&seg_path).unwrap();
         bytes.truncate(bytes.len() - 10);
         std::fs::write(&seg_path, bytes).unwrap();
-        let report = super::super::check(&path).unwrap();
+        let report = super::super::check(&path, 0).unwrap();
         assert!(!report.is_sound());
         assert!(
             report.problems().iter().any(|p| p.contains("checksum")),
             "{:?}",
             report.problems()
         );
+    }
+
+    /// A deleted archive segment: the store refuses to open naming its range; a repair
+    /// records the range as lost, after which the check passes, the store opens with every
+    /// other event, the loss recorded, and numbers continue after everything ever stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deleted_archive_segment_is_named_at_open_and_recorded_as_lost_by_a_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.sqlite");
+        let (store, _) = Store::open(&path, Box::new(|_| Vec::new())).unwrap();
+        for chunk in 0..4 {
+            let events = (0..1000).map(|i| started(chunk * 1000 + i)).collect();
+            store.append(events).await.unwrap();
+        }
+        for upto in [1_000, 2_000, 3_000] {
+            assert_eq!(store.compact(upto).unwrap().archived_upto, upto);
+        }
+        store.close();
+        let adir = archive::dir_of(&path);
+        let segments = archive::read_manifest(&adir).unwrap().segments;
+        assert_eq!(segments.len(), 3);
+        std::fs::remove_file(adir.join(&segments[1].file)).unwrap();
+        match Store::open(&path, Box::new(|_| Vec::new())) {
+            Err(e @ StoreError::ArchiveDamaged { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("seq 1001..=2000"), "{text}");
+                assert!(text.contains("augur store repair"), "{text}");
+            }
+            other => panic!("opened without a segment: {:?}", other.map(|_| ())),
+        }
+        let report = super::super::check(&path, 0).unwrap();
+        assert!(!report.is_sound());
+        assert!(
+            report
+                .problems()
+                .iter()
+                .any(|p| p.contains("seq 1001..=2000")),
+            "{:?}",
+            report.problems()
+        );
+        let repaired = super::super::repair(&path, 0).unwrap();
+        assert_eq!(
+            repaired
+                .lost
+                .iter()
+                .map(|l| (l.first_seq, l.last_seq))
+                .collect::<Vec<_>>(),
+            vec![(1_001, 2_000)]
+        );
+        let report = super::super::check(&path, 0).unwrap();
+        assert!(report.is_sound(), "{:?}", report.problems());
+        assert_eq!(report.recorded_losses.len(), 1);
+        let (store, existing) = Store::open(&path, Box::new(|_| Vec::new())).unwrap();
+        let seqs: Vec<i64> = existing.iter().map(|e| e.seq).collect();
+        let want: Vec<i64> = (1..=1_000).chain(2_001..=4_000).collect();
+        assert_eq!(seqs, want);
+        assert_eq!(store.append(vec![started(0)]).await.unwrap(), vec![4_001]);
+        store.close();
     }
 }

@@ -60,6 +60,15 @@ impl EventLog {
         }
     }
 
+    /// The highest sequence number taken: acknowledged, recorded as lost or archived
+    /// (blocking).
+    pub fn numbered_upto(&self) -> i64 {
+        match self {
+            EventLog::Sqlite(s) => s.numbered_upto(),
+            EventLog::Postgres(s) => s.last_committed().unwrap_or(0),
+        }
+    }
+
     /// The prediction records of the submits with `first <= seq <= last` (blocking).
     pub fn read_predictions_between(
         &self,

@@ -9,6 +9,12 @@
 //! lost; otherwise the store refuses to open, naming the missing ranges. `augur store repair`
 //! keeps every intact event, records exactly what was lost (table `losses`), moves the damaged
 //! files aside and makes sure no sequence number is ever handed out twice.
+//!
+//! Every row carries a checksum ([`row_sum`]: SHA-256 of its sequence number, receive time,
+//! kind, job and body, column `sum`), so a flipped bit inside a row that still parses is
+//! found by `augur store check` and on every read, as the archive's and the snapshot's
+//! checksums find theirs. Rows written before checksums existed get theirs at the first
+//! open ([`add_row_sums`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -18,6 +24,71 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 
 use super::StoreError;
+
+/// The checksum of one stored row (lowercase hex SHA-256).
+pub fn row_sum(seq: i64, received_at: f64, kind: &str, job_id: Option<&str>, body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(seq.to_le_bytes());
+    h.update(received_at.to_bits().to_le_bytes());
+    h.update(kind.as_bytes());
+    h.update([0u8]);
+    h.update(job_id.unwrap_or("").as_bytes());
+    h.update([0u8]);
+    h.update(body.as_bytes());
+    super::archive::sha256_hex_of(&h.finalize())
+}
+
+/// Why a row's stored checksum is not its content's (`None`: it matches, or the row has
+/// none yet).
+pub fn sum_mismatch(
+    seq: i64,
+    received_at: f64,
+    kind: &str,
+    job_id: Option<&str>,
+    body: &str,
+    sum: Option<&str>,
+) -> Option<String> {
+    let stored = sum?;
+    (row_sum(seq, received_at, kind, job_id, body) != stored)
+        .then(|| "checksum mismatch: the row was changed on disk after it was written".to_string())
+}
+
+/// Whether the `events` table has the `sum` column (a store written before checksums has
+/// not, until its first open).
+pub fn has_row_sums(conn: &Connection) -> Result<bool, rusqlite::Error> {
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'sum'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(n > 0)
+}
+
+/// Gives every row without a checksum one (adding the column to a store written before
+/// checksums): what such a row holds at this open is taken as written. Returns how many.
+pub fn add_row_sums(conn: &mut Connection) -> Result<usize, rusqlite::Error> {
+    if !has_row_sums(conn)? {
+        conn.execute_batch("ALTER TABLE events ADD COLUMN sum TEXT")?;
+    }
+    let tx = conn.transaction()?;
+    let rows: Vec<(i64, f64, String, Option<String>, String)> = {
+        let mut stmt = tx
+            .prepare("SELECT seq, received_at, kind, job_id, body FROM events WHERE sum IS NULL")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
+        rows.collect::<Result<_, _>>()?
+    };
+    {
+        let mut set = tx.prepare("UPDATE events SET sum = ?1 WHERE seq = ?2")?;
+        for (seq, at, kind, job, body) in &rows {
+            set.execute(params![row_sum(*seq, *at, kind, job.as_deref(), body), seq])?;
+        }
+    }
+    tx.commit()?;
+    Ok(rows.len())
+}
 
 /// Width of one copy of the mark in the file: 20 decimal digits.
 const MARK_DIGITS: usize = 20;
@@ -138,6 +209,10 @@ pub struct IntegrityReport {
     /// The archive segments' verification (`augur store check`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archive: Option<super::archive::ArchiveReport>,
+    /// The last sequence number of the snapshot of the online state, when it is beyond the
+    /// log's mark (the events up to it were acknowledged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub witnessed: Option<i64>,
 }
 
 impl IntegrityReport {
@@ -171,6 +246,11 @@ impl IntegrityReport {
             out.push(format!(
                 "acknowledged events seq {a}..={b} ({} events) are missing from the log",
                 b - a + 1
+            ));
+        }
+        if let Some(w) = self.witnessed.filter(|_| !self.missing.is_empty()) {
+            out.push(format!(
+                "the snapshot of the online state was built from events up to seq {w}: the log once held them"
             ));
         }
         for (seq, reason) in self.unreadable.iter().take(20) {
@@ -230,6 +310,15 @@ fn gaps(present: &[i64], upto: i64, losses: &[LostRange]) -> Vec<(i64, i64)> {
     out
 }
 
+/// The ranges of `from..=to` not covered by `losses`.
+pub fn unrecorded(from: i64, to: i64, losses: &[LostRange]) -> Vec<(i64, i64)> {
+    gaps(&[], to, losses)
+        .into_iter()
+        .filter(|&(_, b)| b >= from)
+        .map(|(a, b)| (a.max(from), b))
+        .collect()
+}
+
 /// Reads the recorded losses (none when the table does not exist yet).
 fn recorded_losses(conn: &Connection) -> Result<Vec<LostRange>, rusqlite::Error> {
     let exists: Option<String> = conn
@@ -257,18 +346,31 @@ fn recorded_losses(conn: &Connection) -> Result<Vec<LostRange>, rusqlite::Error>
 /// Every row's sequence number, and the rows whose event does not parse.
 type RowScan = (Vec<i64>, Vec<(i64, String)>);
 
+/// A row's receive time, kind, job, body and checksum.
+type RowFields = (f64, String, Option<String>, String, Option<String>);
+
 fn scan_rows(
     conn: &Connection,
     parse: &dyn Fn(&str) -> Result<(), String>,
 ) -> Result<RowScan, rusqlite::Error> {
-    let mut stmt = conn.prepare("SELECT seq, body FROM events ORDER BY seq")?;
+    let sums = if has_row_sums(conn)? { "sum" } else { "NULL" };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT seq, received_at, kind, job_id, body, {sums} FROM events ORDER BY seq"
+    ))?;
     let mut rows = stmt.query([])?;
     let (mut seqs, mut bad) = (Vec::new(), Vec::new());
     while let Some(r) = rows.next()? {
         let seq: i64 = r.get(0)?;
-        match r.get::<_, String>(1) {
-            Ok(body) => {
-                if let Err(e) = parse(&body) {
+        let read = || -> Result<RowFields, rusqlite::Error> {
+            Ok((r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        };
+        match read() {
+            Ok((at, kind, job, body, sum)) => {
+                if let Some(why) =
+                    sum_mismatch(seq, at, &kind, job.as_deref(), &body, sum.as_deref())
+                {
+                    bad.push((seq, why));
+                } else if let Err(e) = parse(&body) {
                     bad.push((seq, e));
                 }
             }
@@ -335,6 +437,18 @@ pub struct RepairReport {
     pub next_seq: i64,
 }
 
+/// What a repair goes by besides the database.
+#[derive(Debug, Clone, Default)]
+pub struct RepairInputs {
+    /// The highest sequence number in the archive (after its unreadable segments left it).
+    pub archived_upto: i64,
+    /// The highest sequence number another record shows was acknowledged (the snapshot's
+    /// last event; 0 for none), treated as the mark when higher.
+    pub witnessed: i64,
+    /// The ranges of the archive segments that could not be read, lost.
+    pub archive_lost: Vec<LostRange>,
+}
+
 /// Every intact (seq, received_at, kind, job_id, body) row readable from a damaged database,
 /// looked up one by one up to `upto` so a corrupt page loses only its own rows.
 type Row = (i64, f64, String, Option<String>, String);
@@ -347,20 +461,37 @@ fn salvage(db: &Path, upto: i64, parse: &dyn Fn(&str) -> Result<(), String>) -> 
         .query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
         .unwrap_or(0);
     let mut out = Vec::new();
-    let Ok(mut stmt) =
-        conn.prepare("SELECT seq, received_at, kind, job_id, body FROM events WHERE seq = ?1")
-    else {
+    let sums = if has_row_sums(&conn).unwrap_or(false) {
+        "sum"
+    } else {
+        "NULL"
+    };
+    let Ok(mut stmt) = conn.prepare(&format!(
+        "SELECT seq, received_at, kind, job_id, body, {sums} FROM events WHERE seq = ?1"
+    )) else {
         return (out, max_seq);
     };
     for seq in 1..=upto.max(max_seq) {
         let row = stmt
             .query_row(params![seq], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                Ok((
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                    r.get::<_, Option<String>>(5)?,
+                ))
             })
             .optional();
-        if let Ok(Some(row)) = row {
+        if let Ok(Some((row, sum))) = row {
             let row: Row = row;
-            if parse(&row.4).is_ok() {
+            let intact = sum_mismatch(
+                row.0,
+                row.1,
+                &row.2,
+                row.3.as_deref(),
+                &row.4,
+                sum.as_deref(),
+            )
+            .is_none();
+            if intact && parse(&row.4).is_ok() {
                 out.push(row);
             }
         }
@@ -394,22 +525,37 @@ pub fn repair(
     db: &Path,
     parse: &dyn Fn(&str) -> Result<(), String>,
     create_schema: &dyn Fn(&Connection) -> Result<(), rusqlite::Error>,
-    archived_upto: i64,
+    inputs: RepairInputs,
 ) -> Result<RepairReport, StoreError> {
+    let RepairInputs {
+        archived_upto,
+        witnessed,
+        archive_lost,
+    } = inputs;
     let before = verify(db, true, parse)?;
-    let mark = before.high_water.unwrap_or(0);
+    let mark = before.high_water.unwrap_or(0).max(witnessed);
     let (rows, max_seq) = salvage(db, mark.max(before.max_seq), parse);
     let upto = mark.max(max_seq);
     let present: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    let known: Vec<LostRange> = before
+        .recorded_losses
+        .iter()
+        .chain(&archive_lost)
+        .cloned()
+        .collect();
     // the events up to `archived_upto` are in the archive, not lost
-    let missing = gaps(&present, upto, &before.recorded_losses);
-    let lost: Vec<LostRange> = super::archive::outside(&missing, archived_upto)
+    let missing = gaps(&present, upto, &known);
+    let lost: Vec<LostRange> = archive_lost
         .into_iter()
-        .map(|(a, b)| LostRange {
-            first_seq: a,
-            last_seq: b,
-            reason: "missing or unreadable at repair".into(),
-        })
+        .chain(
+            super::archive::outside(&missing, archived_upto)
+                .into_iter()
+                .map(|(a, b)| LostRange {
+                    first_seq: a,
+                    last_seq: b,
+                    reason: "missing or unreadable at repair".into(),
+                }),
+        )
         .collect();
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -425,10 +571,12 @@ pub fn repair(
         let tx = conn.transaction().map_err(sql)?;
         {
             let mut ins = tx
-                .prepare("INSERT INTO events (seq, received_at, kind, job_id, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .prepare("INSERT INTO events (seq, received_at, kind, job_id, body, sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(sql)?;
             for r in &rows {
-                ins.execute(params![r.0, r.1, r.2, r.3, r.4]).map_err(sql)?;
+                let sum = row_sum(r.0, r.1, &r.2, r.3.as_deref(), &r.4);
+                ins.execute(params![r.0, r.1, r.2, r.3, r.4, sum])
+                    .map_err(sql)?;
             }
             // the predictions recorded at the kept submits stay with them
             let mut rec = tx

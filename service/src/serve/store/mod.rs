@@ -21,9 +21,11 @@
 //! writer stores them in the `predictions` table in the group's own transaction, so a submit
 //! and its answers are committed together or not at all (a crash never leaves a submit
 //! whose answers would be issued again by a later model). `on_commit` therefore runs after
-//! the group's events are written and before their commit. Should that commit then fail,
-//! the online state is ahead of the log; the writer stops (every later append is refused
-//! with [`StoreError::Closed`]) and a restart rebuilds the state from the log.
+//! the group's events are written and before their commit. Should that commit then fail
+//! (a full disk), the online state is ahead of the log: the writer retries that group, with
+//! the same sequence numbers and records, until it commits (its requests wait for it), and
+//! meanwhile refuses every new append at once ([`WriteFailure::Stalled`]); so once there is
+//! space again ingest resumes by itself, with memory and log agreeing.
 //!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
@@ -85,8 +87,58 @@ pub enum StoreError {
     Damaged(Box<IntegrityReport>),
     #[error("the event store's writer has stopped")]
     Closed,
+    /// Archive segments are missing or damaged: refused until repaired.
+    #[error("event store archive {} is damaged and the store was not opened:\n  {}\nrun `augur store check` for the full report and `augur store repair` to record these ranges as lost and go on", .dir.display(), .problems.join("\n  "))]
+    ArchiveDamaged { dir: PathBuf, problems: Vec<String> },
+    /// A write that was not committed (not acknowledged), and why.
+    #[error("event store {}: {failure}", .path.display())]
+    Write {
+        path: PathBuf,
+        failure: WriteFailure,
+    },
     #[error(transparent)]
     Postgres(#[from] postgres::PgStoreError),
+}
+
+/// Why a write was not committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteFailure {
+    /// The disk (or the database's size limit) is full.
+    #[error("the disk is full ({0}): the events were not stored")]
+    Full(String),
+    /// The writer retries a commit the service had already applied; no new event is taken
+    /// until it succeeds.
+    #[error(
+        "a commit failed ({reason}) and is being retried: no event is taken until it succeeds"
+    )]
+    Stalled { reason: String, full: bool },
+    /// Any other failure of the write.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl WriteFailure {
+    /// The failure of a write that failed with `e`.
+    fn of(e: &rusqlite::Error) -> WriteFailure {
+        if is_disk_full(e) {
+            WriteFailure::Full(e.to_string())
+        } else {
+            WriteFailure::Failed(e.to_string())
+        }
+    }
+
+    /// Whether it is a full disk, stalled or not.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self,
+            WriteFailure::Full(_) | WriteFailure::Stalled { full: true, .. }
+        )
+    }
+}
+
+/// Whether `e` is SQLite's "database or disk is full".
+fn is_disk_full(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
 }
 
 impl StoreError {
@@ -112,7 +164,8 @@ fn create_schema(conn: &Connection) -> Result<(), rusqlite::Error> {
             received_at REAL NOT NULL,
             kind TEXT NOT NULL,
             job_id TEXT,
-            body TEXT NOT NULL
+            body TEXT NOT NULL,
+            sum TEXT
         );
         CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
         CREATE TABLE IF NOT EXISTS predictions (
@@ -137,11 +190,26 @@ fn parse_body(body: &str) -> Result<(), String> {
 }
 
 /// Verifies the store at `path` without changing it (SQLite's structural check, every row
-/// readable, no acknowledged sequence number missing): `augur store check`.
-pub fn check(path: &Path) -> Result<IntegrityReport, StoreError> {
+/// readable, no acknowledged sequence number missing): `augur store check`. `witnessed` is
+/// the highest sequence number another record shows was acknowledged (the snapshot of the
+/// online state; 0 for none): numbers up to it missing from the log are missing events.
+pub fn check(path: &Path, witnessed: i64) -> Result<IntegrityReport, StoreError> {
     let archived = archive::read_manifest(&archive::dir_of(path))
         .map_or(0, |m| m.segments.last().map_or(0, |s| s.last_seq));
     let mut report = integrity::verify(path, true, &parse_body)?;
+    let upto = report
+        .high_water
+        .unwrap_or(0)
+        .max(report.max_seq)
+        .max(archived);
+    if witnessed > upto {
+        report.missing.extend(integrity::unrecorded(
+            upto + 1,
+            witnessed,
+            &report.recorded_losses,
+        ));
+        report.witnessed = Some(witnessed);
+    }
     report.missing = archive::outside(&report.missing, archived);
     let db_min = min_seq(path);
     report.archive = Some(archive::verify(
@@ -159,13 +227,29 @@ fn min_seq(path: &Path) -> i64 {
         .unwrap_or(0)
 }
 
-/// Repairs the store at `path` (which must not be open): `augur store repair`.
-pub fn repair(path: &Path) -> Result<RepairReport, StoreError> {
-    let archived = archive::read_manifest(&archive::dir_of(path))?
+/// Repairs the store at `path` (which must not be open): `augur store repair`; `witnessed`
+/// as in [`check`] (the numbers up to it missing from the log are recorded as lost too).
+pub fn repair(path: &Path, witnessed: i64) -> Result<RepairReport, StoreError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // unreadable archive segments first: their ranges are recorded as lost with the rest
+    let dir = archive::dir_of(path);
+    let archive_lost = archive::repair(&dir, stamp)?;
+    let archived = archive::read_manifest(&dir)?
         .segments
         .last()
         .map_or(0, |s| s.last_seq);
-    integrity::repair(path, &parse_body, &create_schema, archived)
+    integrity::repair(
+        path,
+        &parse_body,
+        &create_schema,
+        integrity::RepairInputs {
+            archived_upto: archived,
+            witnessed,
+            archive_lost,
+        },
+    )
 }
 
 /// Refuses a store that lost acknowledged events or is damaged; returns the sequence number
@@ -224,7 +308,7 @@ pub struct StoredEvent {
     pub event: Event,
 }
 
-type Reply = oneshot::Sender<Result<Vec<i64>, String>>;
+type Reply = oneshot::Sender<Result<Vec<i64>, WriteFailure>>;
 
 struct WriteRequest {
     events: Vec<Event>,
@@ -255,6 +339,13 @@ pub struct Store {
     /// The events compacted out of the database (read lock: a read; write lock: a
     /// compaction step moving rows).
     archive: Arc<RwLock<archive::Archive>>,
+    /// What the writer says while it retries a failed commit ([`WriteFailure::Stalled`]).
+    stall: Arc<Mutex<Option<WriteFailure>>>,
+    /// Set when the store closes: a writer retrying a commit gives up.
+    closing: Arc<std::sync::atomic::AtomicBool>,
+    /// The sequence number below which none is handed out (the mark, the log, the recorded
+    /// losses and the archive, at open).
+    floor: i64,
 }
 
 impl std::fmt::Debug for Store {
@@ -309,17 +400,31 @@ impl Store {
         }
         let archive = archive::Archive::open(&archive::dir_of(path))?;
         let floor = verify_at_open(path, archive.last_seq())?;
-        let conn = open_conn(path)?;
+        let mut conn = open_conn(path)?;
         create_schema(&conn).map_err(err)?;
+        let summed = integrity::add_row_sums(&mut conn).map_err(err)?;
+        if summed > 0 {
+            tracing::info!(store = %path.display(), rows = summed, "rows written before row checksums were given one");
+        }
         raise_sequence(&conn, floor).map_err(err)?;
         let high_water = HighWater::open(path, floor)?;
         let reader = open_conn(path)?;
         let store_path = path.to_path_buf();
         let (tx, rx) = mpsc::channel::<WriteRequest>();
         let wpath = store_path.clone();
+        let stall = Arc::new(Mutex::new(None));
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = Writer {
+            path: wpath,
+            rx,
+            on_commit,
+            high_water,
+            stall: stall.clone(),
+            closing: closing.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name("augur-store-writer".into())
-            .spawn(move || writer_loop(conn, wpath, rx, on_commit, high_water))
+            .spawn(move || writer.run(conn))
             .map_err(|e| StoreError::Sqlite {
                 path: store_path.clone(),
                 source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
@@ -330,6 +435,9 @@ impl Store {
             reader: Arc::new(Mutex::new(reader)),
             writer: Arc::new(Mutex::new(Some(handle))),
             archive: Arc::new(RwLock::new(archive)),
+            stall,
+            closing,
+            floor,
         })
     }
 
@@ -339,19 +447,29 @@ impl Store {
     }
 
     /// Stores `events` durably (all or none); returns their sequence numbers once committed.
+    /// Refused at once while the writer retries a failed commit.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<i64>, StoreError> {
+        let write_error = |failure| StoreError::Write {
+            path: self.path.clone(),
+            failure,
+        };
+        if let Some(stalled) = self.stalled() {
+            return Err(write_error(stalled));
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(WriteRequest { events, reply })
             .map_err(|_| StoreError::Closed)?;
         match rx.await {
             Ok(Ok(seqs)) => Ok(seqs),
-            Ok(Err(reason)) => Err(StoreError::Sqlite {
-                path: self.path.clone(),
-                source: rusqlite::Error::ToSqlConversionFailure(reason.into()),
-            }),
+            Ok(Err(failure)) => Err(write_error(failure)),
             Err(_) => Err(StoreError::Closed),
         }
+    }
+
+    /// Why the writer takes no events now, while it retries a failed commit.
+    pub fn stalled(&self) -> Option<WriteFailure> {
+        self.stall.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Up to `limit` events with `seq > after`, in order (a blocking read; call from a
@@ -435,6 +553,12 @@ impl Store {
             .max(archived)
     }
 
+    /// The highest sequence number acknowledged, recorded as lost or archived: every
+    /// number up to it is taken (it was at open or has been handed out since).
+    pub fn numbered_upto(&self) -> i64 {
+        self.last_seq_hint().max(self.floor)
+    }
+
     /// Number of events stored.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn count(&self) -> Result<i64, StoreError> {
@@ -458,6 +582,9 @@ impl Store {
         if stopped {
             return Err("the store's writer has stopped: nothing can be ingested".into());
         }
+        if let Some(stalled) = self.stalled() {
+            return Err(stalled.to_string());
+        }
         probe::write_probe(&self.path)
             .map_err(|e| format!("the database {} takes no writes: {e}", self.path.display()))
     }
@@ -466,8 +593,13 @@ impl Store {
     /// is about to be dropped, e.g. at shutdown).
     pub fn close(self) {
         let Store {
-            tx, writer, path, ..
+            tx,
+            writer,
+            path,
+            closing,
+            ..
         } = self;
+        closing.store(true, std::sync::atomic::Ordering::SeqCst);
         drop(tx);
         let handle = writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         // other clones may still hold senders; the writer ends when the last one goes
@@ -524,7 +656,7 @@ fn read_after(
     };
     let mut stmt = conn
         .prepare_cached(
-            "SELECT seq, received_at, body FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            "SELECT seq, received_at, kind, job_id, body, sum FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         )
         .map_err(err)?;
     let rows = stmt
@@ -533,17 +665,31 @@ fn read_after(
                 r.get::<_, i64>(0)?,
                 r.get::<_, f64>(1)?,
                 r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<String>>(5)?,
             ))
         })
         .map_err(err)?;
     let mut out = Vec::new();
     for row in rows {
-        let (seq, received_at, body) = row.map_err(err)?;
-        let event = Event::from_stored(&body).map_err(|e| StoreError::BadRow {
+        let (seq, received_at, kind, job_id, body, sum) = row.map_err(err)?;
+        let bad = |reason: String| StoreError::BadRow {
             path: path.to_path_buf(),
             seq,
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        if let Some(why) = integrity::sum_mismatch(
+            seq,
+            received_at,
+            &kind,
+            job_id.as_deref(),
+            &body,
+            sum.as_deref(),
+        ) {
+            return Err(bad(why));
+        }
+        let event = Event::from_stored(&body).map_err(|e| bad(e.to_string()))?;
         out.push(StoredEvent {
             seq,
             received_at,
@@ -572,49 +718,132 @@ fn next_group<T>(rx: &mpsc::Receiver<T>) -> Option<Vec<T>> {
     Some(group)
 }
 
-fn writer_loop(
-    mut conn: Connection,
+/// The writer thread's side of the store.
+struct Writer {
     path: PathBuf,
     rx: mpsc::Receiver<WriteRequest>,
-    mut on_commit: OnCommit,
-    mut high_water: HighWater,
-) {
-    while let Some(group) = next_group(&rx) {
-        let received_at = now_unix();
-        match write_group(&mut conn, &group, received_at, &mut on_commit) {
-            Ok(seqs) => {
-                // the mark goes to disk before any reply: what is acknowledged is below it
-                let last = seqs.iter().flatten().copied().max().unwrap_or(0);
-                if let Err(e) = high_water.record(last) {
-                    tracing::error!(store = %path.display(), error = %e, "could not sync the high-water mark; events are committed, but losing them later would go unnoticed");
+    on_commit: OnCommit,
+    high_water: HighWater,
+    stall: Arc<Mutex<Option<WriteFailure>>>,
+    closing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// First and longest wait between two attempts at a stalled commit.
+const STALL_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const STALL_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Writer {
+    fn run(mut self, mut conn: Connection) {
+        while let Some(group) = next_group(&self.rx) {
+            let received_at = now_unix();
+            match write_group(&mut conn, &group, received_at, &mut self.on_commit) {
+                Ok(seqs) => self.acknowledge(group, seqs),
+                Err(GroupError::Unapplied(e)) => {
+                    tracing::error!(store = %self.path.display(), error = %e, "event store commit failed; events not acknowledged");
+                    let failure = WriteFailure::of(&e);
+                    for req in group {
+                        let _ = req.reply.send(Err(failure.clone()));
+                    }
                 }
-                for (req, s) in group.into_iter().zip(seqs) {
-                    let _ = req.reply.send(Ok(s));
+                Err(GroupError::Applied(applied)) => {
+                    let AppliedGroup {
+                        error,
+                        stored,
+                        records,
+                        seqs,
+                    } = *applied;
+                    tracing::error!(store = %self.path.display(), error = %error, "event store commit failed after the service applied the group: new events are refused and the commit is retried until it succeeds");
+                    if self.retry(&mut conn, &error, &stored, &records) {
+                        tracing::warn!(store = %self.path.display(), "the stalled commit succeeded: ingest resumes");
+                        self.acknowledge(group, seqs);
+                    } else {
+                        tracing::error!(store = %self.path.display(), "the store closed before the stalled commit succeeded: its events are not acknowledged, and the next start rebuilds the state from the log");
+                        for req in group {
+                            let _ = req.reply.send(Err(WriteFailure::of(&error)));
+                        }
+                        break;
+                    }
                 }
-            }
-            Err(GroupError::Unapplied(e)) => {
-                tracing::error!(store = %path.display(), error = %e, "event store commit failed; events not acknowledged");
-                for req in group {
-                    let _ = req.reply.send(Err(e.to_string()));
-                }
-            }
-            Err(GroupError::Applied(e)) => {
-                tracing::error!(store = %path.display(), error = %e, "event store commit failed after the service applied the group: events not acknowledged, and the writer stops (memory is ahead of the log); restart to rebuild the state from the log");
-                for req in group {
-                    let _ = req.reply.send(Err(e.to_string()));
-                }
-                break;
             }
         }
+        tracing::debug!(store = %self.path.display(), "event store writer stopped");
     }
-    tracing::debug!(store = %path.display(), "event store writer stopped");
+
+    /// Records the high-water mark, then answers each request with its sequence numbers.
+    fn acknowledge(&mut self, group: Vec<WriteRequest>, seqs: Vec<Vec<i64>>) {
+        // the mark goes to disk before any reply: what is acknowledged is below it
+        let last = seqs.iter().flatten().copied().max().unwrap_or(0);
+        if let Err(e) = self.high_water.record(last) {
+            tracing::error!(store = %self.path.display(), error = %e, "could not sync the high-water mark; events are committed, but losing them later would go unnoticed");
+        }
+        for (req, s) in group.into_iter().zip(seqs) {
+            let _ = req.reply.send(Ok(s));
+        }
+    }
+
+    /// Retries writing an applied group (`stored`, `records`) until it commits (true) or
+    /// the store closes (false); meanwhile every request waiting is refused at once.
+    fn retry(
+        &mut self,
+        conn: &mut Connection,
+        first: &rusqlite::Error,
+        stored: &[StoredEvent],
+        records: &[PredictionRecord],
+    ) -> bool {
+        let stalled = |e: &rusqlite::Error| WriteFailure::Stalled {
+            reason: e.to_string(),
+            full: is_disk_full(e),
+        };
+        let set = |f: Option<WriteFailure>| {
+            *self.stall.lock().unwrap_or_else(|e| e.into_inner()) = f;
+        };
+        set(Some(stalled(first)));
+        let mut wait = STALL_RETRY_FIRST;
+        let committed = loop {
+            loop {
+                match self.rx.try_recv() {
+                    Ok(req) => {
+                        let current = self.stall.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        let _ = req
+                            .reply
+                            .send(Err(current.unwrap_or_else(|| stalled(first))));
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        self.closing
+                            .store(true, std::sync::atomic::Ordering::SeqCst);
+                        break;
+                    }
+                }
+            }
+            if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+                break false;
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(STALL_RETRY_MAX);
+            match rewrite_group(conn, stored, records) {
+                Ok(()) => break true,
+                Err(e) => set(Some(stalled(&e))),
+            }
+        };
+        set(None);
+        committed
+    }
 }
 
 /// Why a group was not committed: before `on_commit` saw it (nothing changed), or after
-/// (the service's state holds events the log does not).
+/// (the service's state holds events the log does not: what it must still commit).
 enum GroupError {
     Unapplied(rusqlite::Error),
-    Applied(rusqlite::Error),
+    Applied(Box<AppliedGroup>),
+}
+
+/// A group the service applied whose commit failed: what is still to be committed.
+struct AppliedGroup {
+    error: rusqlite::Error,
+    stored: Vec<StoredEvent>,
+    records: Vec<PredictionRecord>,
+    seqs: Vec<Vec<i64>>,
 }
 
 /// Writes a group's events, hands them to `on_commit` and writes the prediction records it
@@ -638,10 +867,37 @@ fn write_group(
         }
     }
     let records = on_commit(&stored);
-    insert_predictions(&tx, &records)
-        .and_then(|()| tx.commit())
-        .map_err(GroupError::Applied)?;
+    if let Err(error) = insert_predictions(&tx, &records).and_then(|()| tx.commit()) {
+        return Err(GroupError::Applied(Box::new(AppliedGroup {
+            error,
+            stored,
+            records,
+            seqs,
+        })));
+    }
     Ok(seqs)
+}
+
+/// Writes an applied group again, under the sequence numbers it was given, with its
+/// prediction records, in one transaction (after rolling back whatever the failed attempt
+/// left open).
+fn rewrite_group(
+    conn: &mut Connection,
+    stored: &[StoredEvent],
+    records: &[PredictionRecord],
+) -> Result<(), rusqlite::Error> {
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK")?;
+    }
+    let tx = conn.transaction()?;
+    {
+        let mut stmt = tx.prepare_cached(INSERT_ROW)?;
+        for e in stored {
+            insert_row(&mut stmt, e.seq, e.received_at, &e.event)?;
+        }
+    }
+    insert_predictions(&tx, records)?;
+    tx.commit()
 }
 
 fn insert_predictions(
@@ -657,22 +913,49 @@ fn insert_predictions(
     Ok(())
 }
 
+/// The next sequence number `AUTOINCREMENT` would hand out (the writer numbers its rows
+/// itself, as each row's checksum covers its number).
+fn next_seq(tx: &rusqlite::Transaction<'_>) -> Result<i64, rusqlite::Error> {
+    let sequence: i64 = tx.query_row(
+        "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)",
+        [],
+        |r| r.get(0),
+    )?;
+    let max: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))?;
+    Ok(sequence.max(max) + 1)
+}
+
+/// Inserts one row numbered `seq`, with its checksum.
+fn insert_row(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    seq: i64,
+    received_at: f64,
+    ev: &Event,
+) -> Result<(), rusqlite::Error> {
+    let body = serde_json::to_string(ev)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let sum = integrity::row_sum(seq, received_at, ev.kind(), ev.job_id(), &body);
+    stmt.execute(params![seq, received_at, ev.kind(), ev.job_id(), body, sum])?;
+    Ok(())
+}
+
+const INSERT_ROW: &str =
+    "INSERT INTO events (seq, received_at, kind, job_id, body, sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
 fn insert_events(
     tx: &rusqlite::Transaction<'_>,
     group: &[WriteRequest],
     received_at: f64,
 ) -> Result<Vec<Vec<i64>>, rusqlite::Error> {
     let mut all = Vec::with_capacity(group.len());
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO events (received_at, kind, job_id, body) VALUES (?1, ?2, ?3, ?4)",
-    )?;
+    let mut next = next_seq(tx)?;
+    let mut stmt = tx.prepare_cached(INSERT_ROW)?;
     for req in group {
         let mut seqs = Vec::with_capacity(req.events.len());
         for ev in &req.events {
-            let body = serde_json::to_string(ev)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            stmt.execute(params![received_at, ev.kind(), ev.job_id(), body])?;
-            seqs.push(tx.last_insert_rowid());
+            insert_row(&mut stmt, next, received_at, ev)?;
+            seqs.push(next);
+            next += 1;
         }
         all.push(seqs);
     }

@@ -1,5 +1,6 @@
-//! Sane inputs: implausible fields, empty profiles and a finish before its submit are
-//! refused with the field named, and nothing of the request is stored.
+//! Sane inputs: implausible fields, empty profiles, a finish before its submit and a finish
+//! lasting longer than the time since its submit are refused with the field named, and
+//! nothing of the request is stored.
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -38,6 +39,15 @@ async fn implausible_inputs_are_refused_naming_the_field() {
             ] }),
             "events[1].duration",
         ),
+        // a plausible duration, but longer than the job has existed
+        (
+            json!({ "events": [
+                submit("a", 1e9, json!({ "num_gpus": 1 })),
+                { "type": "job_finished", "job_id": "a", "at": 1e9 + 10.0, "status": "completed",
+                  "duration": 100.0 },
+            ] }),
+            "events[1].duration",
+        ),
     ];
     for (body, field) in cases {
         let (st, v) = call(&state, "POST", "/v1/events/batch", Some(body), true).await;
@@ -64,6 +74,19 @@ async fn implausible_inputs_are_refused_naming_the_field() {
     let (st, v) = call(&state, "POST", "/v1/events", Some(early), true).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "at", "{v}");
+    // and a finish lasting longer than the time since it
+    let long = json!({ "type": "job_finished", "job_id": "b", "at": 1e9 + 60.0,
+                       "status": "completed", "duration": 3600.0 });
+    let (st, v) = call(&state, "POST", "/v1/events", Some(long), true).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "duration", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"),
+        "{v}"
+    );
 
     // predictions: an empty or implausible profile is named
     for (job, field) in [
@@ -150,8 +173,11 @@ async fn one_users_outlier_jobs_do_not_move_another_users_answer_by_orders_of_ma
         for i in 0..200 {
             let id = format!("{user}-{i}");
             let at = t0 + from + f64::from(i);
-            events.push(json!({ "type": "job_submitted", "job_id": id, "at": at,
-                "profile": { "num_gpus": 8, "user": user } }));
+            // submitted the duration before the finish: a run is never longer than its job
+            events.push(
+                json!({ "type": "job_submitted", "job_id": id, "at": at - duration,
+                "profile": { "num_gpus": 8, "user": user } }),
+            );
             events.push(
                 json!({ "type": "job_finished", "job_id": id, "at": at + 1.0,
                 "status": "completed", "duration": duration }),

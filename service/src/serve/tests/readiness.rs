@@ -1,12 +1,13 @@
 //! Readiness and the backend's health: a failed backend makes `/readyz` 503 naming it,
-//! `augur_backend_up` 0 with no utilisation figure, and `GET /v1/cluster` says so.
+//! `augur_backend_up` 0 with no utilisation figure, and `GET /v1/cluster` says so; a runtime
+//! model that does not load makes it name why.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use super::{call, service};
-use crate::serve::router;
+use super::{call, copy_dir, service, trained_models, ServeConfig, TOKEN};
+use crate::serve::{router, AppState};
 
 async fn metrics_text(state: &crate::serve::AppState) -> String {
     let req = Request::get("/metrics").body(Body::empty()).unwrap();
@@ -88,4 +89,45 @@ async fn kinds_skipped_at_first_start_name_the_field_the_history_lacks() {
         assert!(message.contains("not trained: only"), "{kind}: {message}");
         assert!(message.contains(lacks), "{kind}: {message}");
     }
+}
+
+/// A promoted runtime model whose payload was modified on disk (none other loads): `/readyz`
+/// names the checksum mismatch, not a first-start training that is not happening, and
+/// does not show where the data folder is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_runtime_model_makes_readiness_name_the_checksum_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    copy_dir(trained_models(), &models);
+    // the runtime kind's largest file is its payload: one byte flipped in its middle
+    let mut files = Vec::new();
+    let mut stack = vec![models.join("runtime")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push((e.metadata().unwrap().len(), e.path()));
+            }
+        }
+    }
+    let (_, payload) = files.into_iter().max().unwrap();
+    let mut bytes = std::fs::read(&payload).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&payload, bytes).unwrap();
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        ..ServeConfig::default()
+    };
+    let (state, _) = AppState::open(config).unwrap();
+    let (st, v) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains("SHA-256 mismatch"), "{v}");
+    assert!(!reason.contains("first start"), "{v}");
+    let shown = dir.path().to_string_lossy().to_string();
+    assert!(!reason.contains(&shown), "{v}");
 }

@@ -112,7 +112,7 @@ async fn evicted_jobs_leave_memory_answers_stay_and_compaction_keeps_every_event
     let store = state.store.clone();
     drop(state);
     store.close();
-    let report = crate::serve::store::check(&dir.path().join("events.sqlite")).unwrap();
+    let report = crate::serve::store::check(&dir.path().join("events.sqlite"), 0).unwrap();
     assert!(report.is_sound(), "{:?}", report.problems());
     assert!(report.archive.as_ref().is_some_and(|a| a.events >= 1000));
     let state = open(dir.path(), days);

@@ -39,6 +39,17 @@ fn open(dir: &Path, retention_days: f64) -> (AppState, OpenInfo, String) {
 
 /// [`open`] with the event log in `store` (a PostgreSQL URL; `None`: SQLite in the folder).
 fn open_on(dir: &Path, retention_days: f64, store: Option<&str>) -> (AppState, OpenInfo, String) {
+    let (opened, text) = try_open_on(dir, retention_days, store);
+    let (state, info) = opened.unwrap();
+    (state, info, text)
+}
+
+/// [`open_on`], which may fail.
+fn try_open_on(
+    dir: &Path,
+    retention_days: f64,
+    store: Option<&str>,
+) -> (anyhow::Result<(AppState, OpenInfo)>, String) {
     #[derive(Clone, Default)]
     struct Capture(Arc<Mutex<Vec<u8>>>);
     impl std::io::Write for Capture {
@@ -59,13 +70,13 @@ fn open_on(dir: &Path, retention_days: f64, store: Option<&str>) -> (AppState, O
         .finish();
     // the PostgreSQL client runs its own runtime: opened (and closed, [`stop`]) outside
     // the test's
-    let (state, info) = tokio::task::block_in_place(|| {
+    let opened = tokio::task::block_in_place(|| {
         tracing::subscriber::with_default(subscriber, || {
-            AppState::open(config(dir, retention_days, store)).unwrap()
+            AppState::open(config(dir, retention_days, store))
         })
     });
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-    (state, info, text)
+    (opened, text)
 }
 
 fn stop(state: AppState) {
@@ -348,46 +359,78 @@ async fn a_model_changed_between_stop_and_start_makes_the_snapshot_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_from_another_or_longer_log_is_refused() {
+async fn a_snapshot_from_another_log_is_refused() {
     let (dir, _, days, _) = scenario().await;
     let snap = std::fs::read(dir.path().join("snapshot").join(snapshot::FILE)).unwrap();
     let (events, split) = events();
     assert_eq!(events[split - 1]["job_id"], "waiting-a");
-    for (what, keep, warn) in [
-        ("a shorter log", split - 10, "has no event"),
-        ("another log", split + 10, "is not the one"),
-    ] {
-        // a log of the same kind of events, written afresh: the snapshot's last event is
-        // missing from it, or another event has its number
-        let other = tempfile::tempdir().unwrap();
-        copy_dir(trained_models(), &other.path().join("models"));
-        let (state, _, _) = open(other.path(), days);
-        let mut shifted: Vec<Value> = vec![json!({
-            "type": "cluster_snapshot", "at": events[0]["at"], "total_gpus": 50000, "busy_gpus": 1,
-        })];
-        shifted.extend_from_slice(&events[..keep]);
-        ingest(&state, &shifted).await;
-        let want = answers(&state).await;
-        stop(state);
-        let to = other.path().join("snapshot");
-        std::fs::create_dir_all(&to).unwrap();
-        std::fs::write(to.join(snapshot::FILE), &snap).unwrap();
-        let (state, info, log) = open(other.path(), days);
-        assert_eq!(info.snapshot, LoadOutcome::Stale, "{what}: {log}");
-        assert_eq!(info.events_replayed, shifted.len(), "{what}");
-        let line = log
-            .lines()
-            .find(|l| l.contains("does not belong to this event log"))
-            .unwrap_or_else(|| panic!("{what}: no log line in {log}"));
-        assert!(
-            line.contains("WARN") && line.contains(warn),
-            "{what}: {line}"
-        );
-        assert_eq!(
-            answers(&state).await,
-            want,
-            "{what}: nothing of the snapshot shows"
-        );
-        stop(state);
+    // a log of the same kind of events, written afresh: another event has the snapshot's
+    // last number
+    let other = tempfile::tempdir().unwrap();
+    copy_dir(trained_models(), &other.path().join("models"));
+    let (state, _, _) = open(other.path(), days);
+    let mut shifted: Vec<Value> = vec![json!({
+        "type": "cluster_snapshot", "at": events[0]["at"], "total_gpus": 50000, "busy_gpus": 1,
+    })];
+    shifted.extend_from_slice(&events[..split + 10]);
+    ingest(&state, &shifted).await;
+    let want = answers(&state).await;
+    stop(state);
+    let to = other.path().join("snapshot");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join(snapshot::FILE), &snap).unwrap();
+    let (state, info, log) = open(other.path(), days);
+    assert_eq!(info.snapshot, LoadOutcome::Stale, "{log}");
+    assert_eq!(info.events_replayed, shifted.len());
+    let line = log
+        .lines()
+        .find(|l| l.contains("does not belong to this event log"))
+        .unwrap_or_else(|| panic!("no log line in {log}"));
+    assert!(
+        line.contains("WARN") && line.contains("is not the one"),
+        "{line}"
+    );
+    assert_eq!(answers(&state).await, want, "nothing of the snapshot shows");
+    stop(state);
+}
+
+/// A log whose numbers end before the snapshot's last event lost acknowledged events: the
+/// start is refused naming both numbers (never handing out a number the snapshot's events
+/// had); a repair records the range as lost, after which the start replays the log and
+/// numbers new events after the snapshot's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_behind_the_snapshot_is_refused_until_repaired() {
+    let (dir, _, days, _) = scenario().await;
+    let (_, split) = events();
+    let db = dir.path().join("events.sqlite");
+    for f in ["events.sqlite", "events.sqlite.hwm"] {
+        std::fs::remove_file(dir.path().join(f)).unwrap();
     }
+    let _ = std::fs::remove_file(dir.path().join("events.sqlite-wal"));
+    let (opened, log) = try_open_on(dir.path(), days, None);
+    let err = format!(
+        "{:#}",
+        opened.err().expect("a log behind the snapshot is refused")
+    );
+    assert!(
+        err.contains("ends at seq 0") && err.contains(&format!("up to seq {split}")),
+        "{err}\n{log}"
+    );
+    assert!(err.contains("augur store repair"), "{err}");
+    let witnessed = snapshot::witnessed_seq(&dir.path().join("snapshot").join(snapshot::FILE));
+    assert_eq!(witnessed, Some(split as i64));
+    let report = crate::serve::store::check(&db, split as i64).unwrap();
+    assert!(!report.is_sound(), "check finds the lost range");
+    let repaired = crate::serve::store::repair(&db, split as i64).unwrap();
+    assert_eq!(repaired.next_seq, split as i64 + 1);
+    assert!(crate::serve::store::check(&db, split as i64)
+        .unwrap()
+        .is_sound());
+    let (state, info, _) = open(dir.path(), days);
+    assert_eq!(info.snapshot, LoadOutcome::Stale);
+    let ev = json!({ "type": "job_started", "job_id": "after-repair", "at": 1.7e9 });
+    let (st, v) = call(&state, "POST", "/v1/events", Some(ev), true).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["seq"], split as i64 + 1, "{v}");
+    stop(state);
 }
