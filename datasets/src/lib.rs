@@ -31,6 +31,7 @@ pub mod dag;
 mod error;
 mod format;
 mod input;
+mod json_stream;
 pub mod jobs;
 mod other;
 mod report;
