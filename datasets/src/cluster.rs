@@ -24,8 +24,8 @@ use serde_json::Value;
 use crate::curves::{req_count, req_text};
 use crate::error::DatasetError;
 use crate::input;
-use crate::json_stream::{self, JsonKey};
 use crate::jobs::read_csv_rows;
+use crate::json_stream::{self, JsonKey};
 use crate::report::{shown_value, ReadOptions, ReadReport, RowIssue};
 
 fn json_issue(file: &str, line: usize, field: &str, reason: &str, value: &str) -> RowIssue {
@@ -428,21 +428,26 @@ pub fn read_fault_trace(
     let mut report = ReadReport::default();
     report.note("node faults: event_time in days since the trace origin, converted to seconds; start/end paired per (node, level, class, desc) in time order");
     let mut parsed = Vec::new();
-    json_stream::walk(path, opts, &|keys| keys.is_empty(), &mut |keys, e| match keys {
-        [] if e.is_array() => Ok(()),
-        [JsonKey::Index(i)] => {
-            report.rows_read += 1;
-            match parse_fault_event(&file, i + 1, &e) {
-                Ok(ev) => parsed.push(ev),
-                Err(issue) => report.drop_row(issue, opts)?,
+    json_stream::walk(
+        path,
+        opts,
+        &|keys| keys.is_empty(),
+        &mut |keys, e| match keys {
+            [] if e.is_array() => Ok(()),
+            [JsonKey::Index(i)] => {
+                report.rows_read += 1;
+                match parse_fault_event(&file, i + 1, &e) {
+                    Ok(ev) => parsed.push(ev),
+                    Err(issue) => report.drop_row(issue, opts)?,
+                }
+                Ok(())
             }
-            Ok(())
-        }
-        _ => Err(DatasetError::format(
-            path,
-            "expected a JSON list of events {node_id, event_time, event_type, fault_type}",
-        )),
-    })?;
+            _ => Err(DatasetError::format(
+                path,
+                "expected a JSON list of events {node_id, event_time, event_type, fault_type}",
+            )),
+        },
+    )?;
     parsed.sort_by(|a, b| {
         a.time_days
             .total_cmp(&b.time_days)

@@ -359,7 +359,8 @@ mod tests {
 
     #[test]
     fn a_walked_document_reads_as_serde_json_reads_it() {
-        let text = br#"{"a": {"x": [1, 2.5, {"y": null}], "x": [3]}, "b": [true, "s", []], "c": {}}"#;
+        let text =
+            br#"{"a": {"x": [1, 2.5, {"y": null}], "x": [3]}, "b": [true, "s", []], "c": {}}"#;
         let f = file(text);
         let expect: Value = serde_json::from_slice(text).unwrap();
         for depth in 0..4 {
@@ -386,9 +387,11 @@ mod tests {
         let mut spaces = b"[1,".to_vec();
         spaces.extend(std::iter::repeat_n(b' ', 5000));
         spaces.extend(b"2]");
-        let err = read_value(file(&spaces).path(), &opts(1000, 1 << 30), &|k| k.is_empty())
-            .unwrap_err()
-            .to_string();
+        let err = read_value(file(&spaces).path(), &opts(1000, 1 << 30), &|k| {
+            k.is_empty()
+        })
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("byte 3"), "{err}");
     }
 
@@ -406,13 +409,18 @@ mod tests {
     #[test]
     fn the_reader_s_own_error_comes_out_unchanged() {
         let f = file(b"[1, 2, 3]");
-        let err = walk(f.path(), &ReadOptions::default(), &|k| k.is_empty(), &mut |k, _| {
-            if k.first() == Some(&JsonKey::Index(1)) {
-                Err(DatasetError::format(f.path(), "element two is wrong"))
-            } else {
-                Ok(())
-            }
-        })
+        let err = walk(
+            f.path(),
+            &ReadOptions::default(),
+            &|k| k.is_empty(),
+            &mut |k, _| {
+                if k.first() == Some(&JsonKey::Index(1)) {
+                    Err(DatasetError::format(f.path(), "element two is wrong"))
+                } else {
+                    Ok(())
+                }
+            },
+        )
         .unwrap_err()
         .to_string();
         assert!(err.ends_with("element two is wrong"), "{err}");
