@@ -746,3 +746,158 @@ fn serve_with_the_slurm_backend_needs_a_reachable_slurm() {
     let err = run_err(&["serve", "--backend", "slurm", "--slurm-poll-seconds", "0"]);
     assert!(err.contains("slurm_poll_seconds"), "{err}");
 }
+
+/// Runs `augur ARGS` as the only child of a `python3` that reports the child's peak resident
+/// memory (`getrusage(RUSAGE_CHILDREN).ru_maxrss`): (exited 0, stderr, peak bytes).
+fn run_measured(args: &[&str]) -> (bool, String, u64) {
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n\
+        sys.stderr.buffer.write(r.stderr)\n\
+        print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    let out = std::process::Command::new("python3")
+        .args(["-c", MEASURE, env!("CARGO_BIN_EXE_augur")])
+        .args(args)
+        .env("AUGUR_DATA_DIR", common::DATA)
+        .output()
+        .expect("python3 (it measures the peak memory)");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let mut words = report.split_whitespace();
+    let code: i32 = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .expect("exit code");
+    let kib: u64 = words.next().and_then(|w| w.parse().ok()).expect("peak");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (code == 0, stderr, kib * 1024)
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A JSON input of hundreds of megabytes on one line (the prefix each JSON format expects,
+/// then a 300 MB string), or a gzip of 400 MB of spaces: every JSON reader refuses it at
+/// its record bound, naming the file and the byte offset, and `augur data inspect`'s peak
+/// memory stays far below the input's size (and within 64 MiB of reading the bundled
+/// 12 MB TPC-H file, its peer in the same run). Reading the whole file first took 2 GB.
+#[test]
+fn huge_json_inputs_are_refused_in_bounded_memory() {
+    use std::io::{Seek, SeekFrom, Write};
+    let (ok, err, peer) = run_measured(&[
+        "data",
+        "inspect",
+        "--format",
+        "tpch-dags",
+        &format!("{}/dag-tpch/tpch_dags.json.gz", common::DATA),
+    ]);
+    assert!(ok, "{err}");
+    eprintln!(
+        "peak memory reading the bundled TPC-H DAGs: {} MiB",
+        peer / MIB
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one-line.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    f.write_all(&[b' '; 64]).unwrap();
+    let chunk = vec![b'a'; MIB as usize];
+    for _ in 0..300 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(b"\"}]}}}").unwrap();
+    let mut f = f.into_inner().unwrap();
+    let size = 64 + 300 * MIB + 6;
+    for (format, prefix) in [
+        ("tpch-dags", r#"{"2g": {"q1": {"adj": ""#),
+        (
+            "wfcommons",
+            r#"{"workflow": {"specification": {"tasks": [{"name": ""#,
+        ),
+        ("gavel", r#"{"V100": {"('A', 1)": {"null": ""#),
+        ("node-faults", r#"[{"node_id": ""#),
+        ("fault-statistics", r#"{"Hardware": {"GPU": {"Xid": ""#),
+    ] {
+        // the prefix, padded with spaces before its last `"` to the 64 bytes reserved
+        let mut head = prefix[..prefix.len() - 1].to_string();
+        head.push_str(&" ".repeat(63 - head.len()));
+        head.push('"');
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.write_all(head.as_bytes()).unwrap();
+        f.flush().unwrap();
+        let (ok, err, peak) = run_measured(&[
+            "data",
+            "inspect",
+            "--format",
+            format,
+            path.to_str().unwrap(),
+        ]);
+        eprintln!(
+            "{format}: a {} MiB line refused at peak {} MiB: {}",
+            size / MIB,
+            peak / MIB,
+            err.trim()
+        );
+        assert!(!ok, "{format}: {err}");
+        assert!(err.contains("one-line.json"), "{format}: {err}");
+        assert!(err.contains("longer than 4194304 bytes"), "{format}: {err}");
+        assert!(err.contains("starting at byte"), "{format}: {err}");
+        assert!(!err.contains("panicked"), "{format}: {err}");
+        assert!(peak < size / 3, "{format}: peak {} MiB", peak / MIB);
+        assert!(peak < peer + 64 * MIB, "{format}: peak {} MiB", peak / MIB);
+    }
+    drop(f);
+    std::fs::remove_file(&path).unwrap();
+
+    // 400 MB of spaces in a 0.4 MB gzip
+    let bomb = dir.path().join("spaces.json.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&bomb).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let spaces = vec![b' '; MIB as usize];
+    for _ in 0..400 {
+        gz.write_all(&spaces).unwrap();
+    }
+    gz.write_all(b"[]").unwrap();
+    gz.finish().unwrap();
+    for format in ["tpch-dags", "node-faults"] {
+        let (ok, err, peak) = run_measured(&[
+            "data",
+            "inspect",
+            "--format",
+            format,
+            bomb.to_str().unwrap(),
+        ]);
+        eprintln!(
+            "{format}: 400 MiB of gzipped spaces refused at peak {} MiB: {}",
+            peak / MIB,
+            err.trim()
+        );
+        assert!(!ok, "{format}: {err}");
+        assert!(err.contains("spaces.json.gz"), "{format}: {err}");
+        assert!(err.contains("starting at byte 0"), "{format}: {err}");
+        assert!(peak < peer + 64 * MIB, "{format}: peak {} MiB", peak / MIB);
+    }
+}
+
+/// A truncated gzip (a download cut short) fails the read naming the file and why, with a
+/// non-zero exit, in every reader: not "1 dropped row" with half a trace used.
+#[test]
+fn a_truncated_gzip_trace_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (bundled, name) in [
+        ("philly/philly.csv.gz", "cut-philly.csv.gz"),
+        ("swf/nasa-ipsc-1993.swf.gz", "cut-nasa.swf.gz"),
+        ("dag-tpch/tpch_dags.json.gz", "cut-tpch_dags.json.gz"),
+    ] {
+        let gz = std::fs::read(format!("{}/{bundled}", common::DATA)).unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let out = augur()
+            .args(["data", "inspect", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: {err}");
+        assert!(err.contains(name), "{name}: {err}");
+        assert!(err.contains("truncated gzip stream"), "{name}: {err}");
+    }
+}

@@ -311,7 +311,19 @@ fn serve_in_dry_run_decides_and_counts_but_never_patches() {
     )
     .expect("dry-run switch");
     assert_eq!(status, 200, "{body}");
-    std::thread::sleep(Duration::from_secs(3));
+    // the controller decides again after the refused switch (a dry run still), and nothing
+    // was written
+    let dry_runs = || -> Option<f64> {
+        let (_, body) = get(addr, "/metrics")?;
+        let name = format!(r#"{SET_WORKERS_IDLE}"dry_run"}} "#);
+        body.lines()
+            .find_map(|l| l.strip_prefix(name.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let before = dry_runs().expect("the dry-run decisions on /metrics");
+    wait_for("another dry-run decision after the switch", 120, || {
+        (dry_runs()? > before).then_some(())
+    });
     assert!(
         api.requests()
             .iter()
@@ -487,71 +499,67 @@ fn serve_on_kubernetes_reports_the_cluster_and_decisions_and_pause_stops_patches
     drop(rt);
 }
 
-/// A TCP proxy on `listen` to the fake API at `target`, running on `rt` until [`Proxy::cut`]
-/// closes the listener and every connection through it (an API server lost mid-run).
-struct Proxy(tokio::sync::watch::Sender<bool>);
+/// The kubeconfig's API address, held by the test from start to end so that no other
+/// process can take the port and answer in the fake API's place. While down, every connection
+/// is closed at once, unanswered (the API server is gone); while up, each is forwarded to the
+/// fake API at `target`. Going down also cuts every forwarded connection (an API server lost
+/// mid-run).
+struct Link {
+    addr: SocketAddr,
+    up: tokio::sync::watch::Sender<bool>,
+}
 
-impl Proxy {
-    fn start(rt: &tokio::runtime::Runtime, listen: SocketAddr, target: SocketAddr) -> Proxy {
-        let (cut, is_cut) = tokio::sync::watch::channel(false);
-        let listener = rt.block_on(async {
-            // the port was closed a moment ago: retry while the kernel frees it
-            for _ in 0..50 {
-                if let Ok(l) = tokio::net::TcpListener::bind(listen).await {
-                    return l;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            panic!("cannot bind the proxy at {listen}");
-        });
+impl Link {
+    /// A link on a free loopback port, down.
+    fn start(rt: &tokio::runtime::Runtime, target: SocketAddr) -> Link {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind the API address");
+        let addr = listener.local_addr().expect("the API address");
+        let (up, is_up) = tokio::sync::watch::channel(false);
         rt.spawn(async move {
-            let mut stop = is_cut.clone();
             loop {
-                let accepted = tokio::select! {
-                    a = listener.accept() => a,
-                    _ = stop.wait_for(|c| *c) => return,
-                };
-                let Ok((mut client, _)) = accepted else {
+                let Ok((mut client, _)) = listener.accept().await else {
                     return;
                 };
-                let mut stop = is_cut.clone();
+                if !*is_up.borrow() {
+                    drop(client);
+                    continue;
+                }
+                let mut down = is_up.clone();
                 tokio::spawn(async move {
                     if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
                         tokio::select! {
                             _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                            _ = stop.wait_for(|c| *c) => {}
+                            _ = down.wait_for(|up| !*up) => {}
                         }
                     }
                 });
             }
         });
-        Proxy(cut)
+        Link { addr, up }
     }
 
-    fn cut(self) {
-        let _ = self.0.send(true);
+    fn set_up(&self, up: bool) {
+        self.up.send_replace(up);
     }
 }
 
-/// The API server unreachable when augur starts (nothing listens at the kubeconfig's
-/// address): `/readyz` answers 503 naming `backend:kubernetes` and `augur_backend_up` reads
-/// 0; once the address answers (a proxy to the fake API), the backend is started again on its
+/// The API server unreachable when augur starts (the kubeconfig's address closes every
+/// connection unanswered; the test holds that port throughout, so nothing else can answer
+/// there): `/readyz` answers 503 naming `backend:kubernetes` and `augur_backend_up` reads 0;
+/// once the address answers (a proxy to the fake API), the backend is started again on its
 /// backoff and `/readyz` turns 200, without restarting augur. The API server lost mid-run
-/// (every connection cut, nothing listening) turns `/readyz` 503 naming the backend again,
-/// and its return turns it 200, again without a restart.
+/// (every connection cut, new ones closed unanswered) turns `/readyz` 503 naming the backend
+/// again, and its return turns it 200, again without a restart.
 #[test]
 fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_it() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api = rt.block_on(FakeApi::start(&[]));
     seed(&api);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let link = Link::start(&rt, api.addr);
     let dir = tempfile::tempdir().unwrap();
-    let (_server, addr) = start_at(proxy, dir.path(), &[]);
+    let (_server, addr) = start_at(link.addr, dir.path(), &[]);
     // the runtime model trained, the backend still down
     let body = wait_for("the runtime model", 600, || {
         let (_, body) = get(addr, "/readyz")?;
@@ -570,7 +578,7 @@ fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_
         "{metrics}"
     );
     // the API server comes up at the kubeconfig's address
-    let link = Proxy::start(&rt, proxy, api.addr);
+    link.set_up(true);
     wait_for("readiness with the backend up", 180, || {
         let (st, _) = get(addr, "/readyz")?;
         (st == 200).then_some(())
@@ -582,7 +590,7 @@ fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_
     );
 
     // the API server is lost mid-run: readiness names the backend within a minute
-    link.cut();
+    link.set_up(false);
     let lost = Instant::now();
     let body = wait_for("readiness with the API server lost", 60, || {
         let (st, body) = get(addr, "/readyz")?;
@@ -600,7 +608,7 @@ fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_
     );
     eprintln!("API server lost: /readyz 503 after {:?}", lost.elapsed());
     // ... and back: ready again without a restart
-    let _link = Proxy::start(&rt, proxy, api.addr);
+    link.set_up(true);
     let back = Instant::now();
     wait_for("readiness with the API server back", 180, || {
         let (st, _) = get(addr, "/readyz")?;

@@ -225,7 +225,17 @@ fn serve_ingests_a_real_trace_predicts_and_loses_nothing_acknowledged_when_kille
             }
         }));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    // SIGKILL mid-ingest, once a fair number of batches is acknowledged (however slow the
+    // machine is)
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked.lock().unwrap().len() <= 60 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} events acknowledged in 120 s",
+            acked.lock().unwrap().len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut server = server;
     server.child.kill().unwrap(); // SIGKILL
     server.child.wait().unwrap();

@@ -1,114 +1,25 @@
 //! `augur serve --backend slurm` on a real Slurm: starts the single-node test cluster
 //! (`scripts/slurm-test-cluster.sh`, Debian's `slurmctld slurmd slurm-client munge slurmdbd
-//! mariadb-server`, which `.ci/run` installs; runs as root), runs the real binary polling it
+//! mariadb-server`, which `scripts/test.sh` installs; runs as root), runs the real binary polling it
 //! every second, submits `sbatch --wrap` jobs (two pending behind one that holds both CPUs,
 //! one cancelled while pending, one failing with `exit 1`) and checks that every job's submit,
 //! start and finish reach the store with the right status, that predictions are answered for
 //! them, that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
 //! that a restart on the same data folder adds no event for jobs already recorded; then that
 //! a first start on a fresh data folder, with enough finished jobs in the accounting, trains
-//! its first models on that history and records it. Skipped, saying why, only when the Slurm
-//! tools are not installed. About two minutes.
+//! its first models on that history and records it. Without the Slurm tools it fails with
+//! the install command. About two minutes.
 
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::slurm::Cluster;
 use common::{augur, free_addr, get_json, http, json_of, wait_until, Server};
 use serde_json::Value;
-
-const TOOLS: [&str; 8] = [
-    "slurmctld",
-    "slurmd",
-    "slurmdbd",
-    "munged",
-    "mariadbd",
-    "sbatch",
-    "squeue",
-    "sacct",
-];
-
-/// A running test cluster, stopped (by its pid files) when dropped.
-struct Cluster {
-    dir: tempfile::TempDir,
-    script: PathBuf,
-}
-
-impl Cluster {
-    /// The cluster, or `None` (with the reason printed) when a Slurm tool is missing.
-    fn start() -> Option<Cluster> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-test-cluster.sh");
-        for tool in TOOLS {
-            let found = Command::new("sh")
-                .args([
-                    "-c",
-                    &format!("PATH=\"$PATH:/usr/sbin:/sbin\"; command -v {tool}"),
-                ])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if !found {
-                eprintln!("skipped: `{tool}` is not installed (apt-get install -y slurmctld slurmd slurm-client munge slurmdbd mariadb-server)");
-                return None;
-            }
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("augur-slurm-serve-")
-            .tempdir_in("/tmp")
-            .expect("temporary folder");
-        let cluster = Cluster { dir, script };
-        let out = Command::new("bash")
-            .arg(&cluster.script)
-            .arg("start")
-            .arg(cluster.dir.path())
-            .output()
-            .expect("run slurm-test-cluster.sh");
-        assert!(
-            out.status.success(),
-            "slurm-test-cluster.sh start failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(cluster)
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.path().join("etc/slurm.conf")
-    }
-
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        let out = Command::new(program)
-            .args(args)
-            .env("SLURM_CONF", self.conf())
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn sbatch(&self, args: &[&str]) -> String {
-        let mut all = vec!["--parsable"];
-        all.extend_from_slice(args);
-        let id = self.run("sbatch", &all);
-        id.trim().split(';').next().unwrap_or("").to_string()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(&self.script)
-            .arg("stop")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 /// The store's job events by Slurm job id: (store id, kinds in order, the finish status).
 fn slurm_jobs(addr: std::net::SocketAddr) -> HashMap<String, (String, Vec<String>, Value)> {
@@ -190,9 +101,7 @@ fn eta_json(addr: std::net::SocketAddr) -> Value {
 #[test]
 fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     let began = Instant::now();
-    let Some(cluster) = Cluster::start() else {
-        return;
-    };
+    let cluster = Cluster::start();
     let addr = free_addr();
     let data = tempfile::tempdir().unwrap();
     let server = start_server(&cluster, addr, &data.path().join("augur"));
@@ -349,11 +258,23 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     // a restart picks up where it was: the jobs sacct still lists add nothing
     drop(server);
     let server = start_server(&cluster, addr, &data.path().join("augur"));
-    wait_until(Duration::from_secs(60), "a poll after the restart", || {
+    // two polls after the restart: the jobs sacct lists have been seen again
+    let last_poll = || {
         http(addr, "GET", "/v1/cluster", None, None)
-            .is_ok_and(|(s, b)| s == 200 && json_of(&b)["last_poll"].is_number())
+            .ok()
+            .filter(|(s, _)| *s == 200)
+            .and_then(|(_, b)| json_of(&b)["last_poll"].as_f64())
+    };
+    let mut first = None;
+    wait_until(Duration::from_secs(60), "a poll after the restart", || {
+        first = last_poll();
+        first.is_some()
     });
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until(
+        Duration::from_secs(60),
+        "a second poll after the restart",
+        || last_poll() > first,
+    );
     let again = slurm_jobs(addr);
     for (id, kinds, _) in want {
         assert_eq!(again[id].1, kinds, "job {id} after the restart");

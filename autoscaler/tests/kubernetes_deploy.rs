@@ -10,7 +10,7 @@
 //!   deploy/tests/alerts.yaml (`promtool test rules`), and the rules and the Grafana
 //!   dashboard query only metrics `augur serve` exposes.
 //!
-//! The tools are required (`.ci/run` installs them): a missing one fails the test naming it.
+//! The tools are required (`scripts/test.sh` installs them): a missing one fails the test naming it.
 //! The ServiceMonitor and PrometheusRule are Prometheus Operator CRDs, not in the Kubernetes
 //! schemas: they are checked structurally and with promtool instead.
 

@@ -25,6 +25,7 @@ use crate::curves::{req_count, req_text};
 use crate::error::DatasetError;
 use crate::input;
 use crate::jobs::read_csv_rows;
+use crate::json_stream::{self, JsonKey};
 use crate::report::{shown_value, ReadOptions, ReadReport, RowIssue};
 
 fn json_issue(file: &str, line: usize, field: &str, reason: &str, value: &str) -> RowIssue {
@@ -190,23 +191,37 @@ pub fn read_gavel_throughputs(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(GavelThroughputs, ReadReport), DatasetError> {
-    let root = input::read_json(path)?;
-    let Some(gpus) = root.as_object() else {
-        return Err(DatasetError::format(
-            path,
-            "expected a JSON object of GPU type → \"(job type, scale factor)\" → throughputs",
-        ));
-    };
+    // Streamed one job entry at a time; kept by name (GPU, then job), as a JSON object holds
+    // them, so rows are numbered in that order.
+    let mut gpus: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+    json_stream::walk(path, opts, &|keys| keys.len() < 2, &mut |keys, v| {
+        let names: Vec<&str> = keys.iter().filter_map(JsonKey::member).collect();
+        match (keys.len(), names.as_slice()) {
+            (0, _) if v.is_object() => Ok(()),
+            (1, [gpu]) if v.is_object() => {
+                gpus.insert(gpu.to_string(), BTreeMap::new());
+                Ok(())
+            }
+            (1, [gpu]) => Err(DatasetError::format(
+                path,
+                format!("GPU `{gpu}` is not an object of job types"),
+            )),
+            (2, [gpu, key]) => {
+                if let Some(jobs) = gpus.get_mut(*gpu) {
+                    jobs.insert(key.to_string(), v);
+                }
+                Ok(())
+            }
+            _ => Err(DatasetError::format(
+                path,
+                "expected a JSON object of GPU type → \"(job type, scale factor)\" → throughputs",
+            )),
+        }
+    })?;
     let mut rows = JsonRows::new(path, opts);
     rows.report.note("gavel: steps/s; `null` = the job alone, other keys = co-located with that job ([this, other]); 0 = not run / does not fit");
     let mut out = GavelThroughputs::default();
-    for (gpu, jobs) in gpus {
-        let Some(jobs) = jobs.as_object() else {
-            return Err(DatasetError::format(
-                path,
-                format!("GPU `{gpu}` is not an object of job types"),
-            ));
-        };
+    for (gpu, jobs) in &gpus {
         for (key, entry) in jobs {
             read_gavel_entry(gpu, key, entry, &mut rows, &mut out)?;
         }
@@ -409,25 +424,30 @@ pub fn read_fault_trace(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(Vec<FaultEpisode>, ReadReport), DatasetError> {
-    let root = input::read_json(path)?;
-    let Some(events) = root.as_array() else {
-        return Err(DatasetError::format(
-            path,
-            "expected a JSON list of events {node_id, event_time, event_type, fault_type}",
-        ));
-    };
     let file = input::display_name(path);
     let mut report = ReadReport::default();
     report.note("node faults: event_time in days since the trace origin, converted to seconds; start/end paired per (node, level, class, desc) in time order");
-    let mut parsed = Vec::with_capacity(events.len());
-    for (i, e) in events.iter().enumerate() {
-        let line = i + 1;
-        report.rows_read += 1;
-        match parse_fault_event(&file, line, e) {
-            Ok(ev) => parsed.push(ev),
-            Err(issue) => report.drop_row(issue, opts)?,
-        }
-    }
+    let mut parsed = Vec::new();
+    json_stream::walk(
+        path,
+        opts,
+        &|keys| keys.is_empty(),
+        &mut |keys, e| match keys {
+            [] if e.is_array() => Ok(()),
+            [JsonKey::Index(i)] => {
+                report.rows_read += 1;
+                match parse_fault_event(&file, i + 1, &e) {
+                    Ok(ev) => parsed.push(ev),
+                    Err(issue) => report.drop_row(issue, opts)?,
+                }
+                Ok(())
+            }
+            _ => Err(DatasetError::format(
+                path,
+                "expected a JSON list of events {node_id, event_time, event_type, fault_type}",
+            )),
+        },
+    )?;
     parsed.sort_by(|a, b| {
         a.time_days
             .total_cmp(&b.time_days)
@@ -575,7 +595,7 @@ pub fn read_fault_statistics(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(FaultStatistics, ReadReport), DatasetError> {
-    let root = input::read_json(path)?;
+    let root = json_stream::read_value(path, opts, &|keys| keys.len() < 2)?;
     let Some(levels) = root.as_object() else {
         return Err(DatasetError::format(
             path,

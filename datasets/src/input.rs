@@ -17,10 +17,41 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead + Send>, DatasetError>
     if n == 2 && magic == [0x1f, 0x8b] {
         Ok(Box::new(BufReader::with_capacity(
             1 << 16,
-            MultiGzDecoder::new(BufReader::with_capacity(1 << 16, f)),
+            GzipStream(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, f))),
         )))
     } else {
         Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
+    }
+}
+
+/// Gzip data that cannot be read to its end. Every reader fails on it (naming the file):
+/// the part before the damage is not the trace.
+#[derive(Debug, thiserror::Error)]
+pub enum GzipDamage {
+    /// The file ends inside the compressed data.
+    #[error("truncated gzip stream: the file ends inside its compressed data (an incomplete download or copy?)")]
+    Truncated,
+    /// The compressed data does not decompress (or its checksum does not match).
+    #[error("corrupt gzip stream ({0})")]
+    Corrupt(String),
+}
+
+/// A gzip decoder whose read errors say what is wrong with the file.
+struct GzipStream<R>(R);
+
+impl<R: Read> Read for GzipStream<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::ErrorKind;
+        self.0.read(out).map_err(|e| {
+            let damage = match e.kind() {
+                ErrorKind::UnexpectedEof => GzipDamage::Truncated,
+                ErrorKind::InvalidInput | ErrorKind::InvalidData => {
+                    GzipDamage::Corrupt(e.to_string())
+                }
+                _ => return e,
+            };
+            std::io::Error::new(ErrorKind::InvalidData, damage)
+        })
     }
 }
 
@@ -127,22 +158,6 @@ impl BufRead for BoundedLines {
         }
         self.inner.consume(amt);
     }
-}
-
-/// Reads a whole (possibly gzipped) file into memory. For JSON inputs, which are small.
-pub(crate) fn read_to_string(path: &Path) -> Result<String, DatasetError> {
-    let mut s = String::new();
-    open(path)?
-        .read_to_string(&mut s)
-        .map_err(|e| DatasetError::io(path, e))?;
-    Ok(s)
-}
-
-/// Reads and parses a whole (possibly gzipped) JSON file; invalid JSON is a format error.
-pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, DatasetError> {
-    let text = read_to_string(path)?;
-    serde_json::from_str(&text)
-        .map_err(|e| DatasetError::format(path, format!("not valid JSON: {e}")))
 }
 
 /// Reads the first `n` bytes (decompressed) for format detection.

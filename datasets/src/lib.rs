@@ -32,6 +32,7 @@ mod error;
 mod format;
 mod input;
 pub mod jobs;
+mod json_stream;
 mod other;
 mod report;
 mod row_issue;

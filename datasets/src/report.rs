@@ -23,10 +23,25 @@ pub struct ReadOptions {
     /// Longest line the line-based readers accept, bytes (newline excluded): a longer one
     /// fails the read naming the file, the line and this bound, so memory stays bounded.
     pub max_line_bytes: usize,
+    /// Longest record the JSON readers accept, bytes: a span between two consecutive
+    /// elements of the containers a reader walks (a DAG, a task, an event, or the whitespace
+    /// before it). A longer one fails the read naming the file, the byte offset and this
+    /// bound, so memory stays bounded.
+    pub max_record_bytes: usize,
+    /// Most bytes a JSON document may have once decompressed: more fails the read (a gzip
+    /// bomb), naming the file and this bound.
+    pub max_json_bytes: u64,
 }
 
 /// The default [`ReadOptions::max_line_bytes`]: 1 MiB.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The default [`ReadOptions::max_record_bytes`]: 4 MiB (the largest bundled record, a
+/// TPC-H DAG, is 0.26 MB).
+pub const MAX_RECORD_BYTES: usize = 4 << 20;
+
+/// The default [`ReadOptions::max_json_bytes`]: 1 GiB (the largest bundled JSON is 12 MB).
+pub const MAX_JSON_BYTES: u64 = 1 << 30;
 
 impl Default for ReadOptions {
     fn default() -> Self {
@@ -35,6 +50,8 @@ impl Default for ReadOptions {
             max_detailed_issues: 200,
             timezone: TraceZone::Utc,
             max_line_bytes: MAX_LINE_BYTES,
+            max_record_bytes: MAX_RECORD_BYTES,
+            max_json_bytes: MAX_JSON_BYTES,
         }
     }
 }

@@ -1,103 +1,17 @@
 //! The sacct reader against a live Slurm: starts a single-node cluster with accounting
 //! (`scripts/slurm-test-cluster.sh`, from Debian's `slurmctld slurmd slurm-client munge
-//! slurmdbd mariadb-server` packages, which `.ci/run` installs; runs as root), submits a job that
+//! slurmdbd mariadb-server` packages, which `scripts/test.sh` installs; runs as root), submits a job that
 //! completes, one that fails, a GPU job and a two-task array, and reads what
 //! `sacct --format=<RECOMMENDED_FIELDS>` says about them. About 20 seconds.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use augur_datasets::jobs::sacct::RECOMMENDED_FIELDS;
 use augur_datasets::{detect_format, load_jobs, JobStatus, ReadOptions, TraceFormat};
 
-/// A running test cluster, stopped (by its pid files) when dropped.
-struct Cluster {
-    dir: tempfile::TempDir,
-    script: PathBuf,
-}
-
-fn output(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (is slurm-client installed?)"))
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-test-cluster.sh");
-        for tool in [
-            "slurmctld",
-            "slurmd",
-            "slurmdbd",
-            "munged",
-            "mariadbd",
-            "sbatch",
-            "sacct",
-        ] {
-            let found = Command::new("sh")
-                .args([
-                    "-c",
-                    &format!("PATH=\"$PATH:/usr/sbin:/sbin\"; command -v {tool}"),
-                ])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            assert!(
-                found,
-                "`{tool}` is missing: apt-get install -y slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
-            );
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("augur-slurm-")
-            .tempdir_in("/tmp")
-            .expect("temporary folder");
-        let cluster = Cluster { dir, script };
-        let out = output(
-            Command::new("bash")
-                .arg(&cluster.script)
-                .arg("start")
-                .arg(cluster.dir.path()),
-        );
-        assert!(
-            out.status.success(),
-            "slurm-test-cluster.sh start failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cluster
-    }
-
-    /// A Slurm client command against this cluster.
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        let out = output(
-            Command::new(program)
-                .args(args)
-                .env("SLURM_CONF", self.dir.path().join("etc/slurm.conf"))
-                .current_dir(self.dir.path()),
-        );
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn sbatch(&self, args: &[&str]) -> String {
-        let mut all = vec!["--parsable"];
-        all.extend_from_slice(args);
-        let id = self.run("sbatch", &all);
-        id.trim().split(';').next().unwrap_or("").to_string()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(&self.script)
-            .arg("stop")
-            .arg(self.dir.path())
-            .status();
-    }
-}
+#[path = "../../tests/common/slurm.rs"]
+mod slurm;
+use slurm::Cluster;
 
 #[test]
 fn sacct_on_a_live_cluster_reads_back_the_submitted_jobs() {

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod postgres;
+pub mod slurm;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

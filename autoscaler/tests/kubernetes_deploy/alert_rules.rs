@@ -47,7 +47,7 @@ fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
             .current_dir(&dir)
             .output()
             .unwrap_or_else(|e| {
-                panic!("`promtool` is needed ({e}); install it: apt-get install prometheus (.ci/run does)")
+                panic!("`promtool` is needed ({e}); install it: apt-get install prometheus (scripts/test.sh does)")
             });
         (out.status.success(), text_of(&out))
     };

@@ -138,7 +138,7 @@ pub fn validate(files: &[PathBuf]) -> Output {
         .filter(|o| !String::from_utf8_lossy(&o.stderr).contains("No module named"))
         .unwrap_or_else(|| {
             panic!(
-                "kubernetes-validate is needed to validate deploy/ offline; install it with `pip install kubernetes-validate` (.ci/run does)"
+                "kubernetes-validate is needed to validate deploy/ offline; install it with `pip install kubernetes-validate` (scripts/test.sh does)"
             )
         })
 }

@@ -9,6 +9,7 @@ use super::graph::topological_order;
 use super::job::{edges_of, DagJob, DagStage, TaskWaves};
 use crate::error::DatasetError;
 use crate::input;
+use crate::json_stream::{self, JsonKey};
 use crate::report::{shown_value, ReadOptions, ReadReport, RowIssue};
 
 /// Reads the TPC-H DAGs (`tpch_dags.json`): one [`DagJob`] per (scale, query), sorted by
@@ -18,52 +19,57 @@ pub fn read_tpch_dags(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(Vec<DagJob>, ReadReport), DatasetError> {
-    let root = input::read_json(path)?;
-    let Some(scales) = root.as_object() else {
-        return Err(DatasetError::format(
-            path,
-            "expected a JSON object of scale → query → DAG (`{\"2g\": {\"q1\": {\"adj\": ...}}}`)",
-        ));
-    };
     let file = input::display_name(path);
     let mut report = ReadReport::default();
     report.note("tpch: one DAG per (scale, query); task durations (ms in the file) kept per executor count in seconds; adj[i][j]=1 means stage i is a parent of stage j");
-    let mut entries: Vec<(&String, &String, &Value)> = Vec::new();
-    for (scale, queries) in scales {
-        let Some(queries) = queries.as_object() else {
-            return Err(DatasetError::format(
+    // Each query's DAG is read and turned into a job as it streams by; a later DAG for the
+    // same (scale, query) replaces an earlier one. Issues get their line once sorted.
+    let mut read: BTreeMap<(String, String), Result<DagJob, RowIssue>> = BTreeMap::new();
+    json_stream::walk(path, opts, &|keys| keys.len() < 2, &mut |keys, v| {
+        let names: Vec<&str> = keys.iter().filter_map(JsonKey::member).collect();
+        match (keys.len(), names.as_slice()) {
+            (0, _) if v.is_object() => Ok(()),
+            (0, _) => Err(DatasetError::format(
+                path,
+                "expected a JSON object of scale → query → DAG (`{\"2g\": {\"q1\": {\"adj\": ...}}}`)",
+            )),
+            (1, [_]) if v.is_object() => Ok(()),
+            (1, [scale]) => Err(DatasetError::format(
                 path,
                 format!("scale `{scale}` is not an object of queries"),
-            ));
-        };
-        for (q, dag) in queries {
-            entries.push((scale, q, dag));
+            )),
+            (_, [scale, query]) => {
+                let at = |field: &str, reason: &str, value: &str| RowIssue {
+                    file: file.clone(),
+                    line: 0,
+                    field: format!("{scale}/{query}/{field}"),
+                    reason: reason.to_string(),
+                    value: shown_value(value),
+                };
+                let job = tpch_job(scale, query, &v, &file, &at);
+                read.insert((scale.to_string(), query.to_string()), job);
+                Ok(())
+            }
+            _ => Err(DatasetError::format(
+                path,
+                "expected a JSON object of scale → query → DAG, not arrays",
+            )),
         }
-    }
-    entries.sort_by_key(|(s, q, _)| {
-        (
-            leading_number(s),
-            leading_number(q),
-            s.to_string(),
-            q.to_string(),
-        )
-    });
+    })?;
+    let mut entries: Vec<((String, String), Result<DagJob, RowIssue>)> = read.into_iter().collect();
+    entries.sort_by_key(|((s, q), _)| (leading_number(s), leading_number(q), s.clone(), q.clone()));
     let mut jobs = Vec::with_capacity(entries.len());
-    for (i, (scale, query, dag)) in entries.into_iter().enumerate() {
+    for (i, (_, job)) in entries.into_iter().enumerate() {
         report.rows_read += 1;
-        let at = |field: &str, reason: &str, value: &str| RowIssue {
-            file: file.clone(),
-            line: i as u64 + 1,
-            field: format!("{scale}/{query}/{field}"),
-            reason: reason.to_string(),
-            value: shown_value(value),
-        };
-        match tpch_job(scale, query, dag, &file, &at) {
+        match job {
             Ok(job) => {
                 report.rows_kept += 1;
                 jobs.push(job);
             }
-            Err(issue) => report.drop_row(issue, opts)?,
+            Err(mut issue) => {
+                issue.line = i as u64 + 1;
+                report.drop_row(issue, opts)?
+            }
         }
     }
     report.files.push(path.display().to_string());

@@ -10,6 +10,7 @@ use super::graph::{topological_order, DagShapeError};
 use super::job::{edges_of, DagJob, DagStage, TaskResources};
 use crate::error::DatasetError;
 use crate::input;
+use crate::json_stream;
 use crate::report::{shown_value, ReadOptions, ReadReport};
 
 /// A task as read, before the graph is built.
@@ -28,8 +29,9 @@ pub fn read_wfcommons(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<(DagJob, ReadReport), DatasetError> {
-    let _ = opts; // structural problems are errors; there is nothing to drop row by row
-    let root = input::read_json(path)?;
+    // Structural problems are errors; there is nothing to drop row by row. Streamed down to
+    // single tasks (`workflow/specification/tasks/[i]`), each bounded by the options.
+    let root = json_stream::read_value(path, opts, &|keys| keys.len() < 4)?;
     let Some(root) = root.as_object() else {
         return Err(DatasetError::format(
             path,

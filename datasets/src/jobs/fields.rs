@@ -250,6 +250,14 @@ pub(crate) fn read_csv_rows<T>(
                 let reason = too_long(&e).map(|t| t.to_string()).unwrap_or_default();
                 return Err(DatasetError::format(path, reason));
             }
+            // A read error (a truncated or corrupt gzip, a failing disk) is the file's, not a
+            // row's: the rows before it are not the whole trace, so the read fails.
+            Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
+                return Err(match e.into_kind() {
+                    csv::ErrorKind::Io(io) => DatasetError::io(path, io),
+                    other => DatasetError::format(path, format!("{other:?}")),
+                });
+            }
             Err(e) => {
                 report.rows_read += 1;
                 last_line += 1;

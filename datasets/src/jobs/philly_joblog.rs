@@ -91,6 +91,9 @@ pub fn read(
                 ctx.report.drop_row(issue, opts)?;
             }
         }
+        // A read error (a truncated or corrupt gzip) fails the read; broken JSON text keeps
+        // the jobs before it, as a row issue.
+        Err(e) if e.is_io() => return Err(DatasetError::io(path, e.into())),
         Err(_) if ctx.stopped => {}
         Err(e) => {
             return Err(DatasetError::format(

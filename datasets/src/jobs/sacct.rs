@@ -221,18 +221,9 @@ pub fn read(
         match reader.read_until(b'\n', &mut buf) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(e) if cols.is_none() => return Err(DatasetError::io(path, e)),
-            Err(e) => {
-                report.rows_read += 1;
-                let issue = line_issue(
-                    &file,
-                    line_no,
-                    "unreadable line (stopped reading the file here)",
-                    &e.to_string(),
-                );
-                report.drop_row(issue, opts)?;
-                break;
-            }
+            // A read error (a truncated or corrupt gzip, an over-long line) fails the read: the
+            // lines before it are not the whole trace.
+            Err(e) => return Err(DatasetError::io(path, e)),
         }
         let Ok(text) = std::str::from_utf8(&buf) else {
             if cols.is_none() {

@@ -63,20 +63,9 @@ pub fn read(
         match reader.read_until(b'\n', &mut buf) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(e) => {
-                // A read error (corrupt gzip) ends the file: report it as a row issue so what
-                // was read so far is kept.
-                report.rows_read += 1;
-                let issue = RowIssue {
-                    file: file.clone(),
-                    line: line_no,
-                    field: "row".into(),
-                    reason: "unreadable line (stopped reading the file here)".into(),
-                    value: shown_value(&e.to_string()),
-                };
-                report.drop_row(issue, opts)?;
-                break;
-            }
+            // A read error (a truncated or corrupt gzip, an over-long line) fails the read: the
+            // lines before it are not the whole trace.
+            Err(e) => return Err(DatasetError::io(path, e)),
         }
         // Invalid UTF-8 costs only its own line: a comment in another encoding (Latin-1
         // headers exist) is still a comment, a data row with it is dropped.
