@@ -14,6 +14,7 @@ use crate::format::TraceFormat;
 use crate::jobs::load_jobs_many;
 use crate::report::{ReadOptions, ReadReport};
 use crate::schema::JobTable;
+use crate::zone::TraceZone;
 
 /// A job trace bundled in the repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,17 +31,21 @@ pub enum Dataset {
     Openb,
     /// MLPerf Training v1.0 runs.
     Mlperf,
+    /// Graham (Alliance Canada), 133k real Slurm jobs as `sacct -P` text, May–June 2021; local
+    /// times of America/Toronto.
+    Graham,
 }
 
 impl Dataset {
     /// All bundled job traces.
-    pub const ALL: [Dataset; 6] = [
+    pub const ALL: [Dataset; 7] = [
         Dataset::Philly,
         Dataset::Itp,
         Dataset::Mira,
         Dataset::Nasa,
         Dataset::Openb,
         Dataset::Mlperf,
+        Dataset::Graham,
     ];
 
     /// The name used with `--dataset`.
@@ -52,6 +57,7 @@ impl Dataset {
             Dataset::Nasa => "nasa",
             Dataset::Openb => "openb",
             Dataset::Mlperf => "mlperf",
+            Dataset::Graham => "graham",
         }
     }
 
@@ -75,7 +81,27 @@ impl Dataset {
             Dataset::Nasa => TraceFormat::Swf,
             Dataset::Openb => TraceFormat::OpenbPods,
             Dataset::Mlperf => TraceFormat::MlperfRuns,
+            Dataset::Graham => TraceFormat::Sacct,
         }
+    }
+
+    /// The zone its zone-less local times were written in, for the traces that have such
+    /// times (sacct prints the cluster's local time); `None` where the reader needs none.
+    pub fn timezone(self) -> Option<TraceZone> {
+        match self {
+            Dataset::Graham => Some(TraceZone::Named(chrono_tz::America::Toronto)),
+            _ => None,
+        }
+    }
+
+    /// `opts` with the dataset's own zone ([`Dataset::timezone`]) in place of the caller's:
+    /// where a bundled trace was recorded is a fact of the trace, not a choice.
+    pub fn read_options(self, opts: &ReadOptions) -> ReadOptions {
+        let mut opts = opts.clone();
+        if let Some(zone) = self.timezone() {
+            opts.timezone = zone;
+        }
+        opts
     }
 
     /// Paths of its files, relative to the data folder.
@@ -89,6 +115,7 @@ impl Dataset {
             Dataset::Nasa => vec!["swf/nasa-ipsc-1993.swf.gz".into()],
             Dataset::Openb => vec!["openb/openb_pod_list_default.csv.gz".into()],
             Dataset::Mlperf => vec!["mlperf-v1.0/runs.csv.gz".into()],
+            Dataset::Graham => vec!["slurm-graham/graham.sacct.gz".into()],
         }
     }
 
@@ -102,11 +129,11 @@ impl Dataset {
             .collect())
     }
 
-    /// Loads it into one [`JobTable`].
+    /// Loads it into one [`JobTable`], reading local times in its own zone.
     pub fn load(self, opts: &ReadOptions) -> Result<(JobTable, ReadReport), DatasetError> {
         let files = self.files()?;
         let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-        load_jobs_many(&refs, Some(self.format()), opts)
+        load_jobs_many(&refs, Some(self.format()), &self.read_options(opts))
     }
 }
 

@@ -561,3 +561,40 @@ fn a_file_without_the_needed_columns_or_header_is_a_format_error() {
     .unwrap_err();
     assert!(err.to_string().contains("no sacct header"), "{err}");
 }
+
+// ---------------------------------------------------------------- Graham (real, bundled)
+
+#[test]
+fn bundled_graham_reads_every_job_in_torontos_local_time() {
+    use augur_datasets::bundled::Dataset;
+    let ds = Dataset::parse("graham").unwrap();
+    assert_eq!(ds, Dataset::Graham);
+    // the caller's zone is overridden by the trace's own: Graham's sacct printed Toronto time
+    let (table, report) = ds.load(&ReadOptions::default()).unwrap();
+    assert_eq!(report.rows_dropped(), 0, "{:?}", report.dropped_by_reason);
+    let rows = table.to_records().unwrap();
+    // SOURCE.txt: 133,025 jobs, 12,591 of them asking for GPUs
+    assert_eq!(rows.len(), 133_025);
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.num_gpus.is_some_and(|g| g > 0.0))
+            .count(),
+        12_591
+    );
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &rows {
+        *counts.entry(r.status.as_str()).or_default() += 1;
+    }
+    // COMPLETED; FAILED + OUT_OF_MEMORY + NODE_FAIL; TIMEOUT + CANCELLED (SOURCE.txt's counts)
+    assert_eq!(counts.get("completed"), Some(&110_171));
+    assert_eq!(counts.get("failed"), Some(&(9_490 + 1_530 + 502)));
+    assert_eq!(counts.get("killed"), Some(&(9_613 + 1_719)));
+    assert_eq!(counts.get("unknown"), None);
+    // job 57979502 was submitted 2021-05-01T00:02:52 local, EDT (UTC-4)
+    let first = rows.iter().find(|r| r.job_id == "57979502").unwrap();
+    assert_eq!(first.submit_time, 1_619_841_772.0);
+    assert_eq!(first.queue.as_deref(), Some("p27"));
+    assert_eq!(first.cpus, Some(32.0));
+    assert_eq!(first.requested_time, Some((6.0 * 24.0 + 4.0) * 3600.0));
+    assert!(rows.iter().all(|r| r.priority.is_some()));
+}

@@ -47,12 +47,16 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<()> {
             )
         })?),
     };
-    let opts = ReadOptions {
+    let mut opts = ReadOptions {
         strict: args.strict,
         max_detailed_issues: args.show_issues.max(1) * 20,
         timezone: args.timezone.timezone,
         ..ReadOptions::default()
     };
+    // a bundled trace is read in the zone it was recorded in
+    if let Some(name) = &args.dataset {
+        opts = Dataset::parse(name)?.read_options(&opts);
+    }
     let files = input_files(args)?;
     let mut failed = 0usize;
     let mut results = Vec::new();
