@@ -117,6 +117,12 @@ impl GbdtParams {
         let mut rng = SplitMix64(self.seed);
         let mut trees: Vec<Tree> = Vec::new();
         let mut gain = vec![0.0; d];
+        // A row's bin is at most a split's bin exactly when its value is at most the split's
+        // threshold, except for values at or below `f32::MIN` (bin 1, yet left of the
+        // missing-only split's threshold): without them, a grown row's leaf is known
+        // without walking the tree.
+        let bins_route_as_thresholds = !x.data().iter().any(|&v| v <= f32::MIN);
+        let mut in_bag = vec![false; if bins_route_as_thresholds { n } else { 0 }];
         for it in 0..self.n_trees {
             self.objective.gradients(&pred, train.y, w, &mut g, &mut h);
             let unit_hessians = h.iter().all(|&v| v == 1.0);
@@ -138,13 +144,32 @@ impl GbdtParams {
                 y: train.y,
                 w,
             };
-            let tree = grower.grow(rows, &fit, &mut gain);
-            // each row adds the same leaf as before, so splitting rows across cores keeps
-            // every prediction's bits
-            pred.par_iter_mut()
-                .enumerate()
-                .with_min_len(4096)
-                .for_each(|(i, p)| *p += tree.predict(x.row(i)));
+            let (tree, leaves) = grower.grow(rows, &fit, &mut gain);
+            if bins_route_as_thresholds {
+                // the rows the tree was grown on add the leaf they were binned into (the
+                // leaf their walk would reach); only the others walk the tree
+                in_bag.fill(false);
+                for (node, rows) in &leaves {
+                    let value = tree.nodes[*node].value;
+                    for &r in rows {
+                        pred[r as usize] += value;
+                        in_bag[r as usize] = true;
+                    }
+                }
+                pred.par_iter_mut()
+                    .zip(&in_bag)
+                    .enumerate()
+                    .with_min_len(4096)
+                    .filter(|(_, (_, inside))| !**inside)
+                    .for_each(|(i, (p, _))| *p += tree.predict(x.row(i)));
+            } else {
+                // each row adds the same leaf as one after the other, so splitting rows
+                // across cores keeps every prediction's bits
+                pred.par_iter_mut()
+                    .enumerate()
+                    .with_min_len(4096)
+                    .for_each(|(i, p)| *p += tree.predict(x.row(i)));
+            }
             progress(it + 1, self.n_trees);
             let stop = stopping.after_tree(it, &tree, self.objective);
             trees.push(tree);

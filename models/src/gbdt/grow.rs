@@ -77,7 +77,13 @@ pub(super) struct Grower<'a> {
 impl Grower<'_> {
     /// Grows one tree on `rows` until `num_leaves` leaves or no split gains, adding each
     /// split's gain to `gain_acc[feature]`. Leaf values are scaled by the learning rate.
-    pub(super) fn grow(&self, rows: Vec<u32>, fit: &Residuals, gain_acc: &mut [f64]) -> Tree {
+    /// Returns the tree and each leaf's node with the rows that reached it.
+    pub(super) fn grow(
+        &self,
+        rows: Vec<u32>,
+        fit: &Residuals,
+        gain_acc: &mut [f64],
+    ) -> (Tree, Vec<(usize, Vec<u32>)>) {
         let p = self.params;
         let mut nodes = vec![Node::EMPTY_LEAF];
         let mut heap = BinaryHeap::new();
@@ -96,11 +102,13 @@ impl Grower<'_> {
             heap.push(large);
             n_leaves += 1;
         }
+        let mut leaf_rows = Vec::with_capacity(leaves.len());
         for (node, rows, sg, sh) in leaves {
             let raw = p.objective.leaf_value(&rows, sg, sh, p.lambda_l2, fit);
             nodes[node].value = raw * p.learning_rate;
+            leaf_rows.push((node, rows));
         }
-        Tree { nodes }
+        (Tree { nodes }, leaf_rows)
     }
 
     /// The root leaf: all `rows`, node 0.
