@@ -1,6 +1,8 @@
 //! Boosting: trees fitted one after another to the loss's gradients, with early stopping on a
 //! validation set.
 
+use std::marker::PhantomData;
+
 use augur_numeric::SplitMix64;
 use rayon::prelude::*;
 
@@ -10,6 +12,18 @@ use super::model::{GbdtModel, Tree};
 use super::objective::{Objective, Residuals};
 use super::params::GbdtParams;
 use crate::{Fit, Matrix, ModelError, TrainSet};
+
+/// A training matrix's features as bins, made once by [`GbdtParams::bin`] and shared by
+/// every fit on that matrix.
+pub struct BinnedFeatures<'a> {
+    binner: Binner,
+    bins: Vec<Vec<u8>>,
+    max_bins: usize,
+    /// Address, rows and columns of the matrix binned: a fit on another matrix is refused.
+    source: (usize, usize, usize),
+    /// Borrows the matrix binned, so it cannot change while its bins are in use.
+    _data: PhantomData<&'a [f32]>,
+}
 
 /// Validation data for early stopping.
 pub struct Validation<'a> {
@@ -36,12 +50,65 @@ impl GbdtParams {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<GbdtModel, ModelError> {
         self.check(train)?;
-        let x = train.x;
-        let (n, d) = (x.rows(), x.cols());
-        let ones = vec![1.0; n];
-        let w = train.weights.unwrap_or(&ones);
+        let binned = self.bin(train.x);
+        self.fit_binned_with_progress(train, &binned, valid, progress)
+    }
+
+    /// The features of `x` binned as a fit with these parameters bins them (only
+    /// `max_bins` matters): bin once, then [`fit_binned`](Self::fit_binned) several models
+    /// on the same rows without binning again.
+    pub fn bin<'a>(&self, x: Matrix<'a>) -> BinnedFeatures<'a> {
         let binner = Binner::new(&x, self.max_bins);
         let bins = binner.bin_columns(&x);
+        BinnedFeatures {
+            binner,
+            bins,
+            max_bins: self.max_bins,
+            source: (x.data().as_ptr() as usize, x.rows(), x.cols()),
+            _data: PhantomData,
+        }
+    }
+
+    /// [`fit_with_validation`](Self::fit_with_validation) on features binned beforehand by
+    /// [`bin`](Self::bin) from `train.x` itself: the same model, without binning again
+    /// (binned again when `max_bins` differs). Bins of another matrix are an error.
+    pub fn fit_binned(
+        &self,
+        train: &TrainSet,
+        binned: &BinnedFeatures<'_>,
+        valid: Option<Validation>,
+    ) -> Result<GbdtModel, ModelError> {
+        self.fit_binned_with_progress(train, binned, valid, &mut |_, _| {})
+    }
+
+    /// [`fit_binned`](Self::fit_binned) with the progress calls of
+    /// [`fit_with_progress`](Self::fit_with_progress).
+    pub fn fit_binned_with_progress(
+        &self,
+        train: &TrainSet,
+        binned: &BinnedFeatures<'_>,
+        valid: Option<Validation>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<GbdtModel, ModelError> {
+        self.check(train)?;
+        let x = train.x;
+        let (n, d) = (x.rows(), x.cols());
+        if binned.source != (x.data().as_ptr() as usize, n, d) {
+            return Err(ModelError::InvalidData(
+                "binned features were not binned from this training matrix".into(),
+            ));
+        }
+        // binned with another bin budget: bin again, as an unbinned fit would
+        let rebinned;
+        let binned = if binned.max_bins == self.max_bins {
+            binned
+        } else {
+            rebinned = self.bin(x);
+            &rebinned
+        };
+        let (binner, bins) = (&binned.binner, &binned.bins);
+        let ones = vec![1.0; n];
+        let w = train.weights.unwrap_or(&ones);
         let base_score = self.objective.base_score(train.y, w);
         let mut pred = vec![base_score; n];
         let mut stopping = EarlyStopping::new(valid, base_score, self.early_stopping_rounds);
@@ -50,28 +117,58 @@ impl GbdtParams {
         let mut rng = SplitMix64(self.seed);
         let mut trees: Vec<Tree> = Vec::new();
         let mut gain = vec![0.0; d];
+        // A row's bin is at most a split's bin exactly when its value is at most the split's
+        // threshold, except for values at or below `f32::MIN` (bin 1, yet left of the
+        // missing-only split's threshold): without them, a grown row's leaf is known
+        // without walking the tree.
+        let bins_route_as_thresholds = !x.data().iter().any(|&v| v <= f32::MIN);
+        let mut in_bag = vec![false; if bins_route_as_thresholds { n } else { 0 }];
         for it in 0..self.n_trees {
             self.objective.gradients(&pred, train.y, w, &mut g, &mut h);
+            let unit_hessians = h.iter().all(|&v| v == 1.0);
             let rows = self.sample_rows(&mut rng, n);
             if rows.len() < 2 * self.min_data_in_leaf.max(1) {
                 break;
             }
             let grower = Grower {
-                bins: &bins,
-                binner: &binner,
+                bins,
+                binner,
                 params: self,
                 features: self.sample_features(&mut rng, d),
                 g: &g,
                 h: &h,
+                unit_hessians,
             };
             let fit = Residuals {
                 pred: &pred,
                 y: train.y,
                 w,
             };
-            let tree = grower.grow(rows, &fit, &mut gain);
-            for (i, p) in pred.iter_mut().enumerate() {
-                *p += tree.predict(x.row(i));
+            let (tree, leaves) = grower.grow(rows, &fit, &mut gain);
+            if bins_route_as_thresholds {
+                // the rows the tree was grown on add the leaf they were binned into (the
+                // leaf their walk would reach); only the others walk the tree
+                in_bag.fill(false);
+                for (node, rows) in &leaves {
+                    let value = tree.nodes[*node].value;
+                    for &r in rows {
+                        pred[r as usize] += value;
+                        in_bag[r as usize] = true;
+                    }
+                }
+                pred.par_iter_mut()
+                    .zip(&in_bag)
+                    .enumerate()
+                    .with_min_len(4096)
+                    .filter(|(_, (_, inside))| !**inside)
+                    .for_each(|(i, (p, _))| *p += tree.predict(x.row(i)));
+            } else {
+                // each row adds the same leaf as one after the other, so splitting rows
+                // across cores keeps every prediction's bits
+                pred.par_iter_mut()
+                    .enumerate()
+                    .with_min_len(4096)
+                    .for_each(|(i, p)| *p += tree.predict(x.row(i)));
             }
             progress(it + 1, self.n_trees);
             let stop = stopping.after_tree(it, &tree, self.objective);

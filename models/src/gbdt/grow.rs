@@ -69,12 +69,21 @@ pub(super) struct Grower<'a> {
     pub features: Vec<usize>,
     pub g: &'a [f64],
     pub h: &'a [f64],
+    /// Every hessian is exactly 1 (squared, absolute and quantile loss without weights):
+    /// a bin's hessian sum is then its row count, exactly, and is not summed.
+    pub unit_hessians: bool,
 }
 
 impl Grower<'_> {
     /// Grows one tree on `rows` until `num_leaves` leaves or no split gains, adding each
     /// split's gain to `gain_acc[feature]`. Leaf values are scaled by the learning rate.
-    pub(super) fn grow(&self, rows: Vec<u32>, fit: &Residuals, gain_acc: &mut [f64]) -> Tree {
+    /// Returns the tree and each leaf's node with the rows that reached it.
+    pub(super) fn grow(
+        &self,
+        rows: Vec<u32>,
+        fit: &Residuals,
+        gain_acc: &mut [f64],
+    ) -> (Tree, Vec<(usize, Vec<u32>)>) {
         let p = self.params;
         let mut nodes = vec![Node::EMPTY_LEAF];
         let mut heap = BinaryHeap::new();
@@ -93,11 +102,13 @@ impl Grower<'_> {
             heap.push(large);
             n_leaves += 1;
         }
+        let mut leaf_rows = Vec::with_capacity(leaves.len());
         for (node, rows, sg, sh) in leaves {
             let raw = p.objective.leaf_value(&rows, sg, sh, p.lambda_l2, fit);
             nodes[node].value = raw * p.learning_rate;
+            leaf_rows.push((node, rows));
         }
-        Tree { nodes }
+        (Tree { nodes }, leaf_rows)
     }
 
     /// The root leaf: all `rows`, node 0.
@@ -191,6 +202,9 @@ impl Grower<'_> {
     /// order first, so each feature's pass reads them in sequence and only its bin column
     /// at random; the sums are added in the same order as before, to the same bits.
     fn histogram(&self, rows: &[u32]) -> Hist {
+        if self.unit_hessians {
+            return self.histogram_unit_hessians(rows);
+        }
         let gh: Vec<(f64, f64)> = rows
             .iter()
             .map(|&r| (self.g[r as usize], self.h[r as usize]))
@@ -208,6 +222,37 @@ impl Grower<'_> {
                     b.g += g;
                     b.h += h;
                     b.n += 1;
+                }
+                hist
+            })
+            .collect()
+    }
+
+    /// [`histogram`](Self::histogram) when every hessian is 1: the gradients alone are
+    /// summed (in the same order, to the same bits) and each bin's hessian sum is its count
+    /// (a sum of ones is exact in any order).
+    fn histogram_unit_hessians(&self, rows: &[u32]) -> Hist {
+        let g: Vec<f64> = rows.iter().map(|&r| self.g[r as usize]).collect();
+        (0..self.bins.len())
+            .into_par_iter()
+            .map(|j| {
+                let mut hist = vec![Bin::default(); self.binner.n_bins(j)];
+                if !self.features.contains(&j) {
+                    return hist;
+                }
+                let col = &self.bins[j];
+                let mut gn = vec![(0.0f64, 0u32); hist.len()];
+                for (&r, &g) in rows.iter().zip(&g) {
+                    let b = &mut gn[col[r as usize] as usize];
+                    b.0 += g;
+                    b.1 += 1;
+                }
+                for (bin, (g, n)) in hist.iter_mut().zip(gn) {
+                    *bin = Bin {
+                        g,
+                        h: f64::from(n),
+                        n,
+                    };
                 }
                 hist
             })

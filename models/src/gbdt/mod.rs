@@ -16,7 +16,7 @@ mod model;
 mod objective;
 mod params;
 
-pub use fit::Validation;
+pub use fit::{BinnedFeatures, Validation};
 pub use model::GbdtModel;
 pub use objective::Objective;
 pub use params::GbdtParams;

@@ -133,6 +133,16 @@ fn weighted_quantile(pairs: &mut [(f64, f64)], alpha: f64) -> f64 {
     if pairs.is_empty() {
         return 0.0;
     }
+    if pairs.iter().all(|p| p.1 == 1.0) {
+        // unit weights: the cumulative weight after k values is exactly k, so the answer is
+        // the ceil(alpha·n)-th smallest value, found by selection in linear time rather
+        // than by a sort (the same value: equal keys under `total_cmp` are equal bits)
+        let n = pairs.len();
+        let target = alpha * n as f64;
+        let k = (target.ceil().max(1.0) as usize).min(n);
+        let (_, v, _) = pairs.select_nth_unstable_by(k - 1, |a, b| a.0.total_cmp(&b.0));
+        return v.0;
+    }
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: f64 = pairs.iter().map(|p| p.1).sum();
     let target = alpha * total;

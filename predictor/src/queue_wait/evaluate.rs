@@ -8,6 +8,7 @@ use std::time::Instant;
 use augur_datasets::{JobRecord, TimeSplit};
 use augur_models::gbdt::{GbdtParams, Objective};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::data::{known_wait, QueueWaitData};
@@ -429,15 +430,23 @@ fn hindsight_bounds(
         n_trees: trainer.upper.n_trees.min(200),
         ..trainer.upper.clone()
     };
-    for f in 0..folds {
-        let (inn, out): (Vec<usize>, Vec<usize>) = (0..n).partition(|k| k % folds != f);
-        let ix = gather(tx, d, &inn);
-        let iy: Vec<f64> = inn.iter().map(|&k| actual[k].ln_1p()).collect();
-        let train = TrainSet::new(Matrix::new(&ix, inn.len(), d)?, &iy, None)?;
-        let m = AnyModel::Gbdt(hind_params.fit_with_validation(&train, None)?);
-        let ox = gather(tx, d, &out);
-        let mut ou = vec![0.0; out.len()];
-        m.predict_into(&Matrix::new(&ox, out.len(), d)?, &mut ou)?;
+    // the folds are fitted side by side: each fit is deterministic, so the bounds are the
+    // ones fitted one after another
+    let fold_bounds = (0..folds)
+        .into_par_iter()
+        .map(|f| -> Result<(Vec<usize>, Vec<f64>), PredictorError> {
+            let (inn, out): (Vec<usize>, Vec<usize>) = (0..n).partition(|k| k % folds != f);
+            let ix = gather(tx, d, &inn);
+            let iy: Vec<f64> = inn.iter().map(|&k| actual[k].ln_1p()).collect();
+            let train = TrainSet::new(Matrix::new(&ix, inn.len(), d)?, &iy, None)?;
+            let m = AnyModel::Gbdt(hind_params.fit_with_validation(&train, None)?);
+            let ox = gather(tx, d, &out);
+            let mut ou = vec![0.0; out.len()];
+            m.predict_into(&Matrix::new(&ox, out.len(), d)?, &mut ou)?;
+            Ok((out, ou))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (out, ou) in fold_bounds {
         for (k, v) in out.iter().zip(ou) {
             u_hind[*k] = v.exp_m1().max(0.0);
         }

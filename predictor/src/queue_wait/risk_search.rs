@@ -1,7 +1,7 @@
 //! The search for the queue-wait bound's risk split on the tail of the training period:
 //! which score ranks the jobs, what share goes to the low-risk group and at what level.
 
-use augur_models::gbdt::{GbdtParams, Objective, Validation};
+use augur_models::gbdt::{BinnedFeatures, GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 
 use super::data::QueueWaitData;
@@ -65,14 +65,14 @@ impl QueueWaitTrainer {
         fit_rows: &[usize],
         val_rows: &[usize],
         cal_rows: &[usize],
-        fm: &Matrix,
+        fit: (&Matrix, &BinnedFeatures),
         vx: &[f32],
         upper: &AnyModel,
     ) -> Result<Option<RiskSplitBound>, PredictorError> {
         let rows = ScoredRows { data, upper };
         let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
         let mut best: Option<(f64, RiskSplitBound)> = None;
-        for score in self.risk_scores(&rows, fit_rows, val_rows, fm, vx)? {
+        for score in self.risk_scores(&rows, fit_rows, val_rows, fit, vx)? {
             let (_, seed_sc) = rows.raw_and_scores(seed_fit, &score)?;
             let val = rows.raw_and_scores(val_rows, &score)?;
             let cal = rows.raw_and_scores(cal_rows, &score)?;
@@ -136,7 +136,7 @@ impl QueueWaitTrainer {
         rows: &ScoredRows,
         fit_rows: &[usize],
         val_rows: &[usize],
-        fm: &Matrix,
+        (fm, fbins): (&Matrix, &BinnedFeatures),
         vx: &[f32],
     ) -> Result<Vec<RiskScore>, PredictorError> {
         let mut candidates = vec![RiskScore::UpperModel];
@@ -151,8 +151,9 @@ impl QueueWaitTrainer {
                 objective: Objective::LogLoss,
                 ..self.point.clone()
             };
-            let model = AnyModel::Gbdt(params.fit_with_validation(
+            let model = AnyModel::Gbdt(params.fit_binned(
                 &TrainSet::new(*fm, &fy, None)?,
+                fbins,
                 Some(Validation {
                     x: Matrix::new(vx, val_rows.len(), rows.data.n_features)?,
                     y: &vy,

@@ -3,7 +3,7 @@
 //! calibration on the tail of the training period (a single conformal offset, and the
 //! risk-split bound when the search finds one that holds its levels).
 
-use augur_models::gbdt::{GbdtParams, Objective, Validation};
+use augur_models::gbdt::{BinnedFeatures, GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
@@ -129,6 +129,8 @@ impl QueueWaitTrainer {
         let vx = gather(&data.x, d, val_rows);
         let vy: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
         let fm = Matrix::new(&fx, fit_rows.len(), d)?;
+        // the fit rows binned once for the four models fitted on them
+        let fbins = self.point.bin(fm);
         let fit = |params: &GbdtParams, target: WaitTarget| -> Result<AnyModel, PredictorError> {
             let fy: Vec<f64> = fy.iter().map(|&v| target.of_log1p(v)).collect();
             let vy: Vec<f64> = vy.iter().map(|&v| target.of_log1p(v)).collect();
@@ -141,7 +143,7 @@ impl QueueWaitTrainer {
                     y: &vy,
                 })
             };
-            Ok(AnyModel::Gbdt(params.fit_with_validation(&train, valid)?))
+            Ok(AnyModel::Gbdt(params.fit_binned(&train, &fbins, valid)?))
         };
         // The models that do not need each other are fitted side by side: each fit is
         // deterministic (its own seeded sampling), so the result is the sequential one and
@@ -174,14 +176,22 @@ impl QueueWaitTrainer {
                 Some(slack) if !val_rows.is_empty() => {
                     let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
                     let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-                    self.fit_short(&fx, &fit_w, &vx, &val_w, d, &point, slack)
+                    self.fit_short((&fx, &fbins), &fit_w, &vx, &val_w, d, &point, slack)
                 }
                 _ => Ok(None),
             },
             || -> Result<_, PredictorError> {
                 let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
                 let risk = if self.risk_split && !val_rows.is_empty() {
-                    self.fit_risk(data, fit_rows, val_rows, cal_rows, &fm, &vx, &upper)?
+                    self.fit_risk(
+                        data,
+                        fit_rows,
+                        val_rows,
+                        cal_rows,
+                        (&fm, &fbins),
+                        &vx,
+                        &upper,
+                    )?
                 } else {
                     None
                 };
@@ -230,7 +240,7 @@ impl QueueWaitTrainer {
     #[allow(clippy::too_many_arguments)]
     fn fit_short(
         &self,
-        fx: &[f32],
+        (fx, fbins): (&[f32], &BinnedFeatures),
         fit_w: &[f64],
         vx: &[f32],
         val_w: &[f64],
@@ -268,8 +278,9 @@ impl QueueWaitTrainer {
             objective: Objective::LogLoss,
             ..self.point.clone()
         };
-        let model = AnyModel::Gbdt(params.fit_with_validation(
+        let model = AnyModel::Gbdt(params.fit_binned(
             &train,
+            fbins,
             Some(Validation {
                 x: vm,
                 y: &val_label,

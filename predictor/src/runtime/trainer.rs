@@ -3,7 +3,7 @@
 //! refitted on all of it.
 
 use augur_features::{FeatureSchema, TrainingRanges};
-use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
+use augur_models::gbdt::{BinnedFeatures, GbdtModel, GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +112,27 @@ struct TreeProgress<'p> {
     planned: usize,
 }
 
+impl TreeProgress<'_> {
+    /// Runs `f` with a progress that reports nothing (a fit running beside the one that
+    /// reports).
+    fn silent<R>(f: impl FnOnce(&mut TreeProgress) -> R) -> R {
+        let mut nothing = |_: usize, _: usize| {};
+        f(&mut TreeProgress {
+            report: &mut nothing,
+            done: 0,
+            planned: 0,
+        })
+    }
+
+    /// Counts the `grown` trees of a fit that ran beside the reporting one (`budget`
+    /// planned for it) and reports.
+    fn add_member(&mut self, budget: usize, grown: usize) {
+        self.done += grown;
+        self.planned -= budget.saturating_sub(grown).min(self.planned);
+        (self.report)(self.done, self.planned.max(self.done));
+    }
+}
+
 /// The training period cut into the part the members are fitted on and the validation
 /// slice after it, with the feature rows of each.
 struct Slices<'a> {
@@ -119,6 +140,8 @@ struct Slices<'a> {
     fit_rows: &'a [usize],
     val_rows: &'a [usize],
     fit: Matrix<'a>,
+    /// `fit` binned once for both members.
+    fit_bins: BinnedFeatures<'a>,
     val: Matrix<'a>,
 }
 
@@ -173,11 +196,13 @@ impl RuntimeTrainer {
         let margin = rank_base_margin(schema, x, y_log, fit_rows);
         let fx = gather(x, d, fit_rows);
         let vx = gather(x, d, val_rows);
+        let fit = Matrix::new(&fx, fit_rows.len(), d)?;
         let slices = Slices {
             y_log,
             fit_rows,
             val_rows,
-            fit: Matrix::new(&fx, fit_rows.len(), d)?,
+            fit,
+            fit_bins: self.params.bin(fit),
             val: Matrix::new(&vx, val_rows.len(), d)?,
         };
         let vy: Vec<f64> = val_rows.iter().map(|&r| y_log[r]).collect();
@@ -186,9 +211,20 @@ impl RuntimeTrainer {
             done: 0,
             planned: 2 * self.params.n_trees * if self.refit { 2 } else { 1 },
         };
-        // member 0: trees on ln(duration); member 1: trees on ln(duration) − base margin
-        let plain = self.fit_member(None, &slices, &mut tp)?;
-        let corrected = self.fit_member(Some(&margin), &slices, &mut tp)?;
+        // member 0: trees on ln(duration); member 1: trees on ln(duration) − base margin,
+        // fitted side by side (each fit is deterministic, so the members are the ones
+        // fitted one after the other; member 0 reports the progress of both)
+        let (plain, corrected) = std::thread::scope(|scope| {
+            let other = scope
+                .spawn(|| TreeProgress::silent(|tp| self.fit_member(Some(&margin), &slices, tp)));
+            let plain = self.fit_member(None, &slices, &mut tp);
+            let corrected = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (plain, corrected)
+        });
+        let (plain, corrected) = (plain?, corrected?);
+        tp.add_member(self.params.n_trees, corrected.model.n_trees());
         let w = best_blend(&plain.val_pred, &corrected.val_pred, &vy);
         let resid: Vec<f64> = vy
             .iter()
@@ -203,24 +239,49 @@ impl RuntimeTrainer {
         } else {
             Vec::new()
         };
-        let mut members = Vec::new();
-        for (member, weight) in [(plain, 1.0 - w), (corrected, w)] {
-            if weight == 0.0 {
-                continue;
-            }
-            let model = if self.refit {
-                let am = Matrix::new(&all, n, d)?;
-                self.refit_member(&member, am, y_log, train_rows, &mut tp)?
-            } else {
-                member.model
+        let kept: Vec<(ValidatedMember, f64)> = [(plain, 1.0 - w), (corrected, w)]
+            .into_iter()
+            .filter(|(_, weight)| *weight != 0.0)
+            .collect();
+        let models: Vec<GbdtModel> = if self.refit {
+            // both refits on the whole period, binned once, side by side (the first
+            // reports the progress of both)
+            let am = Matrix::new(&all, n, d)?;
+            let bins = self.params.bin(am);
+            let refit = |m: &ValidatedMember, tp: &mut TreeProgress| {
+                self.refit_member(m, (am, &bins), y_log, train_rows, tp)
             };
-            members.push(RuntimeMember {
+            let (first, second) = std::thread::scope(|scope| {
+                let other = kept
+                    .get(1)
+                    .map(|(m, _)| scope.spawn(|| TreeProgress::silent(|tp| refit(m, tp))));
+                let first = refit(&kept[0].0, &mut tp);
+                let second = other.map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                });
+                (first, second)
+            });
+            let mut models = vec![first?];
+            if let Some(second) = second {
+                let second = second?;
+                tp.add_member(second.n_trees(), second.n_trees());
+                models.push(second);
+            }
+            models
+        } else {
+            kept.iter().map(|(m, _)| m.model.clone()).collect()
+        };
+        let members: Vec<RuntimeMember> = kept
+            .into_iter()
+            .zip(models)
+            .map(|((member, weight), model)| RuntimeMember {
                 name: member.name.to_string(),
                 model: AnyModel::Gbdt(model),
                 margin: member.margin,
                 weight,
-            });
-        }
+            })
+            .collect();
         (tp.report)(tp.done, tp.done);
         Ok(RuntimePredictor {
             schema: schema.clone(),
@@ -257,11 +318,16 @@ impl RuntimeTrainer {
         let valid = Validation { x: s.val, y: &vy };
         let (offset, total) = (tp.done, tp.planned);
         let report = &mut *tp.report;
-        let model = self
-            .params
-            .fit_with_progress(&train, Some(valid), &mut |k, _| report(offset + k, total))?;
+        let model = self.params.fit_binned_with_progress(
+            &train,
+            &s.fit_bins,
+            Some(valid),
+            &mut |k, _| report(offset + k, total),
+        )?;
         tp.done = offset + model.n_trees();
-        tp.planned -= self.params.n_trees.saturating_sub(model.n_trees());
+        tp.planned = tp
+            .planned
+            .saturating_sub(self.params.n_trees.saturating_sub(model.n_trees()));
         (tp.report)(tp.done, tp.planned);
         let mut val_pred = vec![0.0; s.val_rows.len()];
         model.predict_into(&s.val, &mut val_pred)?;
@@ -287,7 +353,7 @@ impl RuntimeTrainer {
     fn refit_member(
         &self,
         member: &ValidatedMember,
-        all: Matrix,
+        (all, all_bins): (Matrix, &BinnedFeatures),
         y_log: &[f64],
         train_rows: &[usize],
         tp: &mut TreeProgress,
@@ -305,9 +371,12 @@ impl RuntimeTrainer {
         };
         let (offset, total) = (tp.done, tp.planned.max(tp.done + params.n_trees));
         let report = &mut *tp.report;
-        let m = params.fit_with_progress(&TrainSet::new(all, &ay, None)?, None, &mut |k, _| {
-            report(offset + k, total)
-        })?;
+        let m = params.fit_binned_with_progress(
+            &TrainSet::new(all, &ay, None)?,
+            all_bins,
+            None,
+            &mut |k, _| report(offset + k, total),
+        )?;
         tp.done += m.n_trees();
         (tp.report)(tp.done, tp.planned.max(tp.done));
         Ok(m)
