@@ -330,6 +330,73 @@ impl Capacity {
         }
     }
 
+    /// Hides the free GPUs of the nodes `allowed` marks false (a mask by node index; nodes
+    /// past its end are hidden too) until [`Capacity::unhide`]; returns what was hidden.
+    fn hide(&mut self, allowed: &[bool]) -> Vec<Slot> {
+        let mut hidden = Vec::new();
+        for (i, f) in self.free.iter_mut().enumerate() {
+            if *f > 0 && !allowed.get(i).copied().unwrap_or(false) {
+                hidden.push(Slot {
+                    node: i as u32,
+                    gpus: *f,
+                });
+                self.total_free -= *f;
+                *f = 0;
+            }
+        }
+        self.max_node_gpus = self
+            .meta
+            .iter()
+            .zip(&self.healthy)
+            .enumerate()
+            .filter(|(i, (_, h))| **h && allowed.get(*i).copied().unwrap_or(false))
+            .map(|(_, (m, _))| m.gpus)
+            .max()
+            .unwrap_or(0);
+        hidden
+    }
+
+    /// Gives back what [`Capacity::hide`] hid.
+    fn unhide(&mut self, hidden: &[Slot]) {
+        for s in hidden {
+            if let Some(f) = self.free.get_mut(s.node as usize) {
+                *f += s.gpus;
+                self.total_free += s.gpus;
+            }
+        }
+        self.max_node_gpus = self.max_healthy_node();
+    }
+
+    /// As [`Capacity::place`], on the nodes `allowed` marks true only (one GPU type's nodes).
+    pub fn place_within(
+        &mut self,
+        gpus: u32,
+        level: Locality,
+        strategy: Strategy,
+        allowed: &[bool],
+        out: &mut Vec<Slot>,
+    ) -> bool {
+        let hidden = self.hide(allowed);
+        let ok = self.place(gpus, level, strategy, out);
+        self.unhide(&hidden);
+        ok
+    }
+
+    /// As [`Capacity::grow`], on the nodes `allowed` marks true only.
+    pub fn grow_within(
+        &mut self,
+        current: &[Slot],
+        extra: u32,
+        strategy: Strategy,
+        allowed: &[bool],
+        out: &mut Vec<Slot>,
+    ) -> bool {
+        let hidden = self.hide(allowed);
+        let ok = self.grow(current, extra, strategy, out);
+        self.unhide(&hidden);
+        ok
+    }
+
     /// Places `gpus` more workers of a job placed on `current` within its rack, when all of
     /// it is in one rack: on one node of that rack if one has room, else over the rack's
     /// nodes (emptiest first). Growing across racks would slow the whole job (cross-rack
@@ -543,6 +610,37 @@ mod tests {
         let mut cur = cur.to_vec();
         subtract(&mut cur, &out);
         assert_eq!(cur, vec![Slot { node: 0, gpus: 3 }]);
+    }
+
+    #[test]
+    fn placement_within_a_mask_uses_only_those_nodes_and_restores_the_rest() {
+        let mut c = cap(4, 4, 2);
+        let allowed = [false, true, false, true];
+        let mut out = Vec::new();
+        assert!(c.place_within(6, Locality::Any, Strategy::Pack, &allowed, &mut out));
+        assert!(out.iter().all(|s| s.node == 1 || s.node == 3));
+        assert_eq!(c.total_free(), 10);
+        assert_eq!((c.free(0), c.free(2)), (4, 4));
+        // 2 left on the allowed nodes: 3 more do not fit there, though 10 are free
+        out.clear();
+        assert!(!c.place_within(3, Locality::Any, Strategy::Pack, &allowed, &mut out));
+        assert!(!c.grow_within(
+            &[Slot { node: 1, gpus: 4 }],
+            3,
+            Strategy::Pack,
+            &allowed,
+            &mut out
+        ));
+        assert_eq!(c.total_free(), 10);
+        assert!(c.grow_within(
+            &[Slot { node: 1, gpus: 4 }],
+            2,
+            Strategy::Pack,
+            &allowed,
+            &mut out
+        ));
+        assert_eq!(out, vec![Slot { node: 3, gpus: 2 }]);
+        assert_eq!(c.total_free(), 8);
     }
 
     #[test]

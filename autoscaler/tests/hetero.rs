@@ -1,0 +1,195 @@
+//! Mixed GPU types: a job's progress on each type follows its model's measured throughput
+//! ratio, a job over mixed types runs at its slowest, admissions that name a type run and grow
+//! there only, and the type-aware policies steer jobs by their gain.
+
+use augur_autoscaler::backend::{Action, ClusterSnapshot, Decision, Reason};
+use augur_autoscaler::cluster::{AffinityClass, TypeAffinity};
+use augur_autoscaler::sim::{affinity_from_gavel, ClusterSpec, SimConfig, SimJob, Simulator};
+use augur_autoscaler::{by_name, JobId, Policy};
+use augur_datasets::bundled::bundled_file;
+use augur_datasets::cluster::read_gavel_throughputs;
+use augur_datasets::{JobRecord, ReadOptions};
+
+fn job(row: usize, submit: f64, duration: f64, gpus: u32) -> SimJob {
+    SimJob {
+        row,
+        submit,
+        duration,
+        gpus,
+        predicted: Some(duration),
+    }
+}
+
+/// 16 GPUs: one 8-GPU node of each of `k80` (reference) and `v100`, both in one rack.
+fn mixed(classes: Vec<AffinityClass>, job_class: Vec<u16>) -> SimConfig {
+    let types = [
+        ("k80".to_string(), 1.0, 1.0),
+        ("v100".to_string(), 4.0, 1.0),
+    ];
+    let mut c = SimConfig::new(ClusterSpec::heterogeneous(16, 8, 4, &types).unwrap());
+    c.elastic.share = 0.0;
+    c.affinity = Some(TypeAffinity { classes, job_class });
+    c
+}
+
+/// Admits every queued job at its request on the type a closure gives.
+struct OnType(fn(JobId) -> Option<u16>);
+
+impl Policy for OnType {
+    fn name(&self) -> &str {
+        "on-type"
+    }
+    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+        for q in &snap.queued {
+            out.push(Decision {
+                action: Action::Admit {
+                    job: q.id,
+                    workers: q.requested,
+                    gpu_type: (self.0)(q.id),
+                },
+                reason: Reason::Fifo,
+            });
+        }
+        None
+    }
+}
+
+/// The Gavel model classes measured on k80, p100 and v100, with their speeds.
+fn gavel_classes() -> Vec<AffinityClass> {
+    let path = bundled_file("gavel-throughputs/scheduler__simulation_throughputs.json.gz").unwrap();
+    let (g, _) = read_gavel_throughputs(&path, &ReadOptions::default()).unwrap();
+    let types = ["k80".to_string(), "v100".to_string()];
+    let (a, _) = affinity_from_gavel(&g.isolated, &types, &[JobRecord::default()], 0).unwrap();
+    a.classes
+}
+
+#[test]
+fn progress_on_each_type_follows_the_models_measured_throughput_ratio() {
+    let classes = gavel_classes();
+    // the models whose V100 speedup is smallest and largest
+    let by_gain = |c: &&AffinityClass| c.speeds[1];
+    let slow = classes
+        .iter()
+        .min_by(|a, b| by_gain(a).total_cmp(&by_gain(b)))
+        .unwrap();
+    let fast = classes
+        .iter()
+        .max_by(|a, b| by_gain(a).total_cmp(&by_gain(b)))
+        .unwrap();
+    assert!(
+        fast.speeds[1] / slow.speeds[1] > 4.0,
+        "Gavel's speedups differ per model"
+    );
+    let picked = vec![slow.clone(), fast.clone()];
+    // jobs 0, 1 (model `slow`) and 2, 3 (model `fast`): each pair once on each type
+    let jobs: Vec<SimJob> = (0..4).map(|r| job(r, 0.0, 36_000.0, 4)).collect();
+    let cfg = mixed(picked.clone(), vec![0, 0, 1, 1]);
+    let res = Simulator::new(jobs, cfg)
+        .unwrap()
+        .run(&mut OnType(|id| Some((id.0 % 2) as u16)));
+    let run_s = |row: usize| res.jobs.iter().find(|j| j.row == row).unwrap().run_s;
+    for (k, class) in picked.iter().enumerate() {
+        let (on_k80, on_v100) = (run_s(2 * k), run_s(2 * k + 1));
+        // work 36 000 s at the reference type: k80 takes exactly that, v100 that ÷ its speed
+        assert!((on_k80 - 36_000.0).abs() < 1e-6, "{}: {on_k80}", class.name);
+        let ratio = on_k80 / on_v100;
+        assert!(
+            (ratio - class.speeds[1]).abs() < 1e-9 * class.speeds[1],
+            "{}: k80/v100 time {ratio} vs measured throughput ratio {}",
+            class.name,
+            class.speeds[1]
+        );
+        // GPU-seconds land on the type it ran on
+        let held = &res
+            .jobs
+            .iter()
+            .find(|j| j.row == 2 * k + 1)
+            .unwrap()
+            .gpu_s_by_type;
+        assert!(held[0] == 0.0 && (held[1] - 4.0 * on_v100).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn a_job_over_mixed_types_runs_at_its_slowest_and_a_named_type_keeps_it_there() {
+    let classes = vec![AffinityClass {
+        name: "m".into(),
+        speeds: vec![1.0, 3.0],
+    }];
+    // 12 GPUs type-blind: 8 on one node, 4 on the other (mixed) → the k80 speed
+    let res = Simulator::new(
+        vec![job(0, 0.0, 3000.0, 12)],
+        mixed(classes.clone(), vec![0]),
+    )
+    .unwrap()
+    .run(&mut OnType(|_| None));
+    assert!((res.jobs[0].run_s - 3000.0).abs() < 1e-6);
+    // 12 GPUs on the v100 node only: does not fit (8 GPUs), refused, never placed elsewhere
+    let mut sim = Simulator::new(vec![job(0, 0.0, 3000.0, 12)], mixed(classes, vec![0])).unwrap();
+    sim.advance(0.0);
+    let err = sim
+        .apply_action(Action::Admit {
+            job: JobId(0),
+            workers: 12,
+            gpu_type: Some(1),
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    assert!(sim
+        .apply_action(Action::Admit {
+            job: JobId(0),
+            workers: 12,
+            gpu_type: Some(7),
+        })
+        .is_err());
+}
+
+#[test]
+fn the_type_aware_policy_gives_the_fast_type_to_the_job_that_gains_most() {
+    // model 0 gains 1.2× on v100, model 1 gains 8×; one 8-GPU node of each type, two 8-GPU
+    // jobs submitted together: the flat one first (7200 s), the steep one (3600 s)
+    let classes = vec![
+        AffinityClass {
+            name: "flat".into(),
+            speeds: vec![1.0, 1.2],
+        },
+        AffinityClass {
+            name: "steep".into(),
+            speeds: vec![1.0, 8.0],
+        },
+    ];
+    let jobs = vec![job(0, 0.0, 7200.0, 8), job(1, 0.0, 3600.0, 8)];
+    let run = |name: &str| {
+        let mut p = by_name(name, Default::default()).unwrap();
+        Simulator::new(jobs.clone(), mixed(classes.clone(), vec![0, 1]))
+            .unwrap()
+            .run(p.as_mut())
+    };
+    let jct = |r: &augur_autoscaler::SimResult| r.jobs.iter().filter_map(|j| j.jct()).sum::<f64>();
+    let res = run("elastic-typed");
+    let admit = res
+        .decisions
+        .iter()
+        .find(|d| d.decision.action.job() == JobId(1))
+        .unwrap();
+    match (admit.decision.action, admit.decision.reason) {
+        (
+            Action::Admit {
+                gpu_type: Some(1), ..
+            },
+            Reason::TypeGain {
+                gpu_type: 1, gain, ..
+            },
+        ) => assert!(
+            (gain - 2.0).abs() < 1e-9,
+            "8× over the type's typical 4×: {gain}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // steep on the v100 (450 s), flat on the k80 (7200 s)
+    assert!((jct(&res) - 7650.0).abs() < 1.0, "{}", jct(&res));
+    // type-blind PACK puts the first-ranked (steep) job on the first node, a k80: 3600 + 6000
+    assert!((jct(&run("elastic")) - 9600.0).abs() < 1.0);
+    // Gavel-style, in submit order: flat takes the v100 (6000 s), steep the k80 (3600 s)
+    assert!((jct(&run("gavel")) - 9600.0).abs() < 1.0);
+}
