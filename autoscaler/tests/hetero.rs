@@ -193,3 +193,22 @@ fn the_type_aware_policy_gives_the_fast_type_to_the_job_that_gains_most() {
     // Gavel-style, in submit order: flat takes the v100 (6000 s), steep the k80 (3600 s)
     assert!((jct(&run("gavel")) - 9600.0).abs() < 1.0);
 }
+
+#[test]
+fn a_gang_bigger_than_every_type_still_runs_under_the_type_aware_policies() {
+    // 12 GPUs on 8 per type: only over mixed types, at the slower one's speed
+    let classes = vec![AffinityClass {
+        name: "m".into(),
+        speeds: vec![1.0, 3.0],
+    }];
+    for name in ["elastic-typed", "gavel"] {
+        let mut p = by_name(name, Default::default()).unwrap();
+        let res = Simulator::new(
+            vec![job(0, 0.0, 3000.0, 12)],
+            mixed(classes.clone(), vec![0]),
+        )
+        .unwrap()
+        .run(p.as_mut());
+        assert_eq!(res.jobs[0].jct(), Some(3000.0), "{name}");
+    }
+}

@@ -12,7 +12,8 @@ use crate::decision::{Action, Decision, Reason};
 /// time-sharing rounds: queued jobs in submit order (FIFO, a job that does not fit is skipped
 /// until it has waited `block_after_s`, then blocks the rest), each at its requested size on
 /// the type with the highest measured throughput for it that has room (each job adds the most
-/// throughput it can). No elasticity, no preemption.
+/// throughput it can); a gang bigger than every type's GPUs runs over mixed types. No
+/// elasticity, no preemption.
 #[derive(Debug)]
 pub struct GavelMaxThroughput {
     pub block_after_s: f64,
@@ -70,6 +71,17 @@ impl GavelMaxThroughput {
                     },
                 });
             }
+        }
+        // a gang bigger than every type's GPUs can only run over mixed types
+        if q.requested > self.planner.largest_type() && self.planner.admit(snap, q, q.requested) {
+            return Some(Decision {
+                action: Action::Admit {
+                    job: q.id,
+                    workers: q.requested,
+                    gpu_type: None,
+                },
+                reason: Reason::Fifo,
+            });
         }
         None
     }

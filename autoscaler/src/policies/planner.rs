@@ -37,6 +37,21 @@ impl Planner {
         }
     }
 
+    /// GPUs installed of the GPU type that has most (0 without types).
+    pub fn largest_type(&self) -> u32 {
+        self.masks
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b)
+                    .map(|(i, _)| self.cap.meta().get(i).map_or(0, |n| n.gpus))
+                    .sum::<u32>()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Free GPUs of GPU type `t` now in the plan.
     pub fn free_of_type(&self, t: u16) -> u32 {
         self.masks.get(usize::from(t)).map_or(0, |m| {

@@ -98,7 +98,8 @@ fn rank_queue(snap: &ClusterSnapshot, est: &Estimates, round: &mut Round) {
 /// nothing competes: fastest first. Otherwise largest gain first, so a type goes to the jobs
 /// that gain most from it and the others start sooner on a type where they lose least (the
 /// effective-throughput view of Gavel); ties go to the faster type. Every type stays in the
-/// list: a job starts on a worse type rather than wait.
+/// list: a job starts on a worse type rather than wait. A gang bigger than every type's GPUs
+/// is placed over mixed types (its admission then names no type).
 fn type_prefs(snap: &ClusterSnapshot, round: &mut Round, q: &QueuedJob, demand: u32) {
     round.prefs.clear();
     for (t, g) in snap.gpu_types.iter().enumerate() {

@@ -269,6 +269,10 @@ impl Round {
                 return Some(Some(p));
             }
         }
+        // a gang bigger than every type's GPUs can only run over mixed types
+        if workers > self.planner.largest_type() {
+            return self.planner.admit(snap, q, workers).then_some(None);
+        }
         None
     }
 
