@@ -4,10 +4,11 @@
 
 use augur_autoscaler::backend::{Action, ClusterSnapshot, Decision, Reason};
 use augur_autoscaler::cluster::{AffinityClass, TypeAffinity};
+use augur_autoscaler::placement::{Capacity, Locality, NodeMeta, Strategy};
 use augur_autoscaler::sim::{affinity_from_gavel, ClusterSpec, SimConfig, SimJob, Simulator};
-use augur_autoscaler::{by_name, JobId, Policy};
+use augur_autoscaler::{by_name, JobId, Policy, Slot};
 use augur_datasets::bundled::bundled_file;
-use augur_datasets::cluster::read_gavel_throughputs;
+use augur_datasets::cluster::{read_gavel_throughputs, GavelThroughput};
 use augur_datasets::{JobRecord, ReadOptions};
 
 fn job(row: usize, submit: f64, duration: f64, gpus: u32) -> SimJob {
@@ -211,4 +212,98 @@ fn a_gang_bigger_than_every_type_still_runs_under_the_type_aware_policies() {
         .run(p.as_mut());
         assert_eq!(res.jobs[0].jct(), Some(3000.0), "{name}");
     }
+}
+
+#[test]
+fn placement_within_a_mask_uses_only_those_nodes_and_restores_the_rest() {
+    let mut c = Capacity::new(
+        (0..4)
+            .map(|i| NodeMeta {
+                gpus: 4,
+                rack: i / 2,
+                speed: 1.0,
+            })
+            .collect(),
+    );
+    let allowed = [false, true, false, true];
+    let mut out = Vec::new();
+    assert!(c.place_within(6, Locality::Any, Strategy::Pack, &allowed, &mut out));
+    assert!(out.iter().all(|s| s.node == 1 || s.node == 3));
+    assert_eq!(c.total_free(), 10);
+    assert_eq!((c.free(0), c.free(2)), (4, 4));
+    // 2 left on the allowed nodes: 3 more do not fit there, though 10 are free
+    out.clear();
+    assert!(!c.place_within(3, Locality::Any, Strategy::Pack, &allowed, &mut out));
+    assert!(!c.grow_within(
+        &[Slot { node: 1, gpus: 4 }],
+        3,
+        Strategy::Pack,
+        &allowed,
+        &mut out
+    ));
+    assert_eq!(c.total_free(), 10);
+    assert!(c.grow_within(
+        &[Slot { node: 1, gpus: 4 }],
+        2,
+        Strategy::Pack,
+        &allowed,
+        &mut out
+    ));
+    assert_eq!(out, vec![Slot { node: 3, gpus: 2 }]);
+    assert_eq!(c.total_free(), 8);
+}
+
+fn thr(gpu: &str, job: &str, x: f64) -> GavelThroughput {
+    GavelThroughput {
+        gpu: gpu.into(),
+        job_type: job.into(),
+        scale_factor: 1,
+        steps_per_s: x,
+        colocated_pairs: 0,
+    }
+}
+
+#[test]
+fn classes_are_the_job_types_measured_on_every_type_and_names_map_to_families() {
+    let gavel = vec![
+        thr("k80", "ResNet-50 (batch size 64)", 1.0),
+        thr("v100", "ResNet-50 (batch size 64)", 7.0),
+        thr("k80", "A3C", 2.0),
+        thr("v100", "A3C", 4.0),
+        // not run on k80: no class
+        thr("k80", "Big", 0.0),
+        thr("v100", "Big", 3.0),
+    ];
+    let types = ["k80".to_string(), "v100".to_string()];
+    let rec = |name: Option<&str>| JobRecord {
+        job_name: name.map(str::to_string),
+        ..JobRecord::default()
+    };
+    let records: Vec<JobRecord> = (0..200)
+        .map(|i| rec((i % 2 == 0).then_some("imagenet-resnet50-run")))
+        .collect();
+    let (a, report) = affinity_from_gavel(&gavel, &types, &records, 7).unwrap();
+    assert_eq!(a.classes.len(), 2);
+    let a3c = a.classes.iter().position(|c| c.name == "A3C").unwrap();
+    let rn = a
+        .classes
+        .iter()
+        .position(|c| c.name.starts_with("ResNet"))
+        .unwrap();
+    assert_eq!(a.classes[a3c].speeds, vec![1.0, 2.0]);
+    assert_eq!(a.classes[rn].speeds, vec![1.0, 7.0]);
+    // every named job is a ResNet; the others draw both classes
+    assert!(a.job_class.iter().step_by(2).all(|&k| usize::from(k) == rn));
+    let drawn_a3c = a
+        .job_class
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .filter(|&&k| usize::from(k) == a3c);
+    assert!((25..75).contains(&drawn_a3c.count()));
+    assert_eq!(report.classes[rn].by_name, 100);
+    assert_eq!(report.classes.iter().map(|c| c.drawn).sum::<usize>(), 100);
+    // the same seed draws the same classes
+    let (b, _) = affinity_from_gavel(&gavel, &types, &records, 7).unwrap();
+    assert_eq!(a, b);
 }

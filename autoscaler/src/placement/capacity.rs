@@ -613,37 +613,6 @@ mod tests {
     }
 
     #[test]
-    fn placement_within_a_mask_uses_only_those_nodes_and_restores_the_rest() {
-        let mut c = cap(4, 4, 2);
-        let allowed = [false, true, false, true];
-        let mut out = Vec::new();
-        assert!(c.place_within(6, Locality::Any, Strategy::Pack, &allowed, &mut out));
-        assert!(out.iter().all(|s| s.node == 1 || s.node == 3));
-        assert_eq!(c.total_free(), 10);
-        assert_eq!((c.free(0), c.free(2)), (4, 4));
-        // 2 left on the allowed nodes: 3 more do not fit there, though 10 are free
-        out.clear();
-        assert!(!c.place_within(3, Locality::Any, Strategy::Pack, &allowed, &mut out));
-        assert!(!c.grow_within(
-            &[Slot { node: 1, gpus: 4 }],
-            3,
-            Strategy::Pack,
-            &allowed,
-            &mut out
-        ));
-        assert_eq!(c.total_free(), 10);
-        assert!(c.grow_within(
-            &[Slot { node: 1, gpus: 4 }],
-            2,
-            Strategy::Pack,
-            &allowed,
-            &mut out
-        ));
-        assert_eq!(out, vec![Slot { node: 3, gpus: 2 }]);
-        assert_eq!(c.total_free(), 8);
-    }
-
-    #[test]
     fn down_nodes_hold_nothing() {
         let mut c = cap(2, 4, 2);
         c.set_down(1);
