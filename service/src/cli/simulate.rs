@@ -183,12 +183,9 @@ fn config(
     types: Option<&GpuTypes>,
 ) -> anyhow::Result<SimConfig> {
     let cluster = match types {
-        Some(t) => ClusterSpec::heterogeneous(
-            gpus,
-            args.gpus_per_node,
-            args.nodes_per_rack,
-            &t.types,
-        )?,
+        Some(t) => {
+            ClusterSpec::heterogeneous(gpus, args.gpus_per_node, args.nodes_per_rack, &t.types)?
+        }
         None => ClusterSpec::homogeneous(gpus, args.gpus_per_node, args.nodes_per_rack)?,
     };
     let mut cfg = SimConfig::new(cluster);
