@@ -32,6 +32,24 @@ pub trait ClusterBackend: Send {
         workers: u32,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
+    /// Starts (or resumes) a queued job on nodes of GPU type `gpu_type` (an index into the
+    /// snapshot's types), chosen for `reason`. A backend that cannot steer a job to a type
+    /// refuses (it does not start the job elsewhere).
+    fn admit_on(
+        &mut self,
+        job: JobId,
+        workers: u32,
+        gpu_type: u16,
+        reason: Reason,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = (workers, gpu_type, reason);
+        std::future::ready(Err(BackendError::new(
+            crate::error::ErrorKind::Invalid,
+            Some(job),
+            "this backend cannot steer a job to a GPU type",
+        )))
+    }
+
     /// Rescales a running elastic job to `workers` in `[min, max]`.
     fn set_workers(
         &mut self,
@@ -42,11 +60,20 @@ pub trait ClusterBackend: Send {
     /// Checkpoints a running job, frees its GPUs and puts it back in the queue.
     fn suspend(&mut self, job: JobId) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// Carries out one action.
-    fn apply(&mut self, action: Action) -> impl Future<Output = Result<(), BackendError>> + Send {
+    /// Carries out one decision.
+    fn apply(&mut self, d: Decision) -> impl Future<Output = Result<(), BackendError>> + Send {
         async move {
-            match action {
-                Action::Admit { job, workers } => self.admit(job, workers).await,
+            match d.action {
+                Action::Admit {
+                    job,
+                    workers,
+                    gpu_type: None,
+                } => self.admit(job, workers).await,
+                Action::Admit {
+                    job,
+                    workers,
+                    gpu_type: Some(t),
+                } => self.admit_on(job, workers, t, d.reason).await,
                 Action::SetWorkers { job, workers } => self.set_workers(job, workers).await,
                 Action::Suspend { job } => self.suspend(job).await,
             }

@@ -2,6 +2,8 @@
 //! jobs with their current/min/max workers and placement, and queued jobs with their requests.
 //! Every backend (the simulator, Kubernetes) builds one on `observe`.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::placement::rules::PlacementRules;
@@ -17,6 +19,32 @@ pub struct JobId(pub u64);
 pub struct GpuType {
     pub name: String,
     pub speed: f64,
+}
+
+/// A model class and how fast it runs on each GPU type, relative to the reference type the
+/// job durations were measured on (index = the type's index in
+/// [`ClusterSnapshot::gpu_types`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AffinityClass {
+    pub name: String,
+    pub speeds: Vec<f64>,
+}
+
+/// Per-job GPU-type affinity: each job's model class, and each class's speed per type. Jobs
+/// without a class run at their type's [`GpuType::speed`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TypeAffinity {
+    pub classes: Vec<AffinityClass>,
+    /// Class of each job, by [`JobId`] (ids beyond the end have none).
+    pub job_class: Vec<u16>,
+}
+
+impl TypeAffinity {
+    /// The class of `job`, if it has one.
+    pub fn class_of(&self, job: JobId) -> Option<&AffinityClass> {
+        let k = self.job_class.get(usize::try_from(job.0).ok()?)?;
+        self.classes.get(usize::from(*k))
+    }
 }
 
 /// One machine.
@@ -128,6 +156,9 @@ pub struct ClusterSnapshot {
     pub rules: PlacementRules,
     /// GPU utilisation measured by the backend (DCGM), when it has one.
     pub measured_utilisation: Option<f64>,
+    /// How fast each job runs on each GPU type, when the backend knows it.
+    #[serde(skip)]
+    pub affinity: Option<Arc<TypeAffinity>>,
 }
 
 impl ClusterSnapshot {
@@ -152,6 +183,27 @@ impl ClusterSnapshot {
             return 0.0;
         }
         f64::from(h.saturating_sub(self.free_gpus())) / f64::from(h)
+    }
+
+    /// Speed of `job` on GPU type `gpu_type` relative to the reference type: its class's
+    /// measured speed, else the type's nominal speed, else 1.
+    pub fn job_speed(&self, job: JobId, gpu_type: u16) -> f64 {
+        let t = usize::from(gpu_type);
+        self.affinity
+            .as_ref()
+            .and_then(|a| a.class_of(job))
+            .and_then(|c| c.speeds.get(t).copied())
+            .or_else(|| self.gpu_types.get(t).map(|g| g.speed))
+            .unwrap_or(1.0)
+    }
+
+    /// The GPU type of every node of a placement, when they are all one type.
+    pub fn type_of(&self, slots: &[Slot]) -> Option<u16> {
+        let mut types = slots
+            .iter()
+            .map(|s| self.nodes.get(s.node as usize).map(|n| n.gpu_type));
+        let first = types.next()??;
+        types.all(|t| t == Some(first)).then_some(first)
     }
 
     /// Where a running job's workers are.

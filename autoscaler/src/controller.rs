@@ -70,7 +70,7 @@ impl<P: Policy> Controller<P> {
         for (k, d) in decisions.into_iter().enumerate() {
             let mut attempt = 1;
             let result = loop {
-                match backend.apply(d.action).await {
+                match backend.apply(d).await {
                     Err(e) if e.is_retryable() && attempt < self.max_attempts.max(1) => {
                         attempt += 1;
                         report.retries += 1;

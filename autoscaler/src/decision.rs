@@ -9,8 +9,14 @@ use crate::cluster::JobId;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
-    /// Start (or resume) a queued job with this many workers.
-    Admit { job: JobId, workers: u32 },
+    /// Start (or resume) a queued job with this many workers, on nodes of one GPU type (an
+    /// index into the snapshot's types) when `gpu_type` is set, else wherever it fits.
+    Admit {
+        job: JobId,
+        workers: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gpu_type: Option<u16>,
+    },
     /// Rescale a running job (checkpoint-restart at the new size).
     SetWorkers { job: JobId, workers: u32 },
     /// Stop a running job after a checkpoint and put it back in the queue.
@@ -63,6 +69,16 @@ pub enum Reason {
     Reclaimed { by: JobId },
     /// The queue's predicted wait is high: shrink the job towards its minimum.
     QueueWaitHigh { predicted_wait_s: f64 },
+    /// Started on GPU type `gpu_type` (index into the snapshot's types; the report names it),
+    /// where it runs at `speed` × the reference type: `gain` is that speed over the type's
+    /// typical speed (its comparative advantage there). `step` is the admission step that
+    /// started it.
+    TypeGain {
+        gpu_type: u16,
+        speed: f64,
+        gain: f64,
+        step: &'static str,
+    },
 }
 
 impl Reason {
@@ -80,6 +96,7 @@ impl Reason {
             Reason::IdleGpus { .. } => "idle_gpus",
             Reason::Reclaimed { .. } => "reclaimed",
             Reason::QueueWaitHigh { .. } => "queue_wait_high",
+            Reason::TypeGain { .. } => "type_gain",
         }
     }
 }

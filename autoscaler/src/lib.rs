@@ -50,7 +50,10 @@ pub mod scaling;
 pub mod sim;
 
 pub use backend::ClusterBackend;
-pub use cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+pub use cluster::{
+    AffinityClass, ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot,
+    TypeAffinity,
+};
 pub use controller::{Controller, ReconcileReport};
 pub use decision::{Action, Decision, DecisionRecord, Reason};
 pub use error::{BackendError, ErrorKind, SimError};
@@ -59,6 +62,7 @@ pub use policies::{by_name, POLICY_NAMES};
 // two policies' modules, also at the paths they had before `policies/`
 pub use policies::{elastic, optimus};
 pub use policies::{
-    ElasticController, ElasticParams, Fifo, Optimus, Policy, SjfPredicted, SrtfOracle, Tiresias,
+    ElasticController, ElasticParams, Fifo, GavelMaxThroughput, Optimus, Policy, SjfPredicted,
+    SrtfOracle, Tiresias,
 };
 pub use scaling::ScalingModel;

@@ -31,6 +31,11 @@ pub struct JobOutcome {
     pub failures: u32,
     /// Work lost to node failures (seconds at the requested size).
     pub lost_work_s: f64,
+    /// Its model class, when the replay has per-job GPU-type affinity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// GPU-seconds held on each GPU type (index into [`SimResult::gpu_types`]).
+    pub gpu_s_by_type: Vec<f64>,
 }
 
 impl JobOutcome {
@@ -56,6 +61,8 @@ pub struct TimelinePoint {
 pub struct SimResult {
     pub policy: String,
     pub total_gpus: u32,
+    /// The cluster's GPU types.
+    pub gpu_types: Vec<crate::cluster::GpuType>,
     /// First submit.
     pub start: f64,
     /// Time of the last event processed.

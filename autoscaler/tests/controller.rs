@@ -62,7 +62,11 @@ impl ClusterBackend for Mock {
         job: JobId,
         workers: u32,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        self.calls.push(Action::Admit { job, workers });
+        self.calls.push(Action::Admit {
+            job,
+            workers,
+            gpu_type: None,
+        });
         let r = if self.script.is_empty() {
             Ok(())
         } else {
@@ -100,6 +104,7 @@ fn retryable_errors_are_retried_and_permanent_ones_stop_the_batch() {
     let admit = |j, w| Action::Admit {
         job: JobId(j),
         workers: w,
+        gpu_type: None,
     };
     assert_eq!(b.calls, vec![admit(1, 4), admit(1, 4), admit(2, 4)]);
     assert_eq!((r.applied, r.retries, r.failed.is_none()), (2, 1, true));

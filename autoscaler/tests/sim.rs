@@ -69,6 +69,7 @@ impl Policy for Scripted {
                 action: Action::Admit {
                     job: q.id,
                     workers: q.requested,
+                    gpu_type: None,
                 },
                 reason: Reason::Fifo,
             });
@@ -375,7 +376,8 @@ fn an_idle_cluster_grows_an_elastic_job_and_it_finishes_sooner() {
         first.action,
         Action::Admit {
             job: first.action.job(),
-            workers: 8
+            workers: 8,
+            gpu_type: None,
         }
     );
     let (f, e) = (fifo.jobs[0].finish.unwrap(), el.jobs[0].finish.unwrap());
@@ -420,7 +422,7 @@ fn grows(out: &[Decision]) -> Vec<(u64, u32)> {
     let mut v: Vec<(u64, u32)> = out
         .iter()
         .filter_map(|d| match d.action {
-            Action::Admit { job, workers } => Some((job.0, workers)),
+            Action::Admit { job, workers, .. } => Some((job.0, workers)),
             _ => None,
         })
         .collect();
@@ -482,7 +484,8 @@ fn lent_workers_come_back_from_the_job_that_loses_least() {
             out.iter().any(|d| d.action
                 == Action::Admit {
                     job: augur_autoscaler::backend::JobId(2),
-                    workers: 4
+                    workers: 4,
+                    gpu_type: None,
                 }),
             "{out:?}"
         );

@@ -20,6 +20,7 @@ use super::kinds::{JobKind, QUEUE_LABEL};
 use super::objects::{JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
+use super::steer::SteerRecord;
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
 use super::writeback::WriteBackLimiter;
@@ -52,6 +53,9 @@ pub struct KubeBackend {
     pub(super) snapshot_time: Option<f64>,
     pub(super) budget: ActionBudget,
     pub(super) scales: Vec<ScaleRecord>,
+    pub(super) steers: Vec<SteerRecord>,
+    /// The GPU types of the last snapshot (node label values), by index.
+    pub(super) gpu_types: Vec<String>,
     /// What the write-back last gave each object, and its patch budget.
     pub(super) writeback: WriteBackLimiter,
     tasks: Vec<JoinHandle<()>>,
@@ -207,6 +211,8 @@ impl KubeBackend {
             snapshot_time: None,
             budget: ActionBudget::default(),
             scales: Vec::new(),
+            steers: Vec::new(),
+            gpu_types: Vec::new(),
             writeback,
             tasks,
             seen_rvs: Vec::new(),
@@ -285,6 +291,11 @@ impl KubeBackend {
         &self.scales
     }
 
+    /// The GPU-type steers made (or, in dry-run, that would have been made).
+    pub fn steers(&self) -> &[SteerRecord] {
+        &self.steers
+    }
+
     /// The `namespace/name` behind a job id, while the job exists.
     pub fn job_key(&self, job: JobId) -> Option<&JobKey> {
         self.memory.key_of(job)
@@ -352,6 +363,7 @@ impl KubeBackend {
             self.hooks.runtime_hint.as_ref(),
         );
         self.facts = facts;
+        self.gpu_types = snap.gpu_types.iter().map(|t| t.name.clone()).collect();
         self.snapshot_time = Some(now);
         if let Some(sink) = &self.hooks.events {
             sink(ClusterEvent::Snapshot(Arc::new(snap.clone())));

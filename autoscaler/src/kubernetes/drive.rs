@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::backend::KubeBackend;
 use crate::backend::ClusterBackend;
 use crate::cluster::{ClusterSnapshot, JobId};
+use crate::decision::Reason;
 use crate::error::{BackendError, ErrorKind};
 use crate::live::LiveBackend;
 
@@ -18,6 +19,17 @@ impl ClusterBackend for KubeBackend {
     }
 
     async fn admit(&mut self, job: JobId, workers: u32) -> Result<(), BackendError> {
+        self.scale(job, workers, true).await
+    }
+
+    async fn admit_on(
+        &mut self,
+        job: JobId,
+        workers: u32,
+        gpu_type: u16,
+        reason: Reason,
+    ) -> Result<(), BackendError> {
+        self.steer(job, gpu_type, reason).await?;
         self.scale(job, workers, true).await
     }
 

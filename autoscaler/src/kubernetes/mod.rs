@@ -21,7 +21,9 @@
 //!     admit the extra pods); a queued Job is Kueue's to admit, never sized;
 //!   - `TrainJob`: observed only (`spec.trainer.numNodes` is immutable, no `/scale`).
 //!
-//!   Every other job is observed, never scaled. `suspend` is refused (Kueue owns
+//!   Every other job is observed, never scaled. An admission that names a GPU type first
+//!   steers the suspended, never-started job there ([`steer`]: a `nodeSelector` on the GPU
+//!   product label in its pod templates, and the type and reason as annotations). `suspend` is refused (Kueue owns
 //!   `spec.suspend`), so run the elastic policy with `preempt_factor: None` here.
 //! - **Safety** ([`Safety`]): dry-run; a per-job hourly action budget; a running job is scaled
 //!   down only when its last checkpoint is known (annotation [`CHECKPOINT_ANNOTATION`]) or its
@@ -55,6 +57,7 @@ pub mod objects;
 pub mod safety;
 mod scale;
 pub mod snapshot;
+pub mod steer;
 mod watch;
 pub mod workloads;
 pub mod writeback;
@@ -71,6 +74,7 @@ pub use objects::{
     PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
 };
 pub use safety::Safety;
+pub use steer::{SteerRecord, GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};
 pub use watch::WatchSync;
 pub use writeback::{
     JobPhase, JobPredictions, Span, WriteBackConfig, WriteBackReport, WRITEBACK_PREFIX,

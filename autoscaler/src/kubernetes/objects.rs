@@ -114,6 +114,10 @@ pub struct JobFacts {
     pub started: f64,
     /// Time of its last checkpoint, when the annotation is present and valid.
     pub last_checkpoint: Option<f64>,
+    /// Suspended (`spec.suspend`, PyTorchJob `spec.runPolicy.suspend`).
+    pub suspended: bool,
+    /// It has started at least once (a start time is recorded).
+    pub ever_started: bool,
 }
 
 /// Interned job ids and what is remembered about jobs across snapshots.

@@ -242,6 +242,8 @@ fn add_job(
         bounds,
         started,
         last_checkpoint: v.last_checkpoint,
+        suspended: v.suspended,
+        ever_started: v.start_time.is_some(),
     };
     if queued {
         snap.queued.push(QueuedJob {

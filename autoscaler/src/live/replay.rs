@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::backend::{JobEvent, JobEventKind, LiveBackend};
 use crate::backend::ClusterBackend;
 use crate::cluster::{ClusterSnapshot, JobId};
-use crate::decision::Action;
+use crate::decision::{Action, Reason};
 use crate::error::{BackendError, SimError};
 use crate::policies::fifo::Fifo;
 use crate::sim::{SimConfig, SimJob, Simulator};
@@ -253,7 +253,24 @@ impl ClusterBackend for LiveSim {
         job: JobId,
         workers: u32,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        std::future::ready(self.sim.apply_action(Action::Admit { job, workers }))
+        std::future::ready(self.sim.apply_action(Action::Admit {
+            job,
+            workers,
+            gpu_type: None,
+        }))
+    }
+    fn admit_on(
+        &mut self,
+        job: JobId,
+        workers: u32,
+        gpu_type: u16,
+        _reason: Reason,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(self.sim.apply_action(Action::Admit {
+            job,
+            workers,
+            gpu_type: Some(gpu_type),
+        }))
     }
     fn set_workers(
         &mut self,

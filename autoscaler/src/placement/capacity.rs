@@ -330,6 +330,73 @@ impl Capacity {
         }
     }
 
+    /// Hides the free GPUs of the nodes `allowed` marks false (a mask by node index; nodes
+    /// past its end are hidden too) until [`Capacity::unhide`]; returns what was hidden.
+    fn hide(&mut self, allowed: &[bool]) -> Vec<Slot> {
+        let mut hidden = Vec::new();
+        for (i, f) in self.free.iter_mut().enumerate() {
+            if *f > 0 && !allowed.get(i).copied().unwrap_or(false) {
+                hidden.push(Slot {
+                    node: i as u32,
+                    gpus: *f,
+                });
+                self.total_free -= *f;
+                *f = 0;
+            }
+        }
+        self.max_node_gpus = self
+            .meta
+            .iter()
+            .zip(&self.healthy)
+            .enumerate()
+            .filter(|(i, (_, h))| **h && allowed.get(*i).copied().unwrap_or(false))
+            .map(|(_, (m, _))| m.gpus)
+            .max()
+            .unwrap_or(0);
+        hidden
+    }
+
+    /// Gives back what [`Capacity::hide`] hid.
+    fn unhide(&mut self, hidden: &[Slot]) {
+        for s in hidden {
+            if let Some(f) = self.free.get_mut(s.node as usize) {
+                *f += s.gpus;
+                self.total_free += s.gpus;
+            }
+        }
+        self.max_node_gpus = self.max_healthy_node();
+    }
+
+    /// As [`Capacity::place`], on the nodes `allowed` marks true only (one GPU type's nodes).
+    pub fn place_within(
+        &mut self,
+        gpus: u32,
+        level: Locality,
+        strategy: Strategy,
+        allowed: &[bool],
+        out: &mut Vec<Slot>,
+    ) -> bool {
+        let hidden = self.hide(allowed);
+        let ok = self.place(gpus, level, strategy, out);
+        self.unhide(&hidden);
+        ok
+    }
+
+    /// As [`Capacity::grow`], on the nodes `allowed` marks true only.
+    pub fn grow_within(
+        &mut self,
+        current: &[Slot],
+        extra: u32,
+        strategy: Strategy,
+        allowed: &[bool],
+        out: &mut Vec<Slot>,
+    ) -> bool {
+        let hidden = self.hide(allowed);
+        let ok = self.grow(current, extra, strategy, out);
+        self.unhide(&hidden);
+        ok
+    }
+
     /// Places `gpus` more workers of a job placed on `current` within its rack, when all of
     /// it is in one rack: on one node of that rack if one has room, else over the rack's
     /// nodes (emptiest first). Growing across racks would slow the whole job (cross-rack

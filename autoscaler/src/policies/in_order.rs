@@ -37,13 +37,28 @@ pub fn admit_in_order(
                 action: Action::Admit {
                     job: q.id,
                     workers: q.requested,
+                    gpu_type: None,
                 },
                 reason: reason(q),
             });
-        } else if snap.time - q.queued_since >= block_after_s {
-            wake = min_opt(wake, next_relax(snap, q));
+        } else if block_or_skip(snap, q, block_after_s, &mut wake) {
             break;
         }
     }
     wake
+}
+
+/// For a queued job that does not fit: true when it has waited `block_after_s` or more and
+/// so blocks the jobs behind it (lowering `wake` to when its locality relaxes).
+pub fn block_or_skip(
+    snap: &ClusterSnapshot,
+    q: &QueuedJob,
+    block_after_s: f64,
+    wake: &mut Option<f64>,
+) -> bool {
+    if snap.time - q.queued_since >= block_after_s {
+        *wake = min_opt(*wake, next_relax(snap, q));
+        return true;
+    }
+    false
 }

@@ -77,6 +77,7 @@ impl Optimus {
                     action: Action::Admit {
                         job: q.id,
                         workers: q.min_workers,
+                        gpu_type: None,
                     },
                     reason: Reason::Fifo,
                 });
@@ -140,6 +141,7 @@ impl Optimus {
                 action: Action::Admit {
                     job: head.id,
                     workers: head.min_workers,
+                    gpu_type: None,
                 },
                 reason: Reason::Fifo,
             });

@@ -9,12 +9,105 @@ use crate::placement::{shrink_plan, Capacity};
 pub struct Planner {
     pub cap: Capacity,
     tmp: Vec<Slot>,
+    /// Per GPU type, which nodes are of that type.
+    masks: Vec<Vec<bool>>,
 }
 
 impl Planner {
     /// Starts a decision on `snap`.
     pub fn reset(&mut self, snap: &ClusterSnapshot) {
         self.cap.reset_from(snap);
+        let types = snap.gpu_types.len();
+        let stale = self.masks.len() != types
+            || self.masks.iter().enumerate().any(|(t, m)| {
+                m.len() != snap.nodes.len()
+                    || m.iter()
+                        .zip(&snap.nodes)
+                        .any(|(&b, n)| b != (usize::from(n.gpu_type) == t))
+            });
+        if stale {
+            self.masks = (0..types)
+                .map(|t| {
+                    snap.nodes
+                        .iter()
+                        .map(|n| usize::from(n.gpu_type) == t)
+                        .collect()
+                })
+                .collect();
+        }
+    }
+
+    /// GPUs installed of the GPU type that has most (0 without types).
+    pub fn largest_type(&self) -> u32 {
+        self.masks
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b)
+                    .map(|(i, _)| self.cap.meta().get(i).map_or(0, |n| n.gpus))
+                    .sum::<u32>()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Free GPUs of GPU type `t` now in the plan.
+    pub fn free_of_type(&self, t: u16) -> u32 {
+        self.masks.get(usize::from(t)).map_or(0, |m| {
+            m.iter()
+                .enumerate()
+                .filter(|(_, &b)| b)
+                .map(|(i, _)| self.cap.free(i as u32))
+                .sum()
+        })
+    }
+
+    /// As [`Planner::admit`], on nodes of GPU type `gpu_type` only when given.
+    pub fn admit_on(
+        &mut self,
+        snap: &ClusterSnapshot,
+        q: &QueuedJob,
+        workers: u32,
+        gpu_type: Option<u16>,
+    ) -> bool {
+        let Some(t) = gpu_type else {
+            return self.admit(snap, q, workers);
+        };
+        let Some(mask) = self.masks.get(usize::from(t)) else {
+            return false;
+        };
+        if workers > self.cap.total_free() {
+            return false;
+        }
+        let level = snap.rules.level_for(snap.time - q.queued_since);
+        self.tmp.clear();
+        self.cap
+            .place_within(workers, level, snap.rules.strategy, mask, &mut self.tmp)
+    }
+
+    /// As [`Planner::grow`], on nodes of GPU type `gpu_type` only when given.
+    pub fn grow_on(
+        &mut self,
+        snap: &ClusterSnapshot,
+        r: &RunningJob,
+        workers: u32,
+        gpu_type: Option<u16>,
+    ) -> bool {
+        let Some(mask) = gpu_type.and_then(|t| self.masks.get(usize::from(t))) else {
+            return self.grow(snap, r, workers);
+        };
+        if workers <= r.workers {
+            return true;
+        }
+        self.tmp.clear();
+        self.cap.grow_within(
+            snap.placement_of(r),
+            workers - r.workers,
+            snap.rules.strategy,
+            mask,
+            &mut self.tmp,
+        )
     }
 
     /// Plans to admit `q` with `workers`; true (and the GPUs taken) when it fits under the

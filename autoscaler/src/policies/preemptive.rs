@@ -48,6 +48,7 @@ pub fn preemptive_pass(
             action: Action::Admit {
                 job: q.id,
                 workers: q.requested,
+                gpu_type: None,
             },
             reason: reason(q, (k0, k1)),
         };

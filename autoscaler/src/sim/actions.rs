@@ -22,7 +22,11 @@ impl Simulator {
         };
         let (state, min, max) = (j.state, j.min, j.max);
         match action {
-            Action::Admit { workers: w, .. } => {
+            Action::Admit {
+                workers: w,
+                gpu_type,
+                ..
+            } => {
                 if state != State::Queued {
                     return Err(err(ErrorKind::Invalid, i, "admit: job is not queued"));
                 }
@@ -33,7 +37,10 @@ impl Simulator {
                         "admit: workers outside [min, max]",
                     ));
                 }
-                self.admit(i, w)
+                if gpu_type.is_some_and(|t| usize::from(t) >= self.type_masks.len()) {
+                    return Err(err(ErrorKind::Invalid, i, "admit: no such GPU type"));
+                }
+                self.admit(i, w, gpu_type)
             }
             Action::SetWorkers { workers: w, .. } => {
                 if state != State::Running {
@@ -58,9 +65,10 @@ impl Simulator {
         }
     }
 
-    /// Starts queued job `i` on `w` workers placed under the locality its wait allows; a
-    /// resumed job pauses to restore its checkpoint first.
-    fn admit(&mut self, i: u32, w: u32) -> Result<(), BackendError> {
+    /// Starts queued job `i` on `w` workers placed under the locality its wait allows (on
+    /// nodes of `gpu_type` only, when given: it then grows there only); a resumed job pauses to
+    /// restore its checkpoint first.
+    fn admit(&mut self, i: u32, w: u32, gpu_type: Option<u16>) -> Result<(), BackendError> {
         let waited = self
             .jobs
             .get(i as usize)
@@ -68,10 +76,13 @@ impl Simulator {
         let level = self.cfg.rules.level_for(waited);
         let mut slots = std::mem::take(&mut self.tmp);
         slots.clear();
-        if !self
-            .cap
-            .place(w, level, self.cfg.rules.strategy, &mut slots)
-        {
+        let strategy = self.cfg.rules.strategy;
+        let mask = gpu_type.and_then(|t| self.type_masks.get(usize::from(t)));
+        let placed = match mask {
+            Some(m) => self.cap.place_within(w, level, strategy, m, &mut slots),
+            None => self.cap.place(w, level, strategy, &mut slots),
+        };
+        if !placed {
             self.tmp = slots;
             return Err(err(ErrorKind::NoCapacity, i, "admit: gang does not fit"));
         }
@@ -83,6 +94,7 @@ impl Simulator {
             j.workers = w;
             j.state = State::Running;
             j.started = now;
+            j.pinned = gpu_type;
             let resumed = j.first_start.is_some();
             if !resumed {
                 j.first_start = Some(now);
@@ -109,18 +121,23 @@ impl Simulator {
         if w == workers {
             return Ok(());
         }
-        let cur = self
+        let (cur, pinned) = self
             .jobs
             .get(i as usize)
-            .map(|j| j.slots.clone())
+            .map(|j| (j.slots.clone(), j.pinned))
             .unwrap_or_default();
         let mut delta = std::mem::take(&mut self.tmp);
         delta.clear();
         if w > workers {
-            if !self
-                .cap
-                .grow(&cur, w - workers, self.cfg.rules.strategy, &mut delta)
-            {
+            let strategy = self.cfg.rules.strategy;
+            let mask = pinned.and_then(|t| self.type_masks.get(usize::from(t)));
+            let grown = match mask {
+                Some(m) => self
+                    .cap
+                    .grow_within(&cur, w - workers, strategy, m, &mut delta),
+                None => self.cap.grow(&cur, w - workers, strategy, &mut delta),
+            };
+            if !grown {
                 self.tmp = delta;
                 return Err(err(ErrorKind::NoCapacity, i, "rescale: no room to grow"));
             }

@@ -5,7 +5,7 @@ use std::future::Future;
 use super::engine::Simulator;
 use crate::backend::ClusterBackend;
 use crate::cluster::{ClusterSnapshot, JobId};
-use crate::decision::Action;
+use crate::decision::{Action, Reason};
 use crate::error::BackendError;
 
 /// The simulator as a backend: actions apply at the current simulation time; move time with
@@ -20,7 +20,25 @@ impl ClusterBackend for Simulator {
         job: JobId,
         workers: u32,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
-        std::future::ready(self.apply_action(Action::Admit { job, workers }))
+        std::future::ready(self.apply_action(Action::Admit {
+            job,
+            workers,
+            gpu_type: None,
+        }))
+    }
+
+    fn admit_on(
+        &mut self,
+        job: JobId,
+        workers: u32,
+        gpu_type: u16,
+        _reason: Reason,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        std::future::ready(self.apply_action(Action::Admit {
+            job,
+            workers,
+            gpu_type: Some(gpu_type),
+        }))
     }
 
     fn set_workers(

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::faults::NodeFault;
 use super::spec::ClusterSpec;
+use crate::cluster::TypeAffinity;
 use crate::error::SimError;
 use crate::placement::PlacementRules;
 use crate::scaling::ScalingModel;
@@ -74,6 +75,10 @@ pub struct SimConfig {
     /// Speed factor of a job spanning racks.
     pub cross_rack_penalty: f64,
     pub faults: Vec<NodeFault>,
+    /// Per-job GPU-type affinity, its `job_class` indexed by [`SimJob::row`](super::SimJob)
+    /// (`u16::MAX` or past the end: no class, the type's nominal speed; `None`: every job
+    /// runs at its type's nominal speed).
+    pub affinity: Option<TypeAffinity>,
     pub seed: u64,
     /// Timeline samples to keep (queue length, utilisation) over the replay.
     pub timeline_points: usize,
@@ -95,6 +100,7 @@ impl SimConfig {
             spread_penalty: 0.95,
             cross_rack_penalty: 0.9,
             faults: Vec::new(),
+            affinity: None,
             seed: 0,
             timeline_points: 2000,
             max_logged_decisions: 200_000,
@@ -124,6 +130,26 @@ impl SimConfig {
             return Err(SimError::Config(
                 "pause ≥ 0, checkpoint interval > 0, penalties in (0, 1]".into(),
             ));
+        }
+        if let Some(a) = &self.affinity {
+            let types = self.cluster.gpu_types.len();
+            let bad = a.classes.iter().find(|c| {
+                c.speeds.len() != types || c.speeds.iter().any(|s| !(s.is_finite() && *s > 0.0))
+            });
+            if let Some(c) = bad {
+                return Err(SimError::Config(format!(
+                    "affinity class `{}`: need one speed > 0 per GPU type ({types})",
+                    c.name
+                )));
+            }
+            if a.job_class
+                .iter()
+                .any(|&k| k != u16::MAX && usize::from(k) >= a.classes.len())
+            {
+                return Err(SimError::Config(
+                    "affinity: a job's class is not in the class list".into(),
+                ));
+            }
         }
         if self.cluster.nodes.is_empty() || self.cluster.total_gpus() == 0 {
             return Err(SimError::Cluster("the cluster has no GPUs".into()));

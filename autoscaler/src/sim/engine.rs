@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use augur_numeric::SplitMix64;
 
@@ -11,7 +12,7 @@ use super::config::SimConfig;
 use super::event::{Ev, EvKind};
 use super::job::{Job, State};
 use super::trace::SimJob;
-use crate::cluster::{ClusterSnapshot, JobId, Slot};
+use crate::cluster::{ClusterSnapshot, JobId, Slot, TypeAffinity};
 use crate::decision::DecisionRecord;
 use crate::error::SimError;
 use crate::metrics::TimelinePoint;
@@ -37,6 +38,12 @@ pub struct Simulator {
     pub(super) cap: Capacity,
     /// GPU speed of each node.
     pub(super) speed: Vec<f64>,
+    /// GPU type of each node.
+    pub(super) node_type: Vec<u16>,
+    /// Per GPU type, which nodes are of that type.
+    pub(super) type_masks: Vec<Vec<bool>>,
+    /// Per-job affinity by job index (as the snapshot shows it), when the replay has one.
+    pub(super) affinity: Option<Arc<TypeAffinity>>,
     /// Speedup on `n` workers, by `n`.
     pub(super) speedup: Vec<f64>,
     /// Queued jobs in queue order (may hold jobs no longer queued; filtered when read).
@@ -101,11 +108,23 @@ impl Simulator {
             .collect();
         let meta = cfg.cluster.node_meta();
         let speed = meta.iter().map(|m| m.speed).collect();
+        let node_type: Vec<u16> = cfg.cluster.nodes.iter().map(|n| n.gpu_type).collect();
+        let type_masks = (0..cfg.cluster.gpu_types.len())
+            .map(|t| node_type.iter().map(|&n| usize::from(n) == t).collect())
+            .collect();
+        let affinity = cfg.affinity.as_ref().map(|a| {
+            Arc::new(by_job_index(
+                a,
+                states.iter().map(|j| j.src.row),
+                states.len(),
+            ))
+        });
         let snap = ClusterSnapshot {
             time: t0,
             gpu_types: cfg.cluster.gpu_types.clone(),
             nodes: cfg.cluster.node_infos(),
             rules: cfg.rules,
+            affinity: affinity.clone(),
             ..Default::default()
         };
         let mut sim = Simulator {
@@ -118,6 +137,9 @@ impl Simulator {
             t0,
             cap: Capacity::new(meta),
             speed,
+            node_type,
+            type_masks,
+            affinity,
             speedup,
             queue: Vec::new(),
             running: Vec::new(),
@@ -267,6 +289,16 @@ impl Simulator {
                 State::Running => {
                     j.held_s += dt;
                     j.attained += f64::from(j.workers) * dt;
+                    for sl in &j.slots {
+                        let t = self.node_type.get(sl.node as usize).copied().unwrap_or(0);
+                        let t = usize::from(t);
+                        if j.gpu_s_by_type.len() <= t {
+                            j.gpu_s_by_type.resize(t + 1, 0.0);
+                        }
+                        if let Some(x) = j.gpu_s_by_type.get_mut(t) {
+                            *x += f64::from(sl.gpus) * dt;
+                        }
+                    }
                     j.done = (j.done + j.rate * dt).min(j.work);
                 }
                 State::Queued => j.queued_total += dt,
@@ -276,15 +308,26 @@ impl Simulator {
         j.t_upd = now;
     }
 
-    pub(super) fn rate_of(&self, j: &Job) -> f64 {
+    /// Work per second of job `j` (index `i`) at its placement: the speedup of its workers
+    /// over its request, at its slowest node's speed for it, times the placement penalties.
+    pub(super) fn rate_of(&self, i: u32, j: &Job) -> f64 {
         if j.slots.is_empty() {
             return 0.0;
         }
+        let class = self
+            .affinity
+            .as_ref()
+            .and_then(|a| a.class_of(super::job::job_id(i)));
         let speed = j
             .slots
             .iter()
-            .filter_map(|s| self.speed.get(s.node as usize))
-            .copied()
+            .filter_map(|s| {
+                let n = s.node as usize;
+                let t = usize::from(self.node_type.get(n).copied().unwrap_or(0));
+                class
+                    .and_then(|c| c.speeds.get(t).copied())
+                    .or_else(|| self.speed.get(n).copied())
+            })
             .fold(f64::INFINITY, f64::min);
         let nodes = j.slots.len() as u32;
         let mut penalty = 1.0;
@@ -309,7 +352,10 @@ impl Simulator {
 
     /// Starts the job's progress at its current placement (after a pause, or at admission).
     pub(super) fn start_progress(&mut self, i: u32) {
-        let rate = self.jobs.get(i as usize).map_or(0.0, |j| self.rate_of(j));
+        let rate = self
+            .jobs
+            .get(i as usize)
+            .map_or(0.0, |j| self.rate_of(i, j));
         let now = self.now;
         let Some(j) = self.jobs.get_mut(i as usize) else {
             return;
@@ -376,7 +422,21 @@ impl Simulator {
             j.rate = 0.0;
             j.restarting = false;
             j.epoch += 1;
+            j.pinned = None;
         }
         self.queue.push(i);
+    }
+}
+
+/// The affinity of a config (classes by trace row) re-indexed by job index: `rows` gives each
+/// job's row in index order; a row without a class gives its job none.
+fn by_job_index(a: &TypeAffinity, rows: impl Iterator<Item = usize>, jobs: usize) -> TypeAffinity {
+    let mut job_class = Vec::with_capacity(jobs);
+    for row in rows {
+        job_class.push(a.job_class.get(row).copied().unwrap_or(u16::MAX));
+    }
+    TypeAffinity {
+        classes: a.classes.clone(),
+        job_class,
     }
 }

@@ -59,6 +59,10 @@ pub(super) struct Job {
     pub lost_work: f64,
     /// Position in the simulator's running list (`usize::MAX` when not running).
     pub run_pos: usize,
+    /// The GPU type it was admitted to, when its admission named one (it grows there only).
+    pub pinned: Option<u16>,
+    /// GPU-seconds held on each GPU type.
+    pub gpu_s_by_type: Vec<f64>,
 }
 
 impl Job {
@@ -93,6 +97,8 @@ impl Job {
             failures: 0,
             lost_work: 0.0,
             run_pos: usize::MAX,
+            pinned: None,
+            gpu_s_by_type: Vec::new(),
             src,
         }
     }

@@ -4,6 +4,9 @@
 //!   types with speeds relative to the GPUs the trace durations were measured on (e.g. from
 //!   Gavel throughputs, [`ClusterSpec::heterogeneous`]). A job on mixed types runs at the
 //!   slowest; a job spread over more nodes than it needs, or over racks, pays a penalty.
+//!   With a per-job [`TypeAffinity`](crate::TypeAffinity) (e.g. [`affinity_from_gavel`]) each
+//!   job runs on each type at its own model's measured speed instead of the type's one speed;
+//!   an admission may name a GPU type, and the job then runs and grows on that type only.
 //! - Gang scheduling: a job gets all its workers or none; placement follows the backend's
 //!   [`PlacementRules`](crate::placement::PlacementRules) (PACK/SPREAD, locality relaxing with
 //!   waiting time).
@@ -25,6 +28,7 @@
 
 mod actions;
 mod advance;
+mod affinity;
 mod backend;
 mod config;
 mod engine;
@@ -36,6 +40,7 @@ mod snapshot;
 mod spec;
 mod trace;
 
+pub use affinity::{affinity_from_gavel, AffinityReport, ClassUse};
 pub use config::{ElasticSpec, SimConfig};
 pub use engine::Simulator;
 pub use faults::{faults_from_episodes, NodeFault, FAULT_TRACE_SERVERS};

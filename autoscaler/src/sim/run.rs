@@ -114,10 +114,12 @@ impl Simulator {
         for k in 0..self.jobs.len() {
             self.sync(k as u32);
         }
+        let affinity = self.affinity.clone();
         let jobs: Vec<JobOutcome> = self
             .jobs
             .iter()
-            .map(|j| JobOutcome {
+            .enumerate()
+            .map(|(k, j)| JobOutcome {
                 row: j.src.row,
                 submit: j.src.submit,
                 first_start: j.first_start,
@@ -132,11 +134,17 @@ impl Simulator {
                 preemptions: j.preemptions,
                 failures: j.failures,
                 lost_work_s: j.lost_work,
+                class: affinity
+                    .as_ref()
+                    .and_then(|a| a.class_of(super::job::job_id(k as u32)))
+                    .map(|c| c.name.clone()),
+                gpu_s_by_type: j.gpu_s_by_type.clone(),
             })
             .collect();
         SimResult {
             policy: policy.to_string(),
             total_gpus: self.cfg.cluster.total_gpus(),
+            gpu_types: self.cfg.cluster.gpu_types.clone(),
             start: self.t0,
             end: now,
             jobs,

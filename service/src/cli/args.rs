@@ -340,7 +340,9 @@ pub struct SimulateArgs {
     /// Cluster size(s) in GPUs (comma-separate for several load levels).
     #[arg(long, value_delimiter = ',', required = true)]
     pub gpus: Vec<u32>,
-    /// Policies to compare: fifo, sjf-pred, srtf-oracle, tiresias, optimus, elastic.
+    /// Policies to compare: fifo, sjf-pred, srtf-oracle, tiresias, optimus, elastic, and on
+    /// mixed GPU types elastic-typed (the elastic policy choosing each job's type) and gavel
+    /// (each job on its fastest type with room).
     #[arg(
         long,
         value_delimiter = ',',
@@ -364,7 +366,8 @@ pub struct SimulateArgs {
     pub nodes_per_rack: u32,
     /// Heterogeneous GPU types as `name:share` (speeds from the bundled Gavel throughputs,
     /// relative to the first type, on which the trace durations are assumed measured), e.g.
-    /// `v100:0.5,p100:0.25,k80:0.25`.
+    /// `k80:0.34,p100:0.33,v100:0.33`. Each job runs at its own model's measured speed per
+    /// type (a model named in its job name, else one drawn with --seed from Gavel's models).
     #[arg(long)]
     pub gpu_types: Option<String>,
     /// Placement: pack or spread.

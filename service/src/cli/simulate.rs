@@ -12,8 +12,10 @@
 use anyhow::{anyhow, bail, Context};
 use augur_autoscaler::metrics::{SimResult, Summary};
 use augur_autoscaler::sim::{
-    faults_from_episodes, jobs_from_records, ClusterSpec, SimConfig, SimJob, Simulator,
+    affinity_from_gavel, faults_from_episodes, jobs_from_records, AffinityReport, ClusterSpec,
+    SimConfig, SimJob, Simulator,
 };
+use augur_autoscaler::TypeAffinity;
 use augur_autoscaler::{by_name, POLICY_NAMES};
 use augur_datasets::bundled::bundled_file;
 use augur_datasets::cluster::{read_fault_trace, read_gavel_throughputs, relative_speeds};
@@ -25,7 +27,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::trace::load_inputs;
 use crate::cli::{ReplayPart, SimulateArgs};
-use crate::report::simulate::{table, write_report, PredictionInfo, SizeReport, Versus};
+use crate::report::simulate::{
+    table, write_report, PredictionInfo, SizeReport, TypeAwareVs, Versus,
+};
 use crate::report::text::thousands;
 use crate::trainers;
 
@@ -119,6 +123,29 @@ fn predict(
     Ok((predicted, replay_rows, info))
 }
 
+/// The GPU types of `--gpu-types` as the cluster needs them, and each replayed job's speed
+/// on them (class by row of the replayed records).
+struct GpuTypes {
+    types: Vec<(String, f64, f64)>,
+    affinity: TypeAffinity,
+    report: AffinityReport,
+}
+
+/// `--gpu-types` with per-job speeds for the replayed `records` from Gavel's throughputs.
+fn gpu_types_for(spec: &str, records: &[JobRecord], seed: u64) -> anyhow::Result<GpuTypes> {
+    let types = gpu_types(spec)?;
+    let path = bundled_file("gavel-throughputs/scheduler__simulation_throughputs.json.gz")?;
+    let (gavel, _) = read_gavel_throughputs(&path, &ReadOptions::default())?;
+    let names: Vec<String> = types.iter().map(|t| t.0.clone()).collect();
+    let (affinity, report) = affinity_from_gavel(&gavel.isolated, &names, records, seed)
+        .context("--gpu-types: per-job speeds from the Gavel throughputs")?;
+    Ok(GpuTypes {
+        types,
+        affinity,
+        report,
+    })
+}
+
 /// `name:share` pairs with Gavel speeds relative to the first type.
 fn gpu_types(spec: &str) -> anyhow::Result<Vec<(String, f64, f64)>> {
     let mut parsed = Vec::new();
@@ -149,17 +176,20 @@ fn gpu_types(spec: &str) -> anyhow::Result<Vec<(String, f64, f64)>> {
         .collect()
 }
 
-fn config(args: &SimulateArgs, gpus: u32, jobs: &[SimJob]) -> anyhow::Result<SimConfig> {
-    let cluster = match &args.gpu_types {
-        Some(spec) => ClusterSpec::heterogeneous(
-            gpus,
-            args.gpus_per_node,
-            args.nodes_per_rack,
-            &gpu_types(spec)?,
-        )?,
+fn config(
+    args: &SimulateArgs,
+    gpus: u32,
+    jobs: &[SimJob],
+    types: Option<&GpuTypes>,
+) -> anyhow::Result<SimConfig> {
+    let cluster = match types {
+        Some(t) => {
+            ClusterSpec::heterogeneous(gpus, args.gpus_per_node, args.nodes_per_rack, &t.types)?
+        }
         None => ClusterSpec::homogeneous(gpus, args.gpus_per_node, args.nodes_per_rack)?,
     };
     let mut cfg = SimConfig::new(cluster);
+    cfg.affinity = types.map(|t| t.affinity.clone());
     cfg.seed = args.seed;
     cfg.elastic.share = args.elastic_share;
     cfg.elastic.max_factor = args.elastic_max_factor;
@@ -185,9 +215,10 @@ fn policy_for(name: &str, cfg: &SimConfig) -> anyhow::Result<Box<dyn augur_autos
             POLICY_NAMES.join(", ")
         )
     })?;
-    if name == "elastic" {
+    if name == "elastic" || name == "elastic-typed" {
         let params = augur_autoscaler::ElasticParams {
             rescale_pause_s: cfg.rescale_pause_s,
+            type_aware: name == "elastic-typed",
             ..Default::default()
         };
         p = Box::new(augur_autoscaler::ElasticController::new(
@@ -228,14 +259,23 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     if jobs.is_empty() {
         bail!("{name}: no job with a duration to replay ({skipped} skipped)");
     }
+    let types = match &args.gpu_types {
+        Some(spec) => Some(gpu_types_for(spec, &replay, args.seed)?),
+        None => None,
+    };
     let part = match args.replay {
         ReplayPart::Test => "test 20% (out-of-sample predictions)",
         ReplayPart::All => "whole trace",
     };
     for &gpus in &args.gpus {
-        let results = replay_policies(args, &name, gpus, &jobs)?;
+        let results = replay_policies(args, &name, gpus, &jobs, types.as_ref())?;
         let rows: Vec<Summary> = results.iter().map(SimResult::summary).collect();
         let versus = versus_fifo(&rows);
+        let type_aware_vs = if types.is_some() {
+            type_aware_against(&rows)
+        } else {
+            Vec::new()
+        };
         let report = SizeReport {
             trace: name.clone(),
             gpus,
@@ -244,6 +284,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             predictions: info.clone(),
             rows,
             versus_fifo: versus,
+            affinity: types.as_ref().map(|t| t.report.clone()),
+            type_aware_vs,
         };
         if args.json {
             println!("{}", serde_json::to_string(&report)?);
@@ -269,10 +311,11 @@ fn replay_policies(
     name: &str,
     gpus: u32,
     jobs: &[SimJob],
+    types: Option<&GpuTypes>,
 ) -> anyhow::Result<Vec<SimResult>> {
     let mut results: Vec<SimResult> = Vec::new();
     for policy in &args.policies {
-        let cfg = config(args, gpus, jobs)?;
+        let cfg = config(args, gpus, jobs, types)?;
         let mut p = policy_for(policy, &cfg)?;
         let sim = Simulator::new(jobs.to_vec(), cfg)?;
         let bar = ProgressBar::new(sim.len() as u64);
@@ -304,6 +347,23 @@ fn versus_fifo(rows: &[Summary]) -> Vec<Versus> {
             jct_speedup: ratio(fifo.avg_jct, r.avg_jct),
             total_jct_cut: 1.0 - ratio(r.total_jct, fifo.total_jct),
             total_wait_cut: 1.0 - ratio(r.total_wait, fifo.total_wait),
+        })
+        .collect()
+}
+
+/// The type-aware elastic policy against every other policy of the replay (none when it was
+/// not replayed).
+fn type_aware_against(rows: &[Summary]) -> Vec<TypeAwareVs> {
+    let Some(typed) = rows.iter().find(|r| r.policy == "elastic-typed") else {
+        return Vec::new();
+    };
+    let cut = |a: f64, b: f64| if b > 0.0 { 1.0 - a / b } else { f64::NAN };
+    rows.iter()
+        .filter(|r| r.policy != typed.policy)
+        .map(|r| TypeAwareVs {
+            baseline: r.policy.clone(),
+            avg_jct_cut: cut(typed.avg_jct, r.avg_jct),
+            total_jct_cut: cut(typed.total_jct, r.total_jct),
         })
         .collect()
 }

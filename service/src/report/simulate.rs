@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use augur_autoscaler::backend::DecisionRecord;
 use augur_autoscaler::metrics::{SimResult, Summary};
-use augur_autoscaler::Action;
+use augur_autoscaler::sim::AffinityReport;
+use augur_autoscaler::{Action, Reason};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -28,6 +29,22 @@ pub struct SizeReport {
     pub rows: Vec<Summary>,
     /// Every other policy against FIFO.
     pub versus_fifo: Vec<Versus>,
+    /// On mixed GPU types: where each job's per-type speed came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<AffinityReport>,
+    /// On mixed GPU types: the type-aware elastic policy against its baselines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub type_aware_vs: Vec<TypeAwareVs>,
+}
+
+/// The type-aware elastic policy against one baseline of the same replay.
+#[derive(Debug, Serialize)]
+pub struct TypeAwareVs {
+    pub baseline: String,
+    /// 1 − its avg JCT / the baseline's.
+    pub avg_jct_cut: f64,
+    /// 1 − its total JCT / the baseline's.
+    pub total_jct_cut: f64,
 }
 
 /// Where the replayed jobs' predictions came from and how good they were.
@@ -123,6 +140,30 @@ pub fn table(r: &SizeReport, skipped: usize) -> String {
                 v.jct_speedup,
                 -v.total_jct_cut * 100.0,
                 -v.total_wait_cut * 100.0
+            );
+        }
+    }
+    if let Some(a) = &r.affinity {
+        let _ = writeln!(
+            s,
+            "  GPU types {} (durations measured on {}): per-job speeds from {}; {} model classes, jobs without a model name: {} (seed {})",
+            a.gpu_types.join(", "),
+            a.reference,
+            a.source,
+            a.classes.len(),
+            a.mix,
+            a.seed
+        );
+    }
+    if !r.type_aware_vs.is_empty() {
+        let _ = writeln!(s, "  elastic-typed vs:   avg JCT   total JCT");
+        for v in &r.type_aware_vs {
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>+8.1}%   {:>+8.1}%",
+                v.baseline,
+                -v.avg_jct_cut * 100.0,
+                -v.total_jct_cut * 100.0
             );
         }
     }
@@ -237,6 +278,14 @@ pub fn write_report(dir: &Path, r: &SizeReport, results: &[SimResult]) -> anyhow
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     write_plots(&out, r, results)?;
     write_decision_logs(&out, results)?;
+    if let Some(a) = &r.affinity {
+        write_file(
+            &out,
+            "affinity.json",
+            serde_json::to_string_pretty(a)?.as_bytes(),
+        )?;
+        write_job_types(&out, results)?;
+    }
     let mut md = String::new();
     let _ = writeln!(md, "# augur simulate · {} · {} GPUs\n", r.trace, r.gpus);
     let _ = writeln!(md, "```\n{}```\n", table(r, 0));
@@ -306,23 +355,79 @@ fn write_plots(out: &Path, r: &SizeReport, results: &[SimResult]) -> anyhow::Res
     write_file(out, "utilisation.png", &png)
 }
 
-/// The decision logs of the policies that rescale or preempt.
+/// Per policy, each job's model class and the GPU-seconds it held on each type
+/// (`jobs-<policy>.csv`, rows in replay order).
+fn write_job_types(out: &Path, results: &[SimResult]) -> anyhow::Result<()> {
+    for res in results {
+        let mut s = String::from("row,class,gpus,jct_s,wait_s");
+        for t in &res.gpu_types {
+            let _ = write!(s, ",gpu_s_{}", t.name);
+        }
+        s.push('\n');
+        for j in &res.jobs {
+            let _ = write!(
+                s,
+                "{},{},{},{},{:.0}",
+                j.row,
+                j.class.as_deref().unwrap_or(""),
+                j.gpus,
+                j.jct().map(|x| format!("{x:.0}")).unwrap_or_default(),
+                j.queued_s
+            );
+            for k in 0..res.gpu_types.len() {
+                let _ = write!(s, ",{:.0}", j.gpu_s_by_type.get(k).copied().unwrap_or(0.0));
+            }
+            s.push('\n');
+        }
+        let file = format!("jobs-{}.csv", folder_slug(&res.policy, false));
+        write_file(out, &file, s.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The decision logs of the policies that rescale, preempt or choose GPU types.
 fn write_decision_logs(out: &Path, results: &[SimResult]) -> anyhow::Result<()> {
+    let typed = |d: &DecisionRecord| {
+        matches!(
+            d.decision.action,
+            Action::Admit {
+                gpu_type: Some(_),
+                ..
+            }
+        )
+    };
     for res in results
         .iter()
-        .filter(|res| res.rescales + res.suspensions > 0)
+        .filter(|res| res.rescales + res.suspensions > 0 || res.decisions.iter().any(typed))
     {
         let mut s = String::new();
-        // admissions only when the job starts at another size than it asked for
+        // admissions only when the job starts at another size than it asked for, or on a
+        // chosen GPU type
         let off_request = |d: &&DecisionRecord| match d.decision.action {
-            Action::Admit { job, workers } => usize::try_from(job.0)
-                .ok()
-                .and_then(|i| res.jobs.get(i))
-                .is_some_and(|j| j.gpus != workers),
+            Action::Admit {
+                job,
+                workers,
+                gpu_type,
+            } => {
+                gpu_type.is_some()
+                    || usize::try_from(job.0)
+                        .ok()
+                        .and_then(|i| res.jobs.get(i))
+                        .is_some_and(|j| j.gpus != workers)
+            }
             _ => true,
         };
         for d in res.decisions.iter().filter(off_request) {
-            s.push_str(&serde_json::to_string(d)?);
+            let mut v = serde_json::to_value(d)?;
+            // name the GPU type a typed decision chose
+            if let Reason::TypeGain { gpu_type, .. } = d.decision.reason {
+                if let (Some(obj), Some(t)) =
+                    (v.as_object_mut(), res.gpu_types.get(usize::from(gpu_type)))
+                {
+                    obj.insert("gpu_type_name".into(), t.name.clone().into());
+                }
+            }
+            s.push_str(&serde_json::to_string(&v)?);
             s.push('\n');
         }
         let file = format!("decisions-{}.jsonl", folder_slug(&res.policy, false));

@@ -18,17 +18,21 @@ pub(super) fn as_requested(
     reason: Reason,
     out: &mut Vec<Decision>,
 ) -> bool {
-    if round.planner.cap.total_free() == 0 || !round.planner.admit(snap, q, q.requested) {
+    if round.planner.cap.total_free() == 0 {
         return false;
     }
+    let Some(on) = round.place(snap, q, q.requested) else {
+        return false;
+    };
     if q.elastic() {
         round.fresh.push(Fresh {
             queued: k,
             at: out.len(),
             slots: round.planner.placed().to_vec(),
+            on,
         });
     }
-    out.push(admit(q.id, q.requested, reason));
+    out.push(admit(q.id, q.requested, on, reason));
     true
 }
 
@@ -56,13 +60,13 @@ pub(super) fn reclaim(
     ) {
         return false;
     }
-    if planner.admit(snap, q, q.requested) {
+    if let Some(on) = round.place(snap, q, q.requested) {
         let by = Reason::Reclaimed { by: q.id };
-        round.shrinks.commit(snap, &mut view.runs, by, out);
-        out.push(admit(q.id, q.requested, reason));
+        round.shrinks.commit(snap, &mut round.view.runs, by, out);
+        out.push(admit(q.id, q.requested, on, reason));
         return true;
     }
-    round.shrinks.undo(planner);
+    round.shrinks.undo(&mut round.planner);
     false
 }
 
@@ -77,8 +81,11 @@ pub(super) fn start_shrunk(
     let free = round.planner.cap.total_free();
     let first = q.requested.saturating_sub(1).min(free);
     for w in [first, q.min_workers] {
-        if w >= q.min_workers && w > 0 && round.planner.admit(snap, q, w) {
-            out.push(admit(q.id, w, Reason::StartShrunk { free_gpus: free }));
+        if w < q.min_workers || w == 0 {
+            continue;
+        }
+        if let Some(on) = round.place(snap, q, w) {
+            out.push(admit(q.id, w, on, Reason::StartShrunk { free_gpus: free }));
             return true;
         }
     }
@@ -103,8 +110,9 @@ pub(super) fn preempt(
     let min_run_s = est.params.min_run_s;
     let now = snap.time;
     let mut taken: Vec<usize> = Vec::new();
-    let mut fits = false;
-    for &vi in &round.view.victims {
+    let mut fits = None;
+    let victims = std::mem::take(&mut round.view.victims);
+    for &vi in &victims {
         let (Some(r), Some(run)) = (snap.running.get(vi), round.view.runs.get(vi)) else {
             continue;
         };
@@ -116,21 +124,22 @@ pub(super) fn preempt(
         }
         round.planner.suspend(snap, r);
         taken.push(vi);
-        if q.requested <= round.planner.cap.total_free()
-            && round.planner.admit(snap, q, q.requested)
-        {
-            fits = true;
-            break;
+        if q.requested <= round.planner.cap.total_free() {
+            if let Some(on) = round.place(snap, q, q.requested) {
+                fits = Some(on);
+                break;
+            }
         }
     }
-    if !fits {
+    round.view.victims = victims;
+    let Some(on) = fits else {
         for &vi in taken.iter().rev() {
             if let Some(r) = snap.running.get(vi) {
                 round.planner.unsuspend(snap, r);
             }
         }
         return false;
-    }
+    };
     for &vi in &taken {
         if let (Some(r), Some(run)) = (snap.running.get(vi), round.view.runs.get_mut(vi)) {
             run.touched = true;
@@ -140,7 +149,7 @@ pub(super) fn preempt(
             });
         }
     }
-    out.push(admit(q.id, q.requested, reason));
+    out.push(admit(q.id, q.requested, on, reason));
     true
 }
 
@@ -183,15 +192,17 @@ pub(super) fn shrink_on_high_wait(
     ) {
         return false;
     }
-    if planner.admit(snap, q, need) {
+    if let Some(on) = round.place(snap, q, need) {
         let reason = Reason::QueueWaitHigh {
             predicted_wait_s: wait,
         };
-        round.shrinks.commit(snap, &mut view.runs, reason, out);
-        out.push(admit(q.id, need, reason));
+        round
+            .shrinks
+            .commit(snap, &mut round.view.runs, reason, out);
+        out.push(admit(q.id, need, on, reason));
         return true;
     }
-    round.shrinks.undo(planner);
+    round.shrinks.undo(&mut round.planner);
     false
 }
 

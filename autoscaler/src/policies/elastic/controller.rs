@@ -5,7 +5,7 @@ use super::admission::{as_requested, preempt, reclaim, shrink_on_high_wait, star
 use super::estimate::Estimates;
 use super::grow::grow_into_idle;
 use super::params::ElasticParams;
-use super::round::Round;
+use super::round::{Round, TypePref};
 use crate::cluster::{ClusterSnapshot, QueuedJob};
 use crate::decision::{Decision, Reason};
 use crate::policies::planner::next_relax;
@@ -33,7 +33,11 @@ impl ElasticController {
 
 impl Policy for ElasticController {
     fn name(&self) -> &str {
-        "elastic"
+        if self.params.type_aware {
+            "elastic-typed"
+        } else {
+            "elastic"
+        }
     }
 
     fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
@@ -43,10 +47,23 @@ impl Policy for ElasticController {
         };
         let round = &mut self.round;
         round.reset(snap);
+        round.type_aware = self.params.type_aware && !snap.gpu_types.is_empty();
         rank_queue(snap, &est, round);
+        if round.type_aware {
+            // GPUs requested from each rank on (what competes for a type with that job)
+            round.demand_from = vec![0; round.keyed.len() + 1];
+            for i in (0..round.keyed.len()).rev() {
+                let want = snap.queued.get(round.keyed[i].3).map_or(0, |q| q.requested);
+                round.demand_from[i] = round.demand_from[i + 1].saturating_add(want);
+            }
+        }
         for i in 0..round.keyed.len() {
             let (not_starving, key, _, k) = round.keyed[i];
             if let Some(q) = snap.queued.get(k) {
+                if round.type_aware {
+                    let demand = round.demand_from.get(i).copied().unwrap_or(0);
+                    type_prefs(snap, round, q, demand);
+                }
                 start_queued(snap, &est, round, (q, k), (key, !not_starving), out);
             }
         }
@@ -72,6 +89,47 @@ fn rank_queue(snap: &ClusterSnapshot, est: &Estimates, round: &mut Round) {
     round
         .keyed
         .sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+}
+
+/// The GPU types `q` may start on, best first, into `round.prefs`. Each type has the job's
+/// measured speed there and its gain (that speed over the type's typical speed, the median
+/// over the measured models: its comparative advantage there). When the GPUs free on the
+/// job's fastest type cover what every job from this one on in the queue asks for (`demand`),
+/// nothing competes: fastest first. Otherwise largest gain first, so a type goes to the jobs
+/// that gain most from it and the others start sooner on a type where they lose least (the
+/// effective-throughput view of Gavel); ties go to the faster type. Every type stays in the
+/// list: a job starts on a worse type rather than wait. A gang bigger than every type's GPUs
+/// is placed over mixed types (its admission then names no type).
+fn type_prefs(snap: &ClusterSnapshot, round: &mut Round, q: &QueuedJob, demand: u32) {
+    round.prefs.clear();
+    for (t, g) in snap.gpu_types.iter().enumerate() {
+        let Ok(t) = u16::try_from(t) else { break };
+        if !snap.nodes.iter().any(|n| n.gpu_type == t) {
+            continue;
+        }
+        let speed = snap.job_speed(q.id, t);
+        let typical = if g.speed > 0.0 { g.speed } else { 1.0 };
+        round.prefs.push(TypePref {
+            gpu_type: t,
+            speed,
+            gain: speed / typical,
+        });
+    }
+    let by_speed = |a: &TypePref, b: &TypePref| {
+        b.speed
+            .total_cmp(&a.speed)
+            .then(a.gpu_type.cmp(&b.gpu_type))
+    };
+    round.prefs.sort_by(by_speed);
+    let fastest_free = round
+        .prefs
+        .first()
+        .map_or(0, |p| round.planner.free_of_type(p.gpu_type));
+    if demand > fastest_free {
+        round
+            .prefs
+            .sort_by(|a, b| b.gain.total_cmp(&a.gain).then(by_speed(a, b)));
+    }
 }
 
 /// Tries the admission steps for queued job `q` (index `k`, ranking `key`) in order and

@@ -3,7 +3,7 @@
 //! a job only when the predicted time it saves is worth the restart.
 
 use super::estimate::Estimates;
-use super::round::{min_wake, Round};
+use super::round::{admit, min_wake, Round};
 use crate::cluster::ClusterSnapshot;
 use crate::decision::{Action, Decision, Reason};
 use crate::policies::marginal::{fill_by_marginal_gain, GrowCandidate};
@@ -144,7 +144,13 @@ fn grow_running(
     let Some(r) = snap.running.get(k) else {
         return;
     };
-    if round.planner.grow(snap, r, to) {
+    // a type-aware controller grows a job on its own GPU type only (as it was admitted)
+    let on = if round.type_aware {
+        snap.type_of(snap.placement_of(r))
+    } else {
+        None
+    };
+    if round.planner.grow_on(snap, r, to, on) {
         out.push(Decision {
             action: Action::SetWorkers {
                 job: r.id,
@@ -172,13 +178,10 @@ fn grow_fresh(
         return;
     };
     round.planner.cap.release(&fresh.slots);
-    if round.planner.admit(snap, q, to) {
+    let on = fresh.on;
+    if round.planner.admit_on(snap, q, to, on.map(|p| p.gpu_type)) {
         if let Some(d) = out.get_mut(fresh.at) {
-            d.action = Action::Admit {
-                job: q.id,
-                workers: to,
-            };
-            d.reason = Reason::IdleGpus { idle_gpus: idle };
+            *d = admit(q.id, to, on, Reason::IdleGpus { idle_gpus: idle });
         }
     } else {
         round.planner.cap.occupy(&fresh.slots);

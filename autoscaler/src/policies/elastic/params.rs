@@ -45,6 +45,9 @@ pub struct ElasticParams {
     pub grow_by_marginal_gain: bool,
     /// Reclaim lent workers first from the jobs whose last worker saves least.
     pub reclaim_least_loss: bool,
+    /// Choose each admitted job's GPU type by its measured speed there (see
+    /// [`crate::policies::elastic`]); `false` places jobs wherever they fit, type-blind.
+    pub type_aware: bool,
 }
 
 impl Default for ElasticParams {
@@ -66,6 +69,7 @@ impl Default for ElasticParams {
             grow_past_queue: true,
             grow_by_marginal_gain: true,
             reclaim_least_loss: true,
+            type_aware: false,
         }
     }
 }

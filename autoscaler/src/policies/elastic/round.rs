@@ -188,12 +188,29 @@ pub(super) struct Fresh {
     pub at: usize,
     /// Its planned placement.
     pub slots: Vec<Slot>,
+    /// The GPU type it starts on (type-aware only).
+    pub on: Option<TypePref>,
+}
+
+/// One GPU type a queued job may start on: the type, the job's speed there (relative to the
+/// reference type) and its gain (that speed over the type's typical speed).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TypePref {
+    pub gpu_type: u16,
+    pub speed: f64,
+    pub gain: f64,
 }
 
 /// The state of one decision (its buffers are kept between decisions).
 #[derive(Debug, Default)]
 pub(super) struct Round {
     pub planner: Planner,
+    /// Place jobs on one GPU type each, in [`Round::prefs`] order.
+    pub type_aware: bool,
+    /// The GPU types the queued job being started may use, best first (type-aware only).
+    pub prefs: Vec<TypePref>,
+    /// GPUs the queued jobs still to be considered request (in rank order: from index k on).
+    pub demand_from: Vec<u32>,
     /// Queue order: (not starving, key, id, index into the queued jobs), sorted.
     pub keyed: Vec<(bool, f64, JobId, usize)>,
     pub view: View,
@@ -215,6 +232,8 @@ impl Round {
     /// Starts a decision on `snap`.
     pub fn reset(&mut self, snap: &ClusterSnapshot) {
         self.planner.reset(snap);
+        self.prefs.clear();
+        self.demand_from.clear();
         self.keyed.clear();
         self.view.ready = false;
         self.shrinks.plan.clear();
@@ -232,6 +251,31 @@ impl Round {
         self.reserved = self.reserved.saturating_add(q.min_workers.max(1));
     }
 
+    /// Plans to admit `q` with `workers`: type-blind, wherever it fits; type-aware, on the
+    /// first GPU type of [`Round::prefs`] where it fits. `None` when it fits nowhere, else the
+    /// type chosen (`None` inside when type-blind).
+    pub fn place(
+        &mut self,
+        snap: &ClusterSnapshot,
+        q: &QueuedJob,
+        workers: u32,
+    ) -> Option<Option<TypePref>> {
+        if !self.type_aware {
+            return self.planner.admit(snap, q, workers).then_some(None);
+        }
+        for k in 0..self.prefs.len() {
+            let p = self.prefs[k];
+            if self.planner.admit_on(snap, q, workers, Some(p.gpu_type)) {
+                return Some(Some(p));
+            }
+        }
+        // a gang bigger than every type's GPUs can only run over mixed types
+        if workers > self.planner.largest_type() {
+            return self.planner.admit(snap, q, workers).then_some(None);
+        }
+        None
+    }
+
     /// Lowers the wake-up time to `t` if it is in the future.
     pub fn wake_at(&mut self, t: f64, now: f64) {
         min_wake(&mut self.wake, t, now);
@@ -245,10 +289,23 @@ pub(super) fn min_wake(w: &mut f64, t: f64, now: f64) {
     }
 }
 
-/// Admit `job` with `workers`, for `reason`.
-pub(super) fn admit(job: JobId, workers: u32, reason: Reason) -> Decision {
+/// Admit `job` with `workers`, for `reason`; on GPU type `on` when chosen (the reason then
+/// names the type and the gain, and `reason` becomes its step).
+pub(super) fn admit(job: JobId, workers: u32, on: Option<TypePref>, reason: Reason) -> Decision {
     Decision {
-        action: Action::Admit { job, workers },
-        reason,
+        action: Action::Admit {
+            job,
+            workers,
+            gpu_type: on.map(|p| p.gpu_type),
+        },
+        reason: match on {
+            Some(p) => Reason::TypeGain {
+                gpu_type: p.gpu_type,
+                speed: p.speed,
+                gain: p.gain,
+                step: reason.name(),
+            },
+            None => reason,
+        },
     }
 }

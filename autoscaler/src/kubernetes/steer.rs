@@ -1,0 +1,194 @@
+//! Steering a queued job to a GPU type before it starts, the way a queue controller may:
+//! while a job is suspended and has never started, the scheduling directives of its pod
+//! template are mutable (Kubernetes' mutable scheduling directives of suspended Jobs; Kueue
+//! itself injects its ResourceFlavor's node labels the same way at admission). Augur adds a
+//! `nodeSelector` on the node label naming the GPU model (`nvidia.com/gpu.product` by default)
+//! to every pod template of the job, and writes the chosen type and its reason as annotations,
+//! in one merge patch carrying the `resourceVersion` it read. Under Kueue, the flavor
+//! assignment then only considers ResourceFlavors whose node labels match the selector, so the
+//! ClusterQueue's flavor order is kept among them and Kueue still admits. Nothing else is
+//! overridden: a template that already selects another value of the label is left alone (the
+//! user pinned it), a started or unsuspended job is refused (its pods are the scheduler's),
+//! and TrainJobs are refused (their pod templates live in the runtime). Dry-run logs only.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Map, Value};
+
+use super::backend::KubeBackend;
+use super::kinds::JobKind;
+use super::objects::JobState;
+use super::safety::{into_error, with_timeout, Failure};
+use crate::cluster::JobId;
+use crate::decision::Reason;
+use crate::error::{BackendError, ErrorKind};
+
+/// Annotation naming the GPU type Augur steered a job to.
+pub const GPU_TYPE_ANNOTATION: &str = "augur.dev/gpu-type";
+/// Annotation saying why (the decision's reason, as JSON).
+pub const GPU_TYPE_REASON_ANNOTATION: &str = "augur.dev/gpu-type-reason";
+
+/// A steer the backend made, or would have made in dry-run mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteerRecord {
+    pub time: f64,
+    pub job: super::objects::JobKey,
+    /// The node label value (GPU product) selected.
+    pub gpu_type: String,
+    pub reason: String,
+    pub dry_run: bool,
+}
+
+/// JSON pointers to the pod templates of a job of `kind` in `obj`.
+fn templates(kind: JobKind, obj: &Value) -> Vec<String> {
+    match kind {
+        JobKind::Job => vec!["/spec/template".into()],
+        JobKind::PyTorchJob => obj
+            .pointer("/spec/pytorchReplicaSpecs")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.keys()
+                    .map(|k| format!("/spec/pytorchReplicaSpecs/{k}/template"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        JobKind::TrainJob => Vec::new(),
+    }
+}
+
+/// The merge patch steering `obj` (a `kind` job) to `value` of node label `label`, with the
+/// annotations and the `resourceVersion` precondition; `Err` when a template already selects
+/// another value of the label.
+pub fn steer_patch(
+    kind: JobKind,
+    obj: &Value,
+    label: &str,
+    value: &str,
+    reason: &str,
+) -> Result<Value, String> {
+    let ptrs = templates(kind, obj);
+    if ptrs.is_empty() {
+        return Err(format!(
+            "a {} has no pod template Augur may change",
+            kind.qualified()
+        ));
+    }
+    let mut patch = json!({
+        "metadata": {
+            "resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null),
+            "annotations": {
+                GPU_TYPE_ANNOTATION: value,
+                GPU_TYPE_REASON_ANNOTATION: reason,
+            },
+        },
+    });
+    for ptr in ptrs {
+        let sel = format!(
+            "{ptr}/spec/nodeSelector/{}",
+            label.replace('~', "~0").replace('/', "~1")
+        );
+        if let Some(current) = obj.pointer(&sel).and_then(Value::as_str) {
+            if current != value {
+                return Err(format!(
+                    "its pod template ({ptr}) already selects {label}={current}; not overriding it"
+                ));
+            }
+        }
+        // build {spec: {..: {template: {spec: {nodeSelector: {label: value}}}}}} along ptr
+        let mut at = &mut patch;
+        for seg in ptr
+            .trim_start_matches('/')
+            .split('/')
+            .chain(["spec", "nodeSelector"])
+        {
+            let Some(m) = at.as_object_mut() else {
+                return Err("malformed patch".into());
+            };
+            at = m
+                .entry(seg.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+        if let Some(m) = at.as_object_mut() {
+            m.insert(label.to_string(), Value::String(value.to_string()));
+        }
+    }
+    Ok(patch)
+}
+
+impl KubeBackend {
+    /// Steers queued `job` to GPU type `gpu_type` of the last snapshot (see the module).
+    pub(super) async fn steer(
+        &mut self,
+        job: JobId,
+        gpu_type: u16,
+        reason: Reason,
+    ) -> Result<(), BackendError> {
+        let err = |k: ErrorKind, m: String| Err(BackendError::new(k, Some(job), m));
+        let now = self.now();
+        if let Some(g) = &self.hooks.leader {
+            if !g.may_act(now) {
+                return err(ErrorKind::Unavailable, "not the leader".into());
+            }
+        }
+        let Some(f) = self.facts.get(&job).cloned() else {
+            return err(ErrorKind::NotFound, "not in the last snapshot".into());
+        };
+        let Some(value) = self.gpu_types.get(usize::from(gpu_type)).cloned() else {
+            return err(ErrorKind::Invalid, format!("no GPU type {gpu_type}"));
+        };
+        if f.state != JobState::Queued || !f.suspended || f.ever_started {
+            return err(
+                ErrorKind::Invalid,
+                format!(
+                    "{} is not suspended and never started: its pods are the scheduler's; not steered to {value}",
+                    f.key
+                ),
+            );
+        }
+        let reason_text = serde_json::to_string(&reason).unwrap_or_default();
+        let dry_run = self.cfg.safety.dry_run;
+        if !dry_run {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                self.client.clone(),
+                &f.key.namespace,
+                &f.key.kind.resource(),
+            );
+            let label = self.cfg.observe.gpu_product_label.clone();
+            let s = &self.cfg.safety;
+            let obj = with_timeout(s, api.get(&f.key.name))
+                .await
+                .map_err(|e| into_error(e, Some(job)))?;
+            let obj = serde_json::to_value(&obj).unwrap_or(Value::Null);
+            let suspended = match f.key.kind {
+                JobKind::PyTorchJob => obj.pointer("/spec/runPolicy/suspend"),
+                _ => obj.pointer("/spec/suspend"),
+            }
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+            if !suspended || obj.pointer("/status/startTime").is_some() {
+                return err(
+                    ErrorKind::Conflict,
+                    format!("{} started since the snapshot; not steered", f.key),
+                );
+            }
+            let patch =
+                steer_patch(f.key.kind, &obj, &label, &value, &reason_text).map_err(|m| {
+                    BackendError::new(ErrorKind::Invalid, Some(job), format!("{}: {m}", f.key))
+                })?;
+            with_timeout(
+                s,
+                api.patch(&f.key.name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await
+            .map_err(|e: Failure| into_error(e, Some(job)))?;
+        }
+        tracing::info!(job = %f.key, gpu_type = %value, dry_run, "steered to a GPU type");
+        self.steers.push(SteerRecord {
+            time: now,
+            job: f.key,
+            gpu_type: value,
+            reason: reason_text,
+            dry_run,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+//! Steering a queued job to a GPU type on Kubernetes, against the wire-level fake API: the
+//! exact merge patch (a `nodeSelector` on the GPU product label in every pod template, the
+//! type and reason as annotations, the `resourceVersion` read), only for a suspended job that
+//! never started, never over a template the user pinned, and nothing written in dry-run.
+
+mod fixtures;
+
+use augur_autoscaler::kubernetes::{
+    Hooks, KubeBackend, GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION,
+};
+use augur_autoscaler::{Action, ClusterBackend, Decision, ErrorKind, JobId, Reason};
+use augur_kube_fake::*;
+use fixtures::*;
+use serde_json::{json, Value};
+
+const V100: &str = "Tesla-V100-SXM2-32GB";
+const LABEL: &str = "nvidia.com/gpu.product";
+
+/// The seeded cluster plus `q`, a suspended Kueue Job (2 pods × 1 GPU), and `p`, a suspended
+/// PyTorchJob with a master and 2 workers.
+async fn start() -> FakeApi {
+    let api = FakeApi::start(&[TRAINJOBS, BATCH_JOBS, WORKLOADS]).await;
+    seed(&api);
+    api.put(
+        BATCH_JOBS,
+        batch_job("ml", "q", 2, Some(2), 1, Some("team-a"), T0 - 5.0),
+    );
+    let mut p = pytorchjob("ml", "p", 2, 1, Some((1, 4)), T0 - 4.0);
+    p["spec"]["runPolicy"] = json!({ "suspend": true });
+    p["spec"]["pytorchReplicaSpecs"]["Master"] = p["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
+    p["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = json!(1);
+    api.put(JOBS, p);
+    api
+}
+
+/// Admit `job` with `workers` on GPU type `t`, for a type-gain reason.
+fn admit_on(job: JobId, workers: u32, t: u16) -> Decision {
+    Decision {
+        action: Action::Admit {
+            job,
+            workers,
+            gpu_type: Some(t),
+        },
+        reason: Reason::TypeGain {
+            gpu_type: t,
+            speed: 6.0,
+            gain: 1.5,
+            step: "shortest_predicted",
+        },
+    }
+}
+
+const REASON: &str =
+    r#"{"reason":"type_gain","gpu_type":1,"speed":6.0,"gain":1.5,"step":"shortest_predicted"}"#;
+
+fn v100(s: &augur_autoscaler::ClusterSnapshot) -> u16 {
+    s.gpu_types.iter().position(|t| t.name == V100).unwrap() as u16
+}
+
+fn patches(api: &FakeApi) -> Vec<Request> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect()
+}
+
+async fn observed(
+    api: &FakeApi,
+    dry_run: bool,
+) -> (KubeBackend, augur_autoscaler::ClusterSnapshot) {
+    let clock = VClock::new(T0 + 100.0);
+    let safety = augur_autoscaler::kubernetes::Safety {
+        dry_run,
+        ..fast_safety()
+    };
+    let mut b = backend(api, &clock, safety, Hooks::default()).await;
+    let s = b.observe().await.unwrap();
+    api.clear_requests();
+    (b, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_kueue_job_gets_the_types_node_selector_and_annotations_in_one_patch() {
+    let api = start().await;
+    let (mut b, s) = observed(&api, false).await;
+    let t = v100(&s);
+    assert_eq!(t, 1, "the reason below names type 1");
+    let q = job_id(&s, &b, "q");
+    let rv = api.get(BATCH_JOBS, "ml", "q").unwrap()["metadata"]["resourceVersion"].clone();
+    b.apply(admit_on(q, 2, t)).await.expect("steered");
+    let sent = patches(&api);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].path, "/apis/batch/v1/namespaces/ml/jobs/q");
+    assert_eq!(
+        sent[0].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    let body: Value = sent[0].body.clone().expect("body");
+    assert_eq!(
+        body,
+        json!({
+            "metadata": {
+                "resourceVersion": rv,
+                "annotations": { GPU_TYPE_ANNOTATION: V100, GPU_TYPE_REASON_ANNOTATION: REASON },
+            },
+            "spec": { "template": { "spec": { "nodeSelector": { LABEL: V100 } } } },
+        })
+    );
+    // the stored Job keeps its suspension (Kueue admits it) and carries the selector
+    let stored = api.get(BATCH_JOBS, "ml", "q").unwrap();
+    assert_eq!(stored["spec"]["suspend"], json!(true));
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["nodeSelector"][LABEL],
+        json!(V100)
+    );
+    assert_eq!(b.steers().len(), 1);
+    assert!(!b.steers()[0].dry_run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pod_template_of_a_suspended_pytorchjob_is_steered() {
+    let api = start().await;
+    let (mut b, s) = observed(&api, false).await;
+    let p = job_id(&s, &b, "p");
+    let rv = api.get(JOBS, "ml", "p").unwrap()["metadata"]["resourceVersion"].clone();
+    // admitted at the size it has: the steer is the only write
+    b.apply(admit_on(p, 2, v100(&s))).await.expect("steered");
+    let sent = patches(&api);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0].path,
+        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/p"
+    );
+    let sel = json!({ "template": { "spec": { "nodeSelector": { LABEL: V100 } } } });
+    assert_eq!(
+        sent[0].body.clone().expect("body"),
+        json!({
+            "metadata": {
+                "resourceVersion": rv,
+                "annotations": { GPU_TYPE_ANNOTATION: V100, GPU_TYPE_REASON_ANNOTATION: REASON },
+            },
+            "spec": { "pytorchReplicaSpecs": { "Master": sel, "Worker": sel } },
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_and_pinned_jobs_are_refused_and_dry_run_writes_nothing() {
+    let api = start().await;
+    // q's template already pins the other product
+    let mut q = api.get(BATCH_JOBS, "ml", "q").unwrap();
+    q["spec"]["template"]["spec"]["nodeSelector"] = json!({ LABEL: "NVIDIA-A100-SXM4-80GB" });
+    api.put(BATCH_JOBS, q);
+    let (mut b, s) = observed(&api, false).await;
+    let t = v100(&s);
+    // a: running since T0; b: pending pods, never suspended
+    for name in ["a", "b"] {
+        let id = job_id(&s, &b, name);
+        let e = b.apply(admit_on(id, 4, t)).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid, "{name}: {e}");
+        assert!(e.message.contains("not steered"), "{e}");
+    }
+    let e = b
+        .apply(admit_on(job_id(&s, &b, "q"), 2, t))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("not overriding"), "{e}");
+    assert!(patches(&api).is_empty());
+    assert!(b.steers().is_empty());
+
+    // dry-run: the steer is recorded, nothing is read or written
+    let api = start().await;
+    let (mut b, s) = observed(&api, true).await;
+    let p = job_id(&s, &b, "p");
+    b.apply(admit_on(p, 2, v100(&s))).await.expect("dry run");
+    let to_p = api.requests_to("/pytorchjobs/p");
+    assert!(to_p.is_empty(), "{to_p:?}");
+    assert!(patches(&api).is_empty());
+    assert_eq!(b.steers().len(), 1);
+    assert!(b.steers()[0].dry_run);
+    assert_eq!(b.steers()[0].gpu_type, V100);
+}
