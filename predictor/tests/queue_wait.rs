@@ -279,7 +279,7 @@ fn mira_queue_wait_against_targets() {
     assert_eq!((p_old.coverage, p_old.risk_group), (0.95, None));
     // the online path with the deployment state gives the offline answer on the same row
     let state = predictor.new_risk_state().unwrap();
-    let (on, _) = predictor.predict_row_online(&row0, &state);
+    let (on, _, _) = predictor.predict_row_online(&row0, &state);
     assert_eq!(on.seconds, predictor.predict_row(&row0).seconds);
 }
 

@@ -1,21 +1,52 @@
 //! Adaptive conformal inference in offset form: a one-sided bound's offset that follows the
 //! outcomes of the jobs it bounded, so the long-run miss rate tracks the nominal one under
-//! drift.
+//! drift, with feedback that arrives late (a wait is known only when the job starts, or
+//! once it has outlasted its bound) and an offset that cannot wind up.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
+/// How far (ln(1 + s)) the online offset may move from its calibrated start either way: a
+/// factor of about 20 on the bound. Without it, a burst of misses whose hits arrive days
+/// later could drive the offset (and the bound) without limit.
+pub const MAX_SHIFT: f64 = 3.0;
+
 /// Online adaptive correction of the bound (adaptive conformal inference, Gibbs & Candès
-/// 2021, in offset form), as the service runs it: each time a job's outcome becomes known,
-/// the offset (ln(1 + s) space) moves up by `step · coverage` after a miss and down by
-/// `step · (1 − coverage)` after a hit, so the long-run share of misses tracks
-/// `1 − coverage` whatever the drift. An outcome is known at `submit + min(wait, bound)`:
-/// a job that starts reveals a hit (or a miss), a job still queued past its bound is a miss
-/// before it ever starts.
+/// 2021, in offset form, as online quantile tracking), as the service runs it. A job's
+/// outcome is taken when its bound runs out (the bound issued at its submit, or a later
+/// one, see below), never earlier: had the jobs that started quickly been counted at their
+/// start, the first outcomes of every period would be hits only (the misses are the jobs
+/// still waiting) and the offset would sink. When taken, the outcome is judged against the
+/// bound the offset in force *now* gives the job (not the one issued at its submit, which
+/// may be days old): a miss when it started later than that bound or still waits past it,
+/// a hit when it started within it; a job still waiting inside that bound is looked at
+/// again when it runs out ([`Outcome::Pending`]; its wait is censored: at least what it has
+/// waited). The offset then moves up by `step · coverage` after a miss and down by
+/// `step · (1 − coverage)` after a hit, staying within [`MAX_SHIFT`] of its start. Judged
+/// against the current offset, late outcomes cannot wind it up: once the offset is too high
+/// every outcome taken is a hit and it comes down.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AdaptiveBound {
     pub offset: f64,
     pub step: f64,
     pub coverage: f64,
+    /// The calibrated start the offset stays within [`MAX_SHIFT`] of.
+    pub start: f64,
+    /// The highest bound it gives (seconds), when capped.
+    pub ceiling_s: Option<f64>,
+}
+
+/// What is known of a bounded job's outcome at some instant ([`AdaptiveBound::judge`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// The wait is known and within the current bound.
+    Hit,
+    /// The wait is known to exceed the current bound (it started later, or still waits past it).
+    Miss,
+    /// Still waiting, within the current bound: look again this many seconds after submit.
+    Pending { after_submit: f64 },
 }
 
 impl AdaptiveBound {
@@ -25,44 +56,109 @@ impl AdaptiveBound {
             offset,
             step,
             coverage,
+            start: offset,
+            ceiling_s: None,
         }
     }
 
-    /// A job's outcome became known: its wait exceeded its bound (`miss`) or not.
+    /// The same bound never above `ceiling_s` seconds.
+    pub fn with_ceiling(mut self, ceiling_s: Option<f64>) -> Self {
+        self.ceiling_s = ceiling_s;
+        self
+    }
+
+    /// A job's outcome became known: its wait exceeded the current bound (`miss`) or not.
     pub fn observe(&mut self, miss: bool) {
-        self.offset += if miss {
-            self.step * self.coverage
-        } else {
-            -self.step * (1.0 - self.coverage)
-        };
+        let moved = self.offset
+            + if miss {
+                self.step * self.coverage
+            } else {
+                -self.step * (1.0 - self.coverage)
+            };
+        self.offset = moved.clamp(self.start - MAX_SHIFT, self.start + MAX_SHIFT);
+    }
+
+    /// The bound (seconds) the current offset gives a job whose raw bound is `raw`
+    /// (ln(1 + s)), at most the ceiling.
+    pub fn seconds(&self, raw: f64) -> f64 {
+        self.cap((raw + self.offset).exp_m1())
+    }
+
+    /// `bound_s` seconds, at least 0 and at most the ceiling.
+    pub fn cap(&self, bound_s: f64) -> f64 {
+        bound_s.max(0.0).min(self.ceiling_s.unwrap_or(f64::INFINITY))
+    }
+
+    /// Judges a job with raw bound `raw`, `elapsed` seconds after its submit, against the
+    /// current bound: `wait` is its wait when it has started by then, `None` while it still
+    /// waits (a job still queued exactly at the bound is a miss: its wait is longer).
+    pub fn judge(&self, raw: f64, elapsed: f64, wait: Option<f64>) -> Outcome {
+        let limit = self.seconds(raw);
+        match wait {
+            Some(w) if w > limit => Outcome::Miss,
+            Some(_) => Outcome::Hit,
+            None if elapsed >= limit => Outcome::Miss,
+            None => Outcome::Pending {
+                after_submit: limit,
+            },
+        }
     }
 
     /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s))`: every job
     /// is given the bound of the offset in force at its submit, after the outcomes known by
-    /// then were observed. Returns each job's bound in ln(1 + s).
+    /// then were observed ([`replay_delayed`]). Returns each job's bound in ln(1 + s).
     pub fn replay(&mut self, jobs: &[(f64, f64, f64)]) -> Vec<f64> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        // (time the outcome is known, miss)
-        let mut pending: BinaryHeap<Reverse<(i64, bool)>> = BinaryHeap::new();
-        let key = |t: f64| (t * 1000.0).round() as i64;
-        let mut out = Vec::with_capacity(jobs.len());
-        for &(submit, wait, raw) in jobs {
-            while let Some(Reverse((t, miss))) = pending.peek().copied() {
-                if t > key(submit) {
-                    break;
-                }
-                pending.pop();
-                self.observe(miss);
-            }
-            let b = raw + self.offset;
-            out.push(b);
-            let bound_s = b.exp_m1().max(0.0);
-            let miss = wait > bound_s;
-            pending.push(Reverse((key(submit + wait.min(bound_s)), miss)));
-        }
-        out
+        let mut bounds = [self.clone()];
+        let out = replay_delayed(&mut bounds, jobs, |_, _| 0);
+        *self = bounds[0].clone();
+        out.into_iter().map(|(b, _)| b).collect()
     }
+}
+
+/// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s))`, as the service
+/// runs them: at each submit, the outcomes known by then are observed (each taken when its
+/// job's bound runs out and judged by its job's bound in `bounds` as that bound stands
+/// then: [`AdaptiveBound::judge`]), then `group(k, bounds)` picks the bound of job `k`,
+/// which is issued at its current offset. Returns each job's issued bound (ln(1 + s)) and
+/// group.
+pub fn replay_delayed(
+    bounds: &mut [AdaptiveBound],
+    jobs: &[(f64, f64, f64)],
+    mut group: impl FnMut(usize, &[AdaptiveBound]) -> usize,
+) -> Vec<(f64, usize)> {
+    let key = |t: f64| (t * 1000.0).round() as i64;
+    // (instant of the next look, job); the look's seconds after submit, per job
+    let mut pending: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    let mut look = vec![0.0; jobs.len()];
+    let mut groups: Vec<usize> = Vec::with_capacity(jobs.len());
+    let mut out = Vec::with_capacity(jobs.len());
+    for (k, &(submit, _, raw)) in jobs.iter().enumerate() {
+        while let Some(&Reverse((t, j))) = pending.peek() {
+            if t > key(submit) {
+                break;
+            }
+            pending.pop();
+            let (sub_j, wait_j, raw_j) = jobs[j];
+            let b = &mut bounds[groups[j]];
+            let elapsed = look[j];
+            let started = (wait_j <= elapsed).then_some(wait_j);
+            match b.judge(raw_j, elapsed, started) {
+                Outcome::Hit => b.observe(false),
+                Outcome::Miss => b.observe(true),
+                Outcome::Pending { after_submit } => {
+                    look[j] = after_submit;
+                    pending.push(Reverse((key(sub_j + after_submit), j)));
+                }
+            }
+        }
+        let g = group(k, bounds);
+        groups.push(g);
+        let b = raw + bounds[g].offset;
+        out.push((b, g));
+        look[k] = bounds[g].cap(b.exp_m1());
+        pending.push(Reverse((key(submit + look[k]), k)));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -81,9 +177,9 @@ mod tests {
     }
 
     #[test]
-    fn an_outcome_is_known_at_the_start_or_when_the_bound_runs_out() {
-        // a 100 s bound at offset 0; job 0 waits 1,000 s: a miss known at 100 s; job 1
-        // starts at once: a hit known at 50 s
+    fn an_outcome_is_taken_when_its_bound_runs_out() {
+        // a 100 s bound at offset 0; job 0 waits 1,000 s: a miss taken at 100 s; job 1
+        // starts at once: a hit, taken at 150 s when its bound runs out
         let raw = 100f64.ln_1p();
         let jobs = [(0.0, 1000.0, raw), (50.0, 0.0, raw), (150.0, 0.0, raw)];
         let mut b = AdaptiveBound::new(0.0, 0.1, 0.9);
@@ -120,6 +216,78 @@ mod tests {
             .count();
         let rate = misses as f64 / tail.len() as f64;
         assert!((rate - 0.1).abs() < 0.02, "miss rate {rate}");
+    }
+
+    /// SYNTHETIC waits: ln(1 + wait) = `level` + N(0, 1), `level` 11 (about 17 hours) for
+    /// the first half and 11.5 (65% longer) after; one submit a minute, so a job's outcome
+    /// arrives hours to days after thousands of later jobs were answered. The raw bound is
+    /// the first half's level (the model does not see the shift).
+    fn late_and_shifted(n: usize, seed: u64) -> Vec<(f64, f64, f64)> {
+        let mut rng = SplitMix64(seed);
+        (0..n)
+            .map(|i| {
+                let level = if i < n / 2 { 11.0 } else { 11.5 };
+                let y: f64 = level + rng.normal();
+                (60.0 * i as f64, y.exp_m1().max(0.0), 11.0)
+            })
+            .collect()
+    }
+
+    fn coverage(jobs: &[(f64, f64, f64)], bounds: &[f64], range: std::ops::Range<usize>) -> f64 {
+        let n = range.len();
+        let hits = range
+            .filter(|&i| jobs[i].1 <= bounds[i].exp_m1().max(0.0))
+            .count();
+        hits as f64 / n as f64
+    }
+
+    #[test]
+    fn outcomes_days_late_and_a_shift_keep_coverage_and_cannot_wind_up() {
+        let n = 40_000;
+        let jobs = late_and_shifted(n, 11);
+        // calibrated on the first half: the 95% quantile of N(0, 1)
+        let start = 1.645;
+        let mut b = AdaptiveBound::new(start, 0.05, 0.95);
+        let out = b.replay(&jobs);
+        // from the first job (no early run of hits drags it down) to the shift, and once
+        // the outcomes after the shift have come in (a week of submits)
+        let before = coverage(&jobs, &out, 0..n / 2);
+        let after = coverage(&jobs, &out, n / 2 + 10_000..n);
+        assert!((0.94..=0.96).contains(&before), "before the shift {before}");
+        assert!((0.93..=0.97).contains(&after), "after the shift {after}");
+        // no wind-up: the offset ends near what the shifted waits need (0.5 + 1.645), and
+        // no bound ever left the band around the calibrated start
+        assert!((b.offset - (0.5 + start)).abs() < 0.3, "offset {}", b.offset);
+        let highest = out.iter().copied().fold(f64::MIN, f64::max);
+        assert!(highest <= 11.0 + start + MAX_SHIFT + 1e-9, "{highest}");
+        assert!(highest < 11.0 + start + 1.0, "{highest}");
+    }
+
+    #[test]
+    fn judged_by_the_bound_in_force_a_stale_miss_lowers_a_bound_that_grew_past_it() {
+        // issued a 100 s bound, the job waits 150 s; meanwhile the offset rose so the bound
+        // it would get now is 200 s: its late outcome is a hit, not another miss
+        let raw = 100f64.ln_1p();
+        let mut b = AdaptiveBound::new(0.0, 0.1, 0.9);
+        b.offset = 201f64.ln() - raw;
+        assert_eq!(b.judge(raw, 150.0, Some(150.0)), Outcome::Hit);
+        // still queued at 150 s: not known yet, look again when the current bound runs out
+        match b.judge(raw, 150.0, None) {
+            Outcome::Pending { after_submit } => assert!((after_submit - 200.0).abs() < 1e-9),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(b.judge(raw, 200.0, None), Outcome::Miss);
+        assert_eq!(b.judge(raw, 250.0, Some(250.0)), Outcome::Miss);
+        // the offset stays within MAX_SHIFT of its start, however many misses come in
+        let mut b = AdaptiveBound::new(1.0, 0.5, 0.95);
+        for _ in 0..1000 {
+            b.observe(true);
+        }
+        assert_eq!(b.offset, 1.0 + MAX_SHIFT);
+        for _ in 0..100_000 {
+            b.observe(false);
+        }
+        assert_eq!(b.offset, 1.0 - MAX_SHIFT);
     }
 
     #[test]

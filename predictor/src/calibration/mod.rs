@@ -11,7 +11,7 @@ pub mod conformal;
 pub mod platt;
 pub mod risk_split;
 
-pub use adaptive::AdaptiveBound;
+pub use adaptive::{replay_delayed, AdaptiveBound, Outcome, MAX_SHIFT};
 pub use binned_conformal::BinnedConformal;
 pub use conformal::{
     conformal_offset, conformal_offsets, ConformalWindow, ACI_GAMMA, ONLINE_WINDOW,

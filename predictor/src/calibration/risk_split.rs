@@ -3,13 +3,12 @@
 //! conformal offset ([`RiskSplitBound`]); online, each group's offset follows its own
 //! outcomes and the split threshold follows recent scores ([`RiskSplitState`]).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use augur_models::AnyModel;
 use serde::{Deserialize, Serialize};
 
-use crate::calibration::adaptive::AdaptiveBound;
+use crate::calibration::adaptive::{replay_delayed, AdaptiveBound};
 use crate::calibration::conformal::conformal_offset;
 use crate::metrics::regression::bound_metrics;
 use crate::metrics::{quantile, quantile_sorted};
@@ -172,6 +171,15 @@ impl RiskSplitBound {
         }
     }
 
+    /// The online state at deployment: the calibration offsets and the seed window, no
+    /// bound above `ceiling_s` seconds when given.
+    pub fn new_state_capped(&self, ceiling_s: Option<f64>) -> RiskSplitState {
+        let mut s = self.new_state();
+        s.low.ceiling_s = ceiling_s;
+        s.high.ceiling_s = ceiling_s;
+        s
+    }
+
     /// The online state at deployment: the calibration offsets and the seed window.
     pub fn new_state(&self) -> RiskSplitState {
         let mut s = RiskSplitState {
@@ -259,40 +267,29 @@ impl RiskSplitState {
 
     /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s), risk score)`,
     /// as the service runs: each job is grouped by the threshold in force at its submit and
-    /// bounded with its group's offset after the outcomes known by then (a job that starts
-    /// reveals a hit or a miss; one still queued past its bound is a miss at that instant)
-    /// were observed. Returns each job's bound (ln(1 + s)) and group.
+    /// bounded with its group's offset after the outcomes known by then were observed, each
+    /// judged by its group's bound as it stands when the outcome is known
+    /// ([`replay_delayed`]). Returns each job's bound (ln(1 + s)) and group.
     pub fn replay(&mut self, jobs: &[(f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
-        // (time the outcome is known, group is high, miss)
-        let mut pending: BinaryHeap<Reverse<(i64, bool, bool)>> = BinaryHeap::new();
-        let key = |t: f64| (t * 1000.0).round() as i64;
-        let mut out = Vec::with_capacity(jobs.len());
-        for &(submit, wait, raw, score) in jobs {
-            while let Some(Reverse((t, high, miss))) = pending.peek().copied() {
-                if t > key(submit) {
-                    break;
-                }
-                pending.pop();
-                let g = if high {
+        let timed: Vec<(f64, f64, f64)> = jobs.iter().map(|&(s, w, r, _)| (s, w, r)).collect();
+        let mut bounds = [self.low.clone(), self.high.clone()];
+        let out = replay_delayed(&mut bounds, &timed, |k, _| {
+            let score = jobs[k].3;
+            let g = self.group(score);
+            self.record_submit(score);
+            usize::from(g == RiskGroup::High)
+        });
+        [self.low, self.high] = bounds;
+        out.into_iter()
+            .map(|(b, g)| {
+                let g = if g == 1 {
                     RiskGroup::High
                 } else {
                     RiskGroup::Low
                 };
-                self.observe(g, miss);
-            }
-            let g = self.group(score);
-            let b = raw + self.bound(g).offset;
-            out.push((b, g));
-            self.record_submit(score);
-            let bound_s = b.exp_m1().max(0.0);
-            let miss = wait > bound_s;
-            pending.push(Reverse((
-                key(submit + wait.min(bound_s)),
-                g == RiskGroup::High,
-                miss,
-            )));
-        }
-        out
+                (b, g)
+            })
+            .collect()
     }
 }
 

@@ -18,7 +18,9 @@ use super::trainer::QueueWaitTrainer;
 use crate::calibration::{AdaptiveBound, RiskGroup, RiskSplitSummary};
 use crate::evaluation::{Evaluation, MethodRow};
 use crate::feature_rows::gather;
-use crate::metrics::{bound_metrics, mae_log10, quantile, wait_errors, within2x};
+use crate::metrics::{
+    bound_metrics, mae_log10, quantile, wait_errors, within2x, CoverageGroups, GroupCoverage,
+};
 use crate::runtime::RuntimePredictor;
 use crate::PredictorError;
 
@@ -65,6 +67,10 @@ pub struct QueueWaitEvaluation {
     pub risk_split_static: Option<RiskSplitSummary>,
     /// The same bound run online over the test period from its deployment state.
     pub risk_split_online: Option<RiskSplitSummary>,
+    /// Coverage of the served bound per group of test jobs (partition, GPU or CPU, size):
+    /// static (the risk split's calibration threshold and offsets, else the single offset)
+    /// and online (the risk split run online, else the online adaptive bound).
+    pub coverage_by_group: Vec<GroupCoverage>,
 }
 
 impl Evaluation for QueueWaitEvaluation {
@@ -258,12 +264,14 @@ fn score(
     let u: Vec<f64> = raw_test
         .iter()
         .zip(&p)
-        .map(|(r, p)| (r + predictor.upper_offset).exp_m1().max(*p))
+        .map(|(r, p)| predictor.cap_bound((r + predictor.upper_offset).exp_m1(), *p))
         .collect();
     let method = "augur gbdt + queue state, static conformal";
     let r = bound_row(method, &p, &actual, bound_metrics(&u, &actual));
     rows.push(timed(r, train_s, predict_us));
     let u_online = adaptive_bounds(jobs, split, predictor, trainer, &p)?;
+    // the served bounds, static and online, for the per-group coverage
+    let mut served = (u.clone(), u_online.clone());
     let method = "augur gbdt + queue state, online adaptive";
     let r = bound_row(method, &p, &actual, bound_metrics(&u_online, &actual));
     rows.push(timed(r, train_s, predict_us));
@@ -279,6 +287,7 @@ fn score(
         predictor.new_risk_state(),
     ) {
         let u_static: Vec<f64> = preds.iter().map(|p| p.upper).collect();
+        served.0.clone_from(&u_static);
         let g_static: Vec<RiskGroup> = preds
             .iter()
             .map(|p| p.risk_group.unwrap_or(RiskGroup::High))
@@ -302,9 +311,10 @@ fn score(
         let u_on: Vec<f64> = out
             .iter()
             .zip(&p)
-            .map(|((b, _), p)| b.exp_m1().max(*p))
+            .map(|((b, _), p)| predictor.cap_bound(b.exp_m1(), *p))
             .collect();
         let g_on: Vec<RiskGroup> = out.iter().map(|(_, g)| *g).collect();
+        served.1.clone_from(&u_on);
         let m = RiskSplitSummary::measure(r, &u_on, &g_on, &actual);
         let method = "augur gbdt + queue state, risk-split online";
         let r = bound_row(method, &p, &actual, (m.coverage, m.median_bound_s));
@@ -324,6 +334,10 @@ fn score(
         rows.push(hind);
     }
 
+    let inside = |u: &[f64]| -> Vec<bool> { u.iter().zip(&actual).map(|(u, a)| a <= u).collect() };
+    let groups = CoverageGroups::from_jobs(split.train_rows.iter().map(|&i| &jobs[i]));
+    let test_jobs: Vec<&JobRecord> = test_rows.iter().map(|&i| &jobs[i]).collect();
+    let coverage_by_group = groups.coverage(&test_jobs, &inside(&served.0), &inside(&served.1));
     Ok(QueueWaitEvaluation {
         n_train: split.train_rows.len(),
         n_test: test_rows.len(),
@@ -334,6 +348,7 @@ fn score(
         test_pred: preds,
         risk_split_static,
         risk_split_online,
+        coverage_by_group,
     })
 }
 
@@ -401,12 +416,13 @@ fn adaptive_bounds(
         predictor.upper_offset,
         trainer.adaptive_step,
         trainer.coverage,
-    );
+    )
+    .with_ceiling(predictor.wait_ceiling_s);
     let bounds = adaptive.replay(&pool);
     Ok(bounds[cal_rows.len()..]
         .iter()
         .zip(p)
-        .map(|(b, p)| b.exp_m1().max(*p))
+        .map(|(b, p)| predictor.cap_bound(b.exp_m1(), *p))
         .collect())
 }
 

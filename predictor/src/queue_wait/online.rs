@@ -1,8 +1,8 @@
 //! The queue-wait predictor's online state: the history [`FeatureState`], the
 //! [`QueueState`] (submits, starts, ends), the risk-split bound's [`RiskSplitState`], and
 //! the deadlines of the bounds issued at submit. A job's outcome is a hit or a miss of its
-//! risk group: its start reveals which, and a job still queued when its bound runs out is a
-//! miss at that instant.
+//! risk group, taken when its bound runs out and judged against its group's bound then
+//! ([`crate::calibration::AdaptiveBound`]).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::predictor::{QueueWaitPrediction, QueueWaitPredictor};
 use super::state::QueueState;
-use crate::calibration::{RiskGroup, RiskSplitState};
+use crate::calibration::{Outcome, RiskGroup, RiskSplitState};
 use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
 use crate::PredictorError;
@@ -61,11 +61,14 @@ struct WaitJob {
 }
 
 /// What the state keeps of a bound issued at a submit: its outcome is a hit or a miss of
-/// its risk group.
+/// its risk group, judged when it is known by the bound the group's offset gives the
+/// job's raw bound then.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct IssuedBound {
     upper: f64,
     risk_group: Option<RiskGroup>,
+    /// The bound model's output for the job (ln(1 + s)).
+    raw: f64,
 }
 
 /// See the [module docs](self).
@@ -202,20 +205,25 @@ impl QueueWaitOnline {
 
     /// The answer issued to `job` (queue id `num`) at its submit, from the state before it
     /// joins; the job joins the queue (and the risk split's window) when it is answered.
-    fn issue(&mut self, job: &JobRecord, num: u64) -> Result<QueueWaitAnswer, PredictorError> {
+    /// Returns the bound model's raw output for the job too (NaN without a risk split).
+    fn issue(
+        &mut self,
+        job: &JobRecord,
+        num: u64,
+    ) -> Result<(QueueWaitAnswer, f64), PredictorError> {
         let at = job.submit_time;
         let m = Arc::clone(&self.model);
-        let (p, calibration, qj) = with_row_buffer(m.n_features(), |row| {
+        let (p, calibration, raw, qj) = with_row_buffer(m.n_features(), |row| {
             let qj = m.features_for(&mut self.state.history, &self.state.queue, job, at, row)?;
             let p = match &mut self.state.risk {
                 Some(r) => {
-                    let (p, score) = m.predict_row_online(row, r);
+                    let (p, score, raw) = m.predict_row_online(row, r);
                     r.record_submit(score);
-                    (p, BoundSource::RiskSplitOnline)
+                    (p, BoundSource::RiskSplitOnline, raw)
                 }
-                None => (m.predict_row(row), BoundSource::StaticConformal),
+                None => (m.predict_row(row), BoundSource::StaticConformal, f64::NAN),
             };
-            Ok::<_, PredictorError>((p.0, p.1, qj))
+            Ok::<_, PredictorError>((p.0, p.1, p.2, qj))
         })?;
         if self.state.risk.is_some() {
             self.state
@@ -224,7 +232,7 @@ impl QueueWaitOnline {
         }
         // a duplicate id cannot reach here (second submits are ignored before)
         let _ = self.state.queue.submit(num, qj);
-        Ok(self.answer(p, calibration))
+        Ok((self.answer(p, calibration), raw))
     }
 
     fn on_submit(&mut self, job: &JobRecord) -> Option<Result<QueueWaitAnswer, PredictorError>> {
@@ -243,11 +251,12 @@ impl QueueWaitOnline {
         let entry = self.entry(&job.job_id);
         entry.submitted_at = Some(job.submit_time);
         entry.handle = Some(handle);
-        entry.issued = issued.as_ref().ok().map(|a| IssuedBound {
+        entry.issued = issued.as_ref().ok().map(|&(a, raw)| IssuedBound {
             upper: a.interval.upper,
             risk_group: a.risk_group,
+            raw,
         });
-        Some(issued)
+        Some(issued.map(|(a, _)| a))
     }
 
     fn on_start(&mut self, job_id: &str, at: f64) {
@@ -257,17 +266,9 @@ impl QueueWaitOnline {
         }
         job.started_at = Some(at);
         let num = job.num;
-        // the wait is known: a hit or a miss of the job's risk group
-        let outcome = match (job.issued, job.submitted_at) {
-            (Some(w), Some(sub)) if !job.observed => {
-                job.observed = true;
-                w.risk_group.map(|g| (g, at - sub > w.upper))
-            }
-            _ => None,
-        };
-        if let (Some((g, miss)), Some(r)) = (outcome, &mut self.state.risk) {
-            r.observe(g, miss);
-        }
+        // the wait is known now, but taken as its bound's outcome only when the bound runs
+        // out ([`crate::calibration::AdaptiveBound`]: counting quick starts at once would
+        // count the hits before the misses)
         let _ = self.state.queue.start(num, at);
     }
 
@@ -286,8 +287,11 @@ impl QueueWaitOnline {
         let _ = self.state.queue.end(num, at);
     }
 
-    /// Queued jobs whose risk-split bound ran out before `now` are misses of their group
-    /// (strictly before: a job starting exactly at its bound is a hit).
+    /// Jobs whose bound ran out before `now` (strictly before: a job starting exactly at
+    /// its bound is a hit) give their group an outcome, judged against the bound the
+    /// group's offset gives them now: a hit when they started within it, a miss when they
+    /// started later or still wait past it; a job still waiting inside it is looked at again
+    /// when it runs out. A job that left the queue without starting gives none (censored).
     fn expire_bounds(&mut self, now: f64) {
         let Some(r) = &mut self.state.risk else {
             return;
@@ -299,13 +303,46 @@ impl QueueWaitOnline {
             let Some(Reverse((_, id))) = self.state.deadlines.pop() else {
                 break;
             };
-            if let Some(job) = self.state.jobs.get_mut(&id) {
-                if !job.observed && job.started_at.is_none() && !job.finished {
-                    job.observed = true;
-                    if let Some(g) = job.issued.and_then(|w| w.risk_group) {
-                        r.observe(g, true);
-                    }
+            let Some(job) = self.state.jobs.get_mut(&id) else {
+                continue;
+            };
+            let (Some(w), Some(sub)) = (job.issued, job.submitted_at) else {
+                continue;
+            };
+            let Some(g) = w.risk_group else {
+                continue;
+            };
+            if job.observed || (job.finished && job.started_at.is_none()) {
+                continue;
+            }
+            let wait = job.started_at.map(|s| s - sub);
+            match r.bound(g).judge(w.raw, now - sub, wait) {
+                Outcome::Pending { after_submit } => {
+                    self.state
+                        .deadlines
+                        .push(Reverse((millis(sub + after_submit), id)));
                 }
+                outcome => {
+                    job.observed = true;
+                    r.observe(g, outcome == Outcome::Miss);
+                }
+            }
+        }
+    }
+
+    /// A started job about to be forgotten before its bound ran out gives its outcome now.
+    fn settle(&mut self, job_id: &str) {
+        let (Some(r), Some(job)) = (&mut self.state.risk, self.state.jobs.get_mut(job_id)) else {
+            return;
+        };
+        if let (Some(w), Some(sub), Some(st), false) =
+            (job.issued, job.submitted_at, job.started_at, job.observed)
+        {
+            if let Some(g) = w.risk_group {
+                job.observed = true;
+                let wait = st - sub;
+                let miss = r.bound(g).judge(w.raw, wait, Some(wait)) == Outcome::Miss;
+                r.observe(g, miss);
             }
         }
     }
@@ -363,6 +400,7 @@ impl OnlinePredictor for QueueWaitOnline {
         if !self.state.jobs.get(job_id).is_some_and(|j| j.finished) {
             return false;
         }
+        self.settle(job_id);
         self.state.jobs.remove(job_id).is_some()
     }
 }
@@ -371,7 +409,7 @@ impl OnlinePredictor for QueueWaitOnline {
 mod tests {
     use super::*;
     use crate::calibration::{high_level, RiskScore, RiskSplitBound};
-    use crate::queue_wait::{known_wait, QueueWaitData, QueueWaitTrainer};
+    use crate::queue_wait::{known_wait, wait_ceiling, QueueWaitData, QueueWaitTrainer};
     use crate::synthetic_trace::{events, job_event as event, trace, Kind};
 
     /// A small predictor trained on the first 500 jobs of a synthetic trace of 700, the
@@ -447,59 +485,85 @@ mod tests {
     }
 
     #[test]
-    fn each_group_moves_with_its_own_hits_and_misses() {
-        let (p, jobs, _) = fixture();
+    fn issued_bounds_follow_the_replay_of_each_groups_late_outcomes() {
+        let (p, jobs, data) = fixture();
         let split = with_risk_split(p);
-        let bound = split.risk.clone().unwrap();
-        let mut online = Arc::new(split).online(1);
-        let ev = events(&jobs);
+        let d = data.n_features;
+        let m = augur_models::Matrix::new(&data.x, jobs.len(), d).unwrap();
+        let raw = split.upper_raw(&m).unwrap();
+        let scores = split.risk_scores(&m).unwrap().unwrap();
+        // the trace replayed as the evaluation does: outcomes taken when bounds run out
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|&a, &b| jobs[a].submit_time.total_cmp(&jobs[b].submit_time));
+        let timed: Vec<(f64, f64, f64, f64)> = order
+            .iter()
+            .map(|&i| {
+                let w = known_wait(&jobs[i]).unwrap_or(f64::INFINITY);
+                (jobs[i].submit_time, w, raw[i], scores[i])
+            })
+            .collect();
+        let mut replay_state = split.new_risk_state().unwrap();
+        let replayed = replay_state.replay(&timed);
+        let split = Arc::new(split);
+        let mut online = Arc::clone(&split).online(1);
         let mut issued = vec![None; jobs.len()];
-        let mut started = vec![None; jobs.len()];
-        let mut clock = f64::NEG_INFINITY;
-        for &(at, i, kind) in &ev {
-            clock = clock.max(at);
+        for (at, i, kind) in events(&jobs) {
             if let Some(a) = online.observe(&event(&jobs, i, kind, at)) {
                 issued[i] = Some(a.unwrap());
             }
-            if kind == Kind::Started {
-                started[i] = Some(at);
-            }
         }
-        let ms = |t: f64| (t * 1000.0).round() as i64;
-        let mut moves = [(0usize, 0usize); 2]; // (misses, hits) per group
-        for (i, j) in jobs.iter().enumerate() {
-            let w = issued[i].expect("answered at submit");
-            let k = usize::from(w.risk_group == Some(RiskGroup::High));
-            let deadline = ms(j.submit_time + w.interval.upper);
-            match started[i] {
-                // queued past its bound: a miss when the clock passed the deadline first
-                Some(s) if ms(s) > deadline => moves[k].0 += 1,
-                Some(s) if s - j.submit_time > w.interval.upper => moves[k].0 += 1,
-                Some(_) => moves[k].1 += 1,
-                None if deadline < ms(clock) => moves[k].0 += 1,
-                None => {}
-            }
-        }
-        let st = online.risk_state().expect("risk state");
-        for (k, (b, level, start)) in [
-            (&st.low, bound.level_low, bound.offset_low),
-            (&st.high, bound.level_high, bound.offset_high),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let (miss, hit) = moves[k];
-            let want = start + 0.05 * (level * miss as f64 - (1.0 - level) * hit as f64);
+        let mut moved = [false; 2];
+        for (k, &i) in order.iter().enumerate() {
+            let a = issued[i].expect("answered at submit");
+            let (b, g) = replayed[k];
+            assert_eq!(a.risk_group, Some(g), "job {i}");
+            let want = split.cap_bound(b.exp_m1(), a.seconds);
             assert!(
-                (b.offset - want).abs() < 1e-9,
-                "group {k}: offset {} want {want} ({moves:?})",
-                b.offset
+                (a.interval.upper - want).abs() <= 1e-6 * want.max(1.0),
+                "job {i}: online {} replay {want}",
+                a.interval.upper
             );
+            let start = match g {
+                RiskGroup::Low => split.risk.as_ref().unwrap().offset_low,
+                RiskGroup::High => split.risk.as_ref().unwrap().offset_high,
+            };
+            moved[usize::from(g == RiskGroup::High)] |= (b - raw[i] - start).abs() > 1e-9;
         }
-        assert!(
-            moves[0].0 + moves[0].1 > 50 && moves[1].0 + moves[1].1 > 50,
-            "{moves:?}"
-        );
+        assert_eq!(moved, [true, true], "both groups' offsets moved");
+    }
+
+    #[test]
+    fn no_wait_answer_passes_the_ceiling_the_history_allows() {
+        let (p, jobs, data) = fixture();
+        // the rule: twice the 99.9% quantile of the training waits, at least an hour
+        let train_waits: Vec<f64> = (0..500).filter_map(|i| known_wait(&jobs[i])).collect();
+        let want = (2.0 * crate::metrics::quantile(&train_waits, 0.999)).max(3600.0);
+        assert_eq!(p.wait_ceiling_s, Some(want));
+        assert_eq!(wait_ceiling(&train_waits), Some(want));
+        assert_eq!(wait_ceiling(&[]), None);
+        assert_eq!(wait_ceiling(&[10.0]), Some(3600.0));
+        // a ceiling far below the model's bounds: every answer, online and from rows, stops there
+        let mut p = with_risk_split(p);
+        let ceiling = 30.0;
+        p.wait_ceiling_s = Some(ceiling);
+        let p = Arc::new(p);
+        let mut online = Arc::clone(&p).online(1);
+        let mut at_ceiling = 0;
+        for (at, i, kind) in events(&jobs) {
+            if let Some(a) = online.observe(&event(&jobs, i, kind, at)) {
+                let a = a.unwrap();
+                assert!(a.seconds <= ceiling && a.interval.upper <= ceiling, "{a:?}");
+                at_ceiling += usize::from(a.interval.upper == ceiling);
+            }
+        }
+        assert!(at_ceiling > 100, "{at_ceiling}");
+        let d = data.n_features;
+        for i in 0..jobs.len() {
+            let r = p.predict_row(&data.x[i * d..(i + 1) * d]);
+            assert!(r.seconds <= ceiling && r.upper <= ceiling && r.upper >= r.seconds);
+        }
+        assert_eq!(p.cap_bound(f64::NAN, 1.0), ceiling);
+        assert_eq!(p.cap_bound(f64::INFINITY, 1.0), ceiling);
     }
 
     #[test]

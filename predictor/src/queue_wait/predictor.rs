@@ -55,6 +55,29 @@ pub struct QueueWaitPredictor {
     /// before it have none and keep the single conformal offset).
     #[serde(default)]
     pub risk: Option<RiskSplitBound>,
+    /// The highest wait it answers, point or bound ([`wait_ceiling`] of the training
+    /// waits); None in artifacts saved before it (no ceiling).
+    #[serde(default)]
+    pub wait_ceiling_s: Option<f64>,
+}
+
+/// The quantile of the training waits the wait ceiling starts from.
+pub const WAIT_CEILING_QUANTILE: f64 = 0.999;
+
+/// How far above that quantile the ceiling sits.
+pub const WAIT_CEILING_MARGIN: f64 = 2.0;
+
+/// The ceiling on every wait answer: [`WAIT_CEILING_MARGIN`] times the
+/// [`WAIT_CEILING_QUANTILE`] quantile of the waits seen in training (at least one hour). A
+/// bound far above anything in the history is a defect, not an answer: an online offset
+/// that ran away, a model extrapolating. None without finite waits.
+pub fn wait_ceiling(waits: &[f64]) -> Option<f64> {
+    let finite: Vec<f64> = waits.iter().copied().filter(|w| w.is_finite()).collect();
+    if finite.is_empty() {
+        return None;
+    }
+    let q = crate::metrics::quantile(&finite, WAIT_CEILING_QUANTILE);
+    Some((WAIT_CEILING_MARGIN * q).max(3600.0))
 }
 
 /// The short-wait override of a [`QueueWaitPredictor`].
@@ -269,23 +292,24 @@ impl QueueWaitPredictor {
             Some(r) => {
                 let g = r.group(self.risk_score_row(r, row, raw));
                 let (off, level) = r.of(g);
-                with_group(to_prediction(p, raw + off, level), g)
+                with_group(self.to_prediction(p, raw + off, level), g)
             }
-            None => to_prediction(p, raw + self.upper_offset, self.coverage),
+            None => self.to_prediction(p, raw + self.upper_offset, self.coverage),
         }
     }
 
     /// The online path's prediction: the risk group by `state`'s current threshold and the
     /// bound by that group's adaptive offset. Returns the risk score too (pass it to
-    /// [`RiskSplitState::record_submit`] when the job is really submitted). Without a
+    /// [`RiskSplitState::record_submit`] when the job is really submitted) and the bound
+    /// model's raw output (ln(1 + s), what the job's outcome is later judged by). Without a
     /// risk-split bound it is [`predict_row`](Self::predict_row) and the score is NaN.
     pub fn predict_row_online(
         &self,
         row: &[f32],
         state: &RiskSplitState,
-    ) -> (QueueWaitPrediction, f64) {
+    ) -> (QueueWaitPrediction, f64, f64) {
         let Some(r) = &self.risk else {
-            return (self.predict_row(row), f64::NAN);
+            return (self.predict_row(row), f64::NAN, f64::NAN);
         };
         let p = self.point_row(row);
         let raw = self.upper.predict_row(row);
@@ -293,14 +317,17 @@ impl QueueWaitPredictor {
         let g = state.group(score);
         let b = state.bound(g);
         (
-            with_group(to_prediction(p, raw + b.offset, b.coverage), g),
+            with_group(self.to_prediction(p, raw + b.offset, b.coverage), g),
             score,
+            raw,
         )
     }
 
     /// The online state of the risk-split bound at deployment (None without one).
     pub fn new_risk_state(&self) -> Option<RiskSplitState> {
-        self.risk.as_ref().map(RiskSplitBound::new_state)
+        self.risk
+            .as_ref()
+            .map(|r| r.new_state_capped(self.wait_ceiling_s))
     }
 
     fn point_row(&self, row: &[f32]) -> f64 {
@@ -354,9 +381,9 @@ impl QueueWaitPredictor {
                     (Some(r), Some(sc)) => {
                         let g = r.group(sc[i]);
                         let (off, level) = r.of(g);
-                        with_group(to_prediction(p, u + off, level), g)
+                        with_group(self.to_prediction(p, u + off, level), g)
                     }
-                    _ => to_prediction(p, u + self.upper_offset, self.coverage),
+                    _ => self.to_prediction(p, u + self.upper_offset, self.coverage),
                 }
             })
             .collect())
@@ -395,17 +422,30 @@ impl WaitTarget {
     }
 }
 
-fn to_prediction(seconds: f64, u_log: f64, coverage: f64) -> QueueWaitPrediction {
-    let seconds = if seconds.is_finite() {
-        seconds.max(0.0)
-    } else {
-        0.0
-    };
-    QueueWaitPrediction {
-        seconds,
-        upper: u_log.exp_m1().max(seconds),
-        coverage,
-        risk_group: None,
+impl QueueWaitPredictor {
+    /// A prediction of point `seconds` and bound `u_log` (ln(1 + s)): the point at least 0,
+    /// the bound at least the point, both at most the wait ceiling.
+    fn to_prediction(&self, seconds: f64, u_log: f64, coverage: f64) -> QueueWaitPrediction {
+        let ceiling = self.wait_ceiling_s.unwrap_or(f64::INFINITY);
+        let seconds = if seconds.is_finite() {
+            seconds.clamp(0.0, ceiling)
+        } else {
+            0.0
+        };
+        QueueWaitPrediction {
+            seconds,
+            upper: self.cap_bound(u_log.exp_m1(), seconds),
+            coverage,
+            risk_group: None,
+        }
+    }
+
+    /// A bound of `upper` seconds for a job whose point estimate is `point`: at least the
+    /// point, at most the wait ceiling (a NaN bound is the ceiling).
+    pub fn cap_bound(&self, upper: f64, point: f64) -> f64 {
+        let ceiling = self.wait_ceiling_s.unwrap_or(f64::INFINITY);
+        let u = if upper.is_nan() { ceiling } else { upper };
+        u.max(point).min(ceiling)
     }
 }
 

@@ -8,7 +8,9 @@ use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
 use super::data::QueueWaitData;
-use super::predictor::{QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget, SHORT};
+use super::predictor::{
+    wait_ceiling, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget, SHORT,
+};
 use crate::calibration::conformal_offset;
 use crate::feature_rows::gather;
 use crate::metrics::regression::wait_errors;
@@ -211,6 +213,12 @@ impl QueueWaitTrainer {
             coverage: self.coverage,
             short,
             risk,
+            wait_ceiling_s: wait_ceiling(
+                &rows
+                    .iter()
+                    .map(|&r| data.y_log[r].exp_m1())
+                    .collect::<Vec<_>>(),
+            ),
         })
     }
 

@@ -12,12 +12,12 @@ use augur_features::{batch_features, FeatureSchema, TraceEvent};
 use augur_models::Matrix;
 use serde::{Deserialize, Serialize};
 
-use super::predictor::{RuntimePrediction, RuntimePredictor};
+use super::predictor::{runtime_ceiling, RuntimePrediction, RuntimePredictor};
 use super::trainer::RuntimeTrainer;
 use crate::calibration::ONLINE_WINDOW;
 use crate::evaluation::{Evaluation, MethodRow};
 use crate::feature_rows::gather;
-use crate::metrics::{coverage, mae_log, quantile, within2x};
+use crate::metrics::{coverage, mae_log, quantile, within2x, CoverageGroups, GroupCoverage};
 use crate::PredictorError;
 
 /// The metrics of one method in a [`RuntimeEvaluation`].
@@ -49,6 +49,9 @@ pub struct RuntimeEvaluation {
     /// with `test_actual`, for plots. Not serialised.
     #[serde(skip)]
     pub test_methods: Vec<MethodPredictions>,
+    /// Coverage of the static and the online interval per group of test jobs (partition,
+    /// GPU or CPU, size).
+    pub coverage_by_group: Vec<GroupCoverage>,
 }
 
 impl Evaluation for RuntimeEvaluation {
@@ -217,7 +220,13 @@ pub fn score_runtime(
     let tx = gather(&split.x, d, test_rows);
     let tm = Matrix::new(&tx, test_rows.len(), d)?;
     let t1 = Instant::now();
-    let preds = predictor.predict_batch(&tm)?;
+    // no answer past a job's time limit and grace, as the service answers
+    let preds: Vec<RuntimePrediction> = predictor
+        .predict_batch(&tm)?
+        .into_iter()
+        .zip(test_rows)
+        .map(|(p, &i)| p.capped(runtime_ceiling(jobs[i].requested_time)))
+        .collect();
     let predict_us = t1.elapsed().as_secs_f64() * 1e6 / test_rows.len() as f64;
     let p: Vec<f64> = preds.iter().map(|p| p.seconds).collect();
     let lo: Vec<f64> = preds.iter().map(|p| p.lower).collect();
@@ -232,11 +241,21 @@ pub fn score_runtime(
         row("augur, static conformal", &p, &actual),
         coverage(&lo, &hi, &actual),
     ));
-    let (olo, ohi) = online_conformal_intervals(jobs, split, predictor, &p);
+    let (olo, ohi) = online_conformal_intervals(jobs, split, predictor)?;
     rows.push(timed(
         row("augur, online conformal", &p, &actual),
         coverage(&olo, &ohi, &actual),
     ));
+    let inside = |lo: &[f64], hi: &[f64]| -> Vec<bool> {
+        actual
+            .iter()
+            .zip(lo.iter().zip(hi))
+            .map(|(a, (l, h))| (*l..=*h).contains(&clamp_duration(*a)))
+            .collect()
+    };
+    let groups = CoverageGroups::from_jobs(split.train_rows.iter().map(|&i| &jobs[i]));
+    let test_jobs: Vec<&JobRecord> = test_rows.iter().map(|&i| &jobs[i]).collect();
+    let coverage_by_group = groups.coverage(&test_jobs, &inside(&lo, &hi), &inside(&olo, &ohi));
     let test_methods = vec![
         MethodPredictions {
             method: rows[0].method.clone(),
@@ -261,6 +280,7 @@ pub fn score_runtime(
         test_actual: actual,
         test_pred: preds,
         test_methods,
+        coverage_by_group,
     })
 }
 
@@ -272,14 +292,11 @@ fn online_conformal_intervals(
     jobs: &[JobRecord],
     split: &RuntimeSplit,
     predictor: &RuntimePredictor,
-    p: &[f64],
-) -> (Vec<f64>, Vec<f64>) {
-    let log_pred: HashMap<usize, f64> = split
-        .test_rows
-        .iter()
-        .copied()
-        .zip(p.iter().map(|v| v.ln()))
-        .collect();
+) -> Result<(Vec<f64>, Vec<f64>), PredictorError> {
+    let d = split.schema.len();
+    let tx = gather(&split.x, d, &split.test_rows);
+    let raw = predictor.predict_log_batch(&Matrix::new(&tx, split.test_rows.len(), d)?)?;
+    let log_pred: HashMap<usize, f64> = split.test_rows.iter().copied().zip(raw).collect();
     let mut window = predictor.conformal_window(ONLINE_WINDOW);
     let mut online_lo = vec![0.0; jobs.len()];
     let mut online_hi = vec![0.0; jobs.len()];
@@ -295,15 +312,16 @@ fn online_conformal_intervals(
                 if let Some(lp) = log_pred.get(&index) {
                     let (a, b) = window.offsets().unwrap_or(predictor.interval_log);
                     issued.insert(index, (a, b));
-                    online_lo[index] = (lp + a).exp();
-                    online_hi[index] = (lp + b).exp();
+                    let c = runtime_ceiling(jobs[index].requested_time).unwrap_or(f64::INFINITY);
+                    online_lo[index] = (lp + a).exp().min(c);
+                    online_hi[index] = (lp + b).exp().min(c);
                 }
             }
         }
     }
     let olo = split.test_rows.iter().map(|&i| online_lo[i]).collect();
     let ohi = split.test_rows.iter().map(|&i| online_hi[i]).collect();
-    (olo, ohi)
+    Ok((olo, ohi))
 }
 
 /// What the last-2 baseline groups jobs by in `jobs`: user, else VC, else cluster.

@@ -19,5 +19,7 @@ pub use evaluate::{
     EvalRow, MethodPredictions, RuntimeEvaluation, RuntimeMetrics, RuntimeSplit,
 };
 pub use online::{IntervalSource, RuntimeAnswer, RuntimeOnline, RuntimeOnlineState};
-pub use predictor::{BaseMargin, RuntimeMember, RuntimePrediction, RuntimePredictor};
+pub use predictor::{
+    runtime_ceiling, BaseMargin, RuntimeMember, RuntimePrediction, RuntimePredictor, LIMIT_GRACE_S,
+};
 pub use trainer::RuntimeTrainer;

@@ -10,7 +10,7 @@ use augur_datasets::{JobRecord, JobStatus};
 use augur_features::{FeatureState, JobHandle};
 use serde::{Deserialize, Serialize};
 
-use super::predictor::RuntimePredictor;
+use super::predictor::{runtime_ceiling, RuntimePrediction, RuntimePredictor};
 use crate::calibration::{ConformalWindow, ONLINE_WINDOW};
 use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
@@ -46,7 +46,8 @@ struct RuntimeJob {
     started_at: Option<f64>,
     finished: bool,
     handle: Option<JobHandle>,
-    /// Seconds and ln-space interval offsets issued at its submit.
+    /// The model's point (ln seconds, before any ceiling) and the ln-space interval offsets
+    /// issued at its submit.
     issued: Option<(f64, (f64, f64))>,
 }
 
@@ -119,34 +120,47 @@ impl RuntimeOnline {
         &self.state.window
     }
 
-    fn answer(&self, log: f64, offsets: Option<(f64, f64)>) -> RuntimeAnswer {
+    /// The answer for `job` of point `log` (ln seconds) and ln-space interval `offsets`
+    /// (the static ones when None), none of it past the job's time limit and grace
+    /// ([`runtime_ceiling`]).
+    fn answer(&self, job: &JobRecord, log: f64, offsets: Option<(f64, f64)>) -> RuntimeAnswer {
         let (offsets, calibration) = match offsets {
             Some(o) => (o, IntervalSource::OnlineConformal),
             None => (self.model.interval_log, IntervalSource::StaticConformal),
         };
+        let p = RuntimePrediction {
+            seconds: log.exp(),
+            lower: (log + offsets.0).exp(),
+            upper: (log + offsets.1).exp(),
+            coverage: self.model.coverage,
+        }
+        .capped(runtime_ceiling(job.requested_time));
         RuntimeAnswer {
             model_version: self.model_version,
-            seconds: log.exp(),
+            seconds: p.seconds,
             interval: Interval {
-                lower: (log + offsets.0).exp(),
-                upper: (log + offsets.1).exp(),
-                coverage: self.model.coverage,
+                lower: p.lower,
+                upper: p.upper,
+                coverage: p.coverage,
             },
             calibration,
         }
     }
 
     /// The answer issued to `job` at its submit (from the state before it joins), and the
-    /// ln-space offsets behind it.
-    fn issue(&mut self, job: &JobRecord) -> Result<(RuntimeAnswer, (f64, f64)), PredictorError> {
+    /// model's point (ln seconds) and the ln-space offsets behind it.
+    fn issue(
+        &mut self,
+        job: &JobRecord,
+    ) -> Result<(RuntimeAnswer, (f64, (f64, f64))), PredictorError> {
         let at = job.submit_time;
         let log = with_row_buffer(self.model.schema.len(), |row| {
             self.state.features.features_for(job, at, row)?;
             Ok::<_, PredictorError>(self.model.predict_log(row))
         })?;
         let offsets = self.state.window.offsets();
-        let answer = self.answer(log, offsets);
-        Ok((answer, offsets.unwrap_or(self.model.interval_log)))
+        let answer = self.answer(job, log, offsets);
+        Ok((answer, (log, offsets.unwrap_or(self.model.interval_log))))
     }
 
     fn on_submit(&mut self, job: &JobRecord) -> Option<Result<RuntimeAnswer, PredictorError>> {
@@ -164,7 +178,7 @@ impl RuntimeOnline {
         let entry = self.state.jobs.entry(job.job_id.clone()).or_default();
         entry.submitted = true;
         entry.handle = Some(handle);
-        entry.issued = issued.as_ref().ok().map(|(a, o)| (a.seconds, *o));
+        entry.issued = issued.as_ref().ok().map(|(_, o)| *o);
         Some(issued.map(|(a, _)| a))
     }
 
@@ -183,8 +197,8 @@ impl RuntimeOnline {
             // the handle was issued by this state and is finished once
             let _ = self.state.features.observe_finish(h, at, d, status);
         }
-        if let Some((seconds, offsets)) = issued {
-            let resid = clamp_duration(d).ln() - seconds.ln();
+        if let Some((log, offsets)) = issued {
+            let resid = clamp_duration(d).ln() - log;
             self.state.window.observe_outcome(resid, Some(offsets));
         }
     }
@@ -233,7 +247,7 @@ impl OnlinePredictor for RuntimeOnline {
                 .features_before(query.job, query.at, own, row)?;
             Ok::<_, PredictorError>(self.model.predict_log(row))
         })?;
-        Ok(self.answer(log, self.state.window.current_offsets()))
+        Ok(self.answer(query.job, log, self.state.window.current_offsets()))
     }
 
     fn forget(&mut self, job_id: &str) -> bool {
@@ -249,6 +263,7 @@ mod tests {
     use augur_features::{batch_features, FeatureSchema};
 
     use super::*;
+    use crate::runtime::LIMIT_GRACE_S;
     use crate::synthetic_trace::{events, job_event as event, trace, Kind};
     use crate::RuntimeTrainer;
 
@@ -369,6 +384,40 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn no_answer_runs_past_the_time_limit_and_its_grace() {
+        let (model, jobs, _) = fixture();
+        let mut online = Arc::clone(&model).online(1);
+        let mut capped = 0;
+        for (at, i, kind) in events(&jobs) {
+            // every other job asks for a minute: far below what the model predicts
+            let mut job = jobs[i].clone();
+            if i % 2 == 0 {
+                job.requested_time = Some(60.0);
+            }
+            let ev = match kind {
+                Kind::Submitted => JobEvent::Submitted { job: &job },
+                _ => event(&jobs, i, kind, at),
+            };
+            let Some(a) = online.observe(&ev) else {
+                continue;
+            };
+            let a = a.unwrap();
+            let ceiling = runtime_ceiling(job.requested_time).unwrap();
+            assert_eq!(ceiling, job.requested_time.unwrap() + LIMIT_GRACE_S);
+            assert!(
+                a.seconds <= ceiling && a.interval.upper <= ceiling,
+                "job {i}: {a:?} past {ceiling}"
+            );
+            assert!(a.interval.lower <= a.seconds && a.seconds <= a.interval.upper);
+            capped += usize::from(a.interval.upper == ceiling);
+        }
+        assert!(capped > jobs.len() / 4, "{capped} answers at the ceiling");
+        // without a known limit there is no ceiling
+        assert_eq!(runtime_ceiling(None), None);
+        assert_eq!(runtime_ceiling(Some(f64::NAN)), None);
     }
 
     #[test]

@@ -74,6 +74,35 @@ pub struct RuntimePredictor {
     pub training_ranges: TrainingRanges,
 }
 
+/// How long past its time limit a job may still run before the scheduler has it killed
+/// (Slurm: the limit plus `OverTimeLimit` and `KillWait`, and the end being written): 15
+/// minutes. On Graham no job ran more than 691 s past its limit.
+pub const LIMIT_GRACE_S: f64 = 900.0;
+
+/// The longest run a job with time limit `requested_time` can have: the limit plus
+/// [`LIMIT_GRACE_S`]; None when the limit is unknown (or not a positive finite number).
+pub fn runtime_ceiling(requested_time: Option<f64>) -> Option<f64> {
+    requested_time
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(|t| t + LIMIT_GRACE_S)
+}
+
+impl RuntimePrediction {
+    /// The prediction with its point and both ends at most `ceiling` seconds (a job cannot
+    /// run past its time limit and the grace: [`runtime_ceiling`]).
+    pub fn capped(self, ceiling: Option<f64>) -> RuntimePrediction {
+        let Some(c) = ceiling else {
+            return self;
+        };
+        RuntimePrediction {
+            seconds: self.seconds.min(c),
+            lower: self.lower.min(c),
+            upper: self.upper.min(c),
+            coverage: self.coverage,
+        }
+    }
+}
+
 impl RuntimePredictor {
     /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
     pub fn predict_log(&self, features: &[f32]) -> f64 {

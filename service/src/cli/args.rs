@@ -289,13 +289,33 @@ pub enum DataCommand {
     /// With no PATH and no --dataset, inspects the bundled Philly trace. A folder is
     /// inspected file by file (SOURCE/LICENSE/README files are skipped).
     Inspect(InspectArgs),
+    /// Write a trace's canonical job table as CSV (submit order, with each job's side of the
+    /// time-ordered 80/20 split `evaluate` uses): what outside tools score on.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Trace files or folders to export (read together as one trace).
+    pub paths: Vec<PathBuf>,
+    /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf, graham.
+    #[arg(long, conflicts_with = "paths", required_unless_present = "paths")]
+    pub dataset: Option<String>,
+    /// Format of the paths when it cannot be detected.
+    #[arg(long)]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
+    /// Output CSV file (`-` for standard output).
+    #[arg(long, value_name = "OUT")]
+    pub csv: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// Trace files or folders to inspect.
     pub paths: Vec<PathBuf>,
-    /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf.
+    /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf, graham.
     #[arg(long, conflicts_with = "paths")]
     pub dataset: Option<String>,
     /// The file format, when detection from the name and header is not enough (see

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod eta;
 pub mod evaluate;
+pub mod export;
 pub mod inspect;
 pub mod models;
 pub mod progress;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Data(DataCommand::Inspect(args)) => inspect::run(&args),
+        Command::Data(DataCommand::Export(args)) => export::run(&args),
         Command::Evaluate(args) => evaluate::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Models(cmd) => models::run(&cmd),

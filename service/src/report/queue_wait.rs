@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use augur_predictor::{QueueWaitEvaluation, WaitEvalRow};
 
+use super::text::group_coverage;
+
 /// The printed table: one line per method and peer, then the risk split's groups.
 pub fn table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) -> String {
     let mut s = String::new();
@@ -78,6 +80,13 @@ pub fn table(name: &str, eval: &QueueWaitEvaluation, peers: &[WaitEvalRow]) -> S
             100.0 * m.coverage,
             m.median_bound_s,
         );
+    }
+    if !eval.coverage_by_group.is_empty() {
+        let _ = writeln!(
+            s,
+            "95% bound coverage per group of test jobs (the served bound, static and online):"
+        );
+        s.push_str(&group_coverage(&eval.coverage_by_group, 0.95));
     }
     let _ = writeln!(s);
     s

@@ -24,7 +24,7 @@ use super::plot::{
     draw_identity_and_2x_band, legend, log_range, plot_err, pred_vs_actual_chart, render, Area,
     FAMILY,
 };
-use super::text::duration;
+use super::text::{duration, group_coverage};
 
 /// A peer's row beside the evaluation's: numbers measured elsewhere on the same split.
 #[derive(Debug, Clone, Serialize)]
@@ -163,6 +163,10 @@ pub fn table(
             .collect();
         let _ = writeln!(s, "ensemble: {}", members.join(" + "));
     }
+    if !eval.coverage_by_group.is_empty() {
+        let _ = writeln!(s, "80% interval coverage per group of test jobs:");
+        s.push_str(&group_coverage(&eval.coverage_by_group, 0.8));
+    }
     let _ = writeln!(s);
     s
 }
@@ -248,6 +252,13 @@ fn markdown(name: &str, eval: &RuntimeEvaluation, peers: &[PeerRow], deciles: &[
             fmt_opt(d.online_cov, 1, 100.0)
         );
     }
+    let _ = writeln!(
+        s,
+        "\n## Coverage per group\n\nShare of each group's test jobs inside the 80% interval \
+         (partition: the busiest of the training period, the rest `other`; GPU or CPU job; \
+         size in GPUs or CPUs). ⚠ marks a group more than 5 points below 80%.\n"
+    );
+    s.push_str(&group_coverage(&eval.coverage_by_group, 0.8));
     s
 }
 

@@ -78,3 +78,29 @@ mod tests {
         assert_eq!(bar(1, 1000, 10), "█");
     }
 }
+
+/// Coverage per group of jobs as markdown table rows (after a header), flagging a group
+/// more than 5 points below `nominal` (its misses would hide in the overall figure).
+pub fn group_coverage(groups: &[augur_predictor::metrics::GroupCoverage], nominal: f64) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| dimension | group | jobs | static coverage | online coverage |\n|---|---|---:|---:|---:|"
+    );
+    let flag = |c: f64| if c < nominal - 0.05 { " ⚠" } else { "" };
+    for g in groups {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1}%{} | {:.1}%{} |",
+            g.dimension,
+            g.group,
+            thousands(g.jobs as u64),
+            100.0 * g.coverage_static,
+            flag(g.coverage_static),
+            100.0 * g.coverage_online,
+            flag(g.coverage_online)
+        );
+    }
+    s
+}

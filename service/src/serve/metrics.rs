@@ -9,6 +9,7 @@
 //! | `augur_prediction_outcomes_total` | counter | `predictor` (finished jobs scored) |
 //! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
 //! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
+//! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`]: at most 8 partitions named) |
 //! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
 //! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
 //! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::live::health`]) |
@@ -37,6 +38,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use augur_datasets::JobRecord;
+use augur_predictor::metrics::CoverageGroups;
 use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -66,6 +69,13 @@ struct BackendLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PredictorLabels {
     predictor: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    predictor: String,
+    dimension: String,
+    group: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -227,6 +237,9 @@ pub struct Metrics {
     snapshot_last_seq: Gauge,
     snapshot_seconds: HistogramFamily<PhaseLabels>,
     rolling: Mutex<HashMap<String, Rolling>>,
+    coverage_by_group: Family<GroupLabels, F64Gauge>,
+    /// Interval hits per (predictor, dimension, group), and the partitions named in labels.
+    rolling_groups: Mutex<(HashMap<GroupLabels, Rolling>, CoverageGroups)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -353,6 +366,13 @@ impl Metrics {
                 HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
             ),
             rolling: Mutex::new(HashMap::new()),
+            coverage_by_group: registered(
+                r,
+                "prediction_interval_coverage_by_group",
+                "Rolling share of the last 500 finished jobs of a group (partition: the first 8 seen, the rest `other`; resource: gpu or cpu; size) whose actual value fell inside the predicted interval",
+                Family::<GroupLabels, F64Gauge>::default(),
+            ),
+            rolling_groups: Mutex::new((HashMap::new(), CoverageGroups::default())),
             registry: root,
         }
     }
@@ -471,6 +491,26 @@ impl Metrics {
         }
     }
 
+    /// A finished job of `job`'s groups ([`CoverageGroups::labels`]) was inside the
+    /// interval of `kind` issued at its submit (`covered`) or not.
+    pub fn observe_group_coverage(&self, kind: &str, job: &JobRecord, covered: bool) {
+        let mut guard = lock(&self.rolling_groups);
+        let (rolling, groups) = &mut *guard;
+        groups.admit(job.queue.as_deref());
+        for (dimension, group) in groups.labels(job) {
+            let labels = GroupLabels {
+                predictor: kind.to_string(),
+                dimension: dimension.to_string(),
+                group,
+            };
+            let r = rolling.entry(labels.clone()).or_default();
+            let (_, cov) = r.push(0.0, Some(covered));
+            if let Some(c) = cov {
+                self.coverage_by_group.get_or_create(&labels).set(c);
+            }
+        }
+    }
+
     /// A controller decision.
     pub fn observe_action(&self, action: &str, reason: &str, outcome: &str) {
         self.actions
@@ -571,19 +611,20 @@ pub fn instrument(app: Router<AppState>, metrics: &Arc<Metrics>) -> Router<AppSt
 /// Scores a finished job's predictions into the metrics and the status page's recent list.
 pub fn record_outcome(state: &AppState, out: &super::online::Outcome) {
     let m = &state.ext.metrics;
+    let job = out.profile.as_ref().map(|p| p.to_record(&out.job_id, 0.0));
     if let (Some(actual), Some(p)) = (out.actual_runtime, out.runtime.as_ref()) {
-        m.observe_outcome(
-            "runtime",
-            (p.seconds - actual).abs(),
-            Some(actual >= p.lower && actual <= p.upper),
-        );
+        let covered = actual >= p.lower && actual <= p.upper;
+        m.observe_outcome("runtime", (p.seconds - actual).abs(), Some(covered));
+        if let Some(j) = &job {
+            m.observe_group_coverage("runtime", j, covered);
+        }
     }
     if let (Some(actual), Some(p)) = (out.actual_wait, out.queue_wait.as_ref()) {
-        m.observe_outcome(
-            "queue_wait",
-            (p.seconds - actual).abs(),
-            Some(actual >= p.lower && actual <= p.upper),
-        );
+        let covered = actual >= p.lower && actual <= p.upper;
+        m.observe_outcome("queue_wait", (p.seconds - actual).abs(), Some(covered));
+        if let Some(j) = &job {
+            m.observe_group_coverage("queue_wait", j, covered);
+        }
     }
     state.ext.recent.push(out);
 }
@@ -653,6 +694,64 @@ mod tests {
 
     fn value(samples: &[(String, f64)], name: &str) -> Option<f64> {
         samples.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn group_coverage_is_labelled_with_a_bounded_set_of_groups() {
+        let m = Metrics::new();
+        let job = |q: usize, gpus: f64| JobRecord {
+            queue: Some(format!("p{q}")),
+            num_gpus: Some(gpus),
+            cpus: Some(4.0),
+            ..Default::default()
+        };
+        // 12 partitions: the first 8 seen are named, the rest are `other`
+        for q in 0..12 {
+            m.observe_group_coverage("queue_wait", &job(q, 0.0), q % 2 == 0);
+        }
+        m.observe_group_coverage("runtime", &job(0, 2.0), false);
+        let samples = parse(&m.encode().expect("encode"));
+        let cov = |labels: &str| {
+            value(
+                &samples,
+                &format!("augur_prediction_interval_coverage_by_group{{{labels}}}"),
+            )
+        };
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="partition",group="p0""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="partition",group="p7""#),
+            Some(0.0)
+        );
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="partition",group="p8""#),
+            None
+        );
+        // p8..p11: two hits, two misses
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="partition",group="other""#),
+            Some(0.5)
+        );
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="resource",group="cpu""#),
+            Some(0.5)
+        );
+        assert_eq!(
+            cov(r#"predictor="queue_wait",dimension="size",group="cpu 2-8""#),
+            Some(0.5)
+        );
+        assert_eq!(
+            cov(r#"predictor="runtime",dimension="size",group="gpu 2-8""#),
+            Some(0.0)
+        );
+        let series = samples
+            .iter()
+            .filter(|(k, _)| k.starts_with("augur_prediction_interval_coverage_by_group"))
+            .count();
+        // queue wait: 8 named + other, cpu, cpu 2-8; runtime: p0, gpu, gpu 2-8
+        assert_eq!(series, 11 + 3);
     }
 
     #[test]

@@ -142,6 +142,9 @@ pub struct Outcome {
     pub actual_wait: Option<f64>,
     pub queue_wait: Option<WaitAnswer>,
     pub failure: Option<FailureAnswer>,
+    /// What the job asked for (its coverage groups on `/metrics`).
+    #[serde(skip)]
+    pub profile: Option<JobProfile>,
 }
 
 /// Counts of applied events by type.
@@ -650,6 +653,7 @@ impl Online {
             runtime: job.runtime_at_submit,
             actual_wait,
             queue_wait: job.queue_wait_at_submit,
+            profile: job.profile.clone(),
         };
         Some(outcome)
     }

@@ -48,7 +48,7 @@ use super::{lock, metrics::Metrics, AppState};
 /// The snapshot file inside `<data_dir>/snapshot/`.
 pub const FILE: &str = "online.bin";
 /// Bumped when the layout or the body's encoding changes: another version is not read.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"AUGURSNP";
 /// Magic, format version, header length.
 const PREFIX: usize = 8 + 4 + 4;
