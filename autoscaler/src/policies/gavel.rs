@@ -44,14 +44,17 @@ impl GavelMaxThroughput {
         self.types
             .sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         if self.types.is_empty() {
-            return self.planner.admit(snap, q, q.requested).then(|| Decision {
-                action: Action::Admit {
-                    job: q.id,
-                    workers: q.requested,
-                    gpu_type: None,
-                },
-                reason: Reason::Fifo,
-            });
+            return self
+                .planner
+                .admit(snap, q, q.requested)
+                .then_some(Decision {
+                    action: Action::Admit {
+                        job: q.id,
+                        workers: q.requested,
+                        gpu_type: None,
+                    },
+                    reason: Reason::Fifo,
+                });
         }
         for k in 0..self.types.len() {
             let (speed, t) = self.types[k];

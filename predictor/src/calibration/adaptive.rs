@@ -86,7 +86,9 @@ impl AdaptiveBound {
 
     /// `bound_s` seconds, at least 0 and at most the ceiling.
     pub fn cap(&self, bound_s: f64) -> f64 {
-        bound_s.max(0.0).min(self.ceiling_s.unwrap_or(f64::INFINITY))
+        bound_s
+            .max(0.0)
+            .min(self.ceiling_s.unwrap_or(f64::INFINITY))
     }
 
     /// Judges a job with raw bound `raw`, `elapsed` seconds after its submit, against the
@@ -257,7 +259,11 @@ mod tests {
         assert!((0.93..=0.97).contains(&after), "after the shift {after}");
         // no wind-up: the offset ends near what the shifted waits need (0.5 + 1.645), and
         // no bound ever left the band around the calibrated start
-        assert!((b.offset - (0.5 + start)).abs() < 0.3, "offset {}", b.offset);
+        assert!(
+            (b.offset - (0.5 + start)).abs() < 0.3,
+            "offset {}",
+            b.offset
+        );
         let highest = out.iter().copied().fold(f64::MIN, f64::max);
         assert!(highest <= 11.0 + start + MAX_SHIFT + 1e-9, "{highest}");
         assert!(highest < 11.0 + start + 1.0, "{highest}");

@@ -163,7 +163,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("{d}/{grp} in {cov:?}"))
         };
         let p9 = find("partition", "p9");
-        assert_eq!((p9.jobs, p9.coverage_static, p9.coverage_online), (2, 0.5, 1.0));
+        assert_eq!(
+            (p9.jobs, p9.coverage_static, p9.coverage_online),
+            (2, 0.5, 1.0)
+        );
         assert_eq!(find("partition", "other").jobs, 1);
         assert_eq!(find("resource", "gpu").jobs, 1);
         assert_eq!(find("resource", "cpu").coverage_online, 0.5);

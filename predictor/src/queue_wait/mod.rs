@@ -60,8 +60,8 @@ pub use evaluate::{
 };
 pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline, QueueWaitOnlineState};
 pub use predictor::{
-    wait_ceiling, QueueWaitPrediction, QueueWaitPredictor, ShortWait, ShortWaitInside,
-    WaitTarget, WAIT_CEILING_MARGIN, WAIT_CEILING_QUANTILE,
+    wait_ceiling, QueueWaitPrediction, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget,
+    WAIT_CEILING_MARGIN, WAIT_CEILING_QUANTILE,
 };
 pub use replay::{infer_capacity, replay_queue_features};
 pub use state::{

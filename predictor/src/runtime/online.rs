@@ -39,6 +39,10 @@ pub struct RuntimeAnswer {
     pub calibration: IntervalSource,
 }
 
+/// The model's point (ln seconds) behind an issued answer and the ln-space offsets of its
+/// interval.
+type IssuedPoint = (f64, (f64, f64));
+
 /// What the state knows of one job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct RuntimeJob {
@@ -149,10 +153,7 @@ impl RuntimeOnline {
 
     /// The answer issued to `job` at its submit (from the state before it joins), and the
     /// model's point (ln seconds) and the ln-space offsets behind it.
-    fn issue(
-        &mut self,
-        job: &JobRecord,
-    ) -> Result<(RuntimeAnswer, (f64, (f64, f64))), PredictorError> {
+    fn issue(&mut self, job: &JobRecord) -> Result<(RuntimeAnswer, IssuedPoint), PredictorError> {
         let at = job.submit_time;
         let log = with_row_buffer(self.model.schema.len(), |row| {
             self.state.features.features_for(job, at, row)?;

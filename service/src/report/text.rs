@@ -62,23 +62,6 @@ pub fn bar(value: u64, max: u64, width: usize) -> String {
     "█".repeat(cells.max(usize::from(value > 0)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats() {
-        assert_eq!(thousands(82247), "82,247");
-        assert_eq!(thousands(100), "100");
-        assert_eq!(thousands(1_000_000), "1,000,000");
-        assert_eq!(duration(30.0), "30s");
-        assert_eq!(duration(5400.0), "1.5h");
-        assert_eq!(instant(0.0, TimeOrigin::Unix), "1970-01-01 00:00 UTC");
-        assert_eq!(bar(5, 10, 10), "█████");
-        assert_eq!(bar(1, 1000, 10), "█");
-    }
-}
-
 /// Coverage per group of jobs as markdown table rows (after a header), flagging a group
 /// more than 5 points below `nominal` (its misses would hide in the overall figure).
 pub fn group_coverage(groups: &[augur_predictor::metrics::GroupCoverage], nominal: f64) -> String {
@@ -103,4 +86,21 @@ pub fn group_coverage(groups: &[augur_predictor::metrics::GroupCoverage], nomina
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(82247), "82,247");
+        assert_eq!(thousands(100), "100");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(duration(30.0), "30s");
+        assert_eq!(duration(5400.0), "1.5h");
+        assert_eq!(instant(0.0, TimeOrigin::Unix), "1970-01-01 00:00 UTC");
+        assert_eq!(bar(5, 10, 10), "█████");
+        assert_eq!(bar(1, 1000, 10), "█");
+    }
 }

@@ -34,12 +34,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use augur_datasets::JobRecord;
+use augur_predictor::metrics::CoverageGroups;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use augur_datasets::JobRecord;
-use augur_predictor::metrics::CoverageGroups;
 use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
