@@ -212,7 +212,10 @@ fn mira_queue_wait_against_targets() {
     let model = row("augur gbdt + queue state, online");
     assert!((zero.metrics.within600 - 0.325).abs() < 0.01, "{zero:?}");
     // targets met: MAE below the LightGBM peer's, within600 above predicting zero's (the
-    // short-wait override), and the online adaptive 95% bound covers at least 94% of test jobs
+    // short-wait override). The online adaptive 95% bound takes each outcome when its bound
+    // runs out, judged by the bound in force then, so late outcomes cannot wind it up: it
+    // covers 92.2% with a median of 134k s (judged by the bound issued at submit, as before,
+    // it covered 94.3% at 206k s and wound up to 1e10 s on Graham; docs/calibration.md)
     assert!(model.metrics.mae_s < 54_651.0, "{model:?}");
     assert!(
         model.metrics.mae_s < sim.metrics.mae_s - 10_000.0,
@@ -223,7 +226,11 @@ fn mira_queue_wait_against_targets() {
         "{model:?} vs {zero:?}"
     );
     let cov = model.metrics.coverage95.unwrap();
-    assert!(cov >= 0.94, "coverage {cov}");
+    let width = model.metrics.median_bound_s.unwrap();
+    assert!(
+        cov >= 0.92 && width < 140_000.0,
+        "coverage {cov}, median bound {width}"
+    );
     // Not met: a median bound as narrow as LightGBM's quantile model at that coverage. Guard
     // today's levels: the static bound is as narrow as LightGBM's quantile model while
     // covering as much, and even the hindsight fit on the test period itself covers under
@@ -241,10 +248,7 @@ fn mira_queue_wait_against_targets() {
     let split_cov = split.metrics.coverage95.unwrap();
     let split_width = split.metrics.median_bound_s.unwrap();
     assert!(split_cov > 0.92, "{split:?}");
-    assert!(
-        split_width < 0.6 * model.metrics.median_bound_s.unwrap(),
-        "{split:?}"
-    );
+    assert!(split_width < 0.65 * width, "{split:?}");
     let s = eval.risk_split_online.as_ref().unwrap();
     assert!((s.share_low - s.share_low_nominal).abs() < 0.05, "{s:?}");
     assert!(s.median_bound_low_s < s.median_bound_high_s / 5.0, "{s:?}");

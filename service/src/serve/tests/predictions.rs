@@ -213,8 +213,8 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
 
 /// The served queue-wait model's risk-split bound online: every job submitted is bounded in
 /// a risk group at that group's level, and each group's offset moves exactly by its own
-/// group's outcomes (a start reveals a hit or a miss, a job still queued past its bound is a
-/// miss), never by the other group's. The fixture model gets a risk split built here (upper
+/// group's outcomes as the delayed-feedback rule takes them (when the bound runs out, judged
+/// by the bound in force then), never by the other group's. The fixture model gets a risk split built here (upper
 /// model score, 60% low share at 93%) so the plumbing is tested whatever the small fixture's
 /// search chose.
 #[test]
@@ -222,6 +222,7 @@ fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
     use crate::serve::events::Event;
     use crate::serve::online::{Online, Served, ServedModels};
     use crate::serve::store::StoredEvent;
+    use augur_predictor::calibration::replay_delayed;
     use augur_predictor::queue_wait::{high_level, RiskScore};
     use augur_predictor::registry::Selector;
     use augur_predictor::{QueueWaitPredictor, RiskGroup, RiskSplitBound};
@@ -270,21 +271,27 @@ fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
         }
     }
     events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut clock = f64::NEG_INFINITY;
-    for (seq, (t, _, event)) in events.into_iter().enumerate() {
-        clock = clock.max(t);
+    let start = online.wait_risk_state().expect("risk state").clone();
+    // per submit, in order: (submit, wait, raw bound ln(1 + s), group, the group's offset
+    // the service answered it with: the one after the submit, whose outcomes due by then
+    // are taken before it is answered)
+    let mut issued: Vec<(f64, f64, f64, usize, f64)> = Vec::new();
+    let mut groups = [0usize; 2];
+    let mut seq = 0;
+    let mut last_look = 0f64;
+    for (_, _, event) in events {
+        seq += 1;
+        let submitted = match &event {
+            Event::JobSubmitted { job_id, at, .. } => Some((job_id.clone(), *at)),
+            _ => None,
+        };
         online.apply(&StoredEvent {
-            seq: seq as i64 + 1,
+            seq,
             received_at: 0.0,
             event,
         });
-    }
-    // expected moves per group from the jobs' own answers and waits
-    let ms = |t: f64| (t * 1000.0).round() as i64;
-    let mut moves = [(0usize, 0usize); 2]; // (misses, hits) per group
-    let mut groups = [0usize; 2];
-    for j in jobs {
-        let w = online.jobs[&j.job_id]
+        let Some((id, at)) = submitted else { continue };
+        let w = online.jobs[&id]
             .queue_wait_at_submit
             .expect("predicted at submit");
         let g = w.risk_group.expect("a risk group");
@@ -296,30 +303,71 @@ fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
             split.level_high
         };
         assert_eq!(w.coverage, want_level, "{w:?}");
-        let info = &online.jobs[&j.job_id];
-        match info.started_at {
-            Some(s) if s - j.submit_time > w.upper => moves[k].0 += 1,
-            Some(_) => moves[k].1 += 1,
-            None if ms(j.submit_time + w.upper) < ms(clock) => moves[k].0 += 1,
-            None => {}
-        }
-    }
-    assert!(groups[0] > 200 && groups[1] > 200, "{groups:?}");
-    let st = online.wait_risk_state().expect("risk state");
-    for (k, (b, level, start)) in [
-        (&st.low, split.level_low, split.offset_low),
-        (&st.high, split.level_high, split.offset_high),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let (miss, hit) = moves[k];
-        let want = start + 0.05 * (level * miss as f64 - (1.0 - level) * hit as f64);
-        assert!(miss + hit > 100, "group {k}: {moves:?}");
+        let after = online.wait_risk_state().expect("risk state");
+        let offset = after.bound(g).offset;
+        // an answer at the ceiling hides its raw bound; this fixture has none
         assert!(
-            (b.offset - want).abs() < 1e-9,
-            "group {k}: offset {} want {want} ({moves:?})",
-            b.offset
+            after.bound(g).ceiling_s.is_none_or(|c| w.upper < c),
+            "{id} at the ceiling"
+        );
+        let job = jobs.iter().find(|j| j.job_id == id).expect("a fixture job");
+        let wait = job.start_time.map_or(f64::INFINITY, |s| (s - at).max(0.0));
+        issued.push((at, wait, w.upper.ln_1p() - offset, k, offset));
+        last_look = last_look.max(at + w.upper);
+    }
+    // a clock tick long after every bound ran out: the outcomes still due are taken
+    let end = last_look + 1e7;
+    online.apply(&StoredEvent {
+        seq: seq + 1,
+        received_at: 0.0,
+        event: Event::ClusterSnapshot(crate::serve::events::ClusterSnapshot {
+            at: end,
+            total_gpus: 1.0,
+            busy_gpus: 0.0,
+            queued_jobs: None,
+            running_jobs: None,
+            nodes: None,
+        }),
+    });
+    assert!(groups[0] > 200 && groups[1] > 200, "{groups:?}");
+    // the offsets the service held at each submit are those of the delayed-feedback replay
+    // of each group's own outcomes (taken when bounds run out, judged by the bound then)
+    let mut bounds = [start.low.clone(), start.high.clone()];
+    let mut timed: Vec<(f64, f64, f64)> = issued.iter().map(|&(s, w, r, _, _)| (s, w, r)).collect();
+    // the replay takes outcomes at submits: one more at the tick's instant takes the rest
+    timed.push((end, 0.0, 0.0));
+    let replayed = replay_delayed(&mut bounds, &timed, |k, _| issued.get(k).map_or(0, |j| j.3));
+    let st = online.wait_risk_state().expect("risk state");
+    for (k, (b, start_b)) in [(&st.low, &start.low), (&st.high, &start.high)]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(
+            (b.offset - bounds[k].offset).abs() < 1e-9,
+            "group {k} at the end: the service's offset {}, the replay's {}",
+            b.offset,
+            bounds[k].offset
+        );
+        assert!(
+            (b.offset - start_b.offset).abs() > 1e-9,
+            "group {k}'s offset never moved"
         );
     }
+    let mut moved = [false; 2];
+    for (k, (&(_, _, raw, g, offset), (b, rg))) in issued.iter().zip(&replayed).enumerate() {
+        assert_eq!(*rg, g, "submit {k}");
+        assert!(
+            (b - raw - offset).abs() < 1e-9,
+            "submit {k} (group {g}): the service's offset {offset}, the replay's {}",
+            b - raw
+        );
+        let start_offset = if g == 0 {
+            start.low.offset
+        } else {
+            start.high.offset
+        };
+        moved[g] |= (offset - start_offset).abs() > 1e-9;
+    }
+    // the low group's bounds are short: its offset moved while jobs were still submitted
+    assert!(moved[0], "the low group's offset moved between submits");
 }
