@@ -284,7 +284,6 @@ mod tests {
         assert!((0.77..=0.83).contains(&adaptive), "{adaptive}");
         // the level went below 0 (the window's whole range) and was held there
         let plain = coverage_of_late_bursts(0.0);
-        // (with the level clamped at 0 it was 0.69 in the same stream; the plain window 0.64)
         assert!(plain < 0.7, "plain window {plain} vs adaptive {adaptive}");
     }
 
