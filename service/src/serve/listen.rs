@@ -76,6 +76,10 @@ struct Upload {
 /// How long an upload runs before it may be judged slow.
 const UPLOAD_GRACE_MS: u64 = 1000;
 
+/// How long a connection must have been idle (since it was accepted or its last request
+/// ended) before it may be closed to make room at the cap.
+const IDLE_GRACE_MS: u64 = 1000;
+
 impl Upload {
     /// Bytes per second so far.
     fn rate(&self, now_ms: u64) -> f64 {
@@ -129,7 +133,9 @@ struct Connections {
 
 impl Connections {
     /// Makes room for one more connection under `max`: at the cap, asks the longest-idle
-    /// connection not asked yet to close, else the one with the slowest upload that cannot
+    /// connection not asked yet to close (idle for at least [`IDLE_GRACE_MS`]: one accepted
+    /// a moment ago whose request has not been read yet is not idle, or a flood of new
+    /// connections would close each other, a health probe among them), else the one with the slowest upload that cannot
     /// finish its body in time ([`Upload::is_slow`]). False when at the cap and none is idle
     /// or slow. The room is there once that connection has closed
     /// ([`Connections::closed`]).
@@ -141,6 +147,9 @@ impl Connections {
         let candidates = || open.values().filter(|c| !c.evicting.load(Ordering::SeqCst));
         let idlest = candidates()
             .filter(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+            .filter(|c| {
+                now_ms.saturating_sub(c.last_active_ms.load(Ordering::SeqCst)) >= IDLE_GRACE_MS
+            })
             .min_by_key(|c| c.last_active_ms.load(Ordering::SeqCst));
         let chosen = idlest.or_else(|| {
             candidates()
@@ -441,15 +450,20 @@ mod tests {
         assert!(conns.make_room(&limits(2), 10));
         let (_, idle_old) = conns.add(5);
         let (_, idle_new) = conns.add(9);
-        // the cap is reached: the idle connection active longest ago goes
-        assert!(conns.make_room(&limits(3), 10));
+        // the cap is reached, but both were accepted a moment ago (their requests may not
+        // have been read yet): neither is idle enough to close
+        assert!(!conns.make_room(&limits(3), 10));
+        assert!(!notified(&idle_old) && !notified(&idle_new));
+        // a second on, the idle connection active longest ago goes
+        let now = 9 + IDLE_GRACE_MS;
+        assert!(conns.make_room(&limits(3), now));
         assert!(notified(&idle_old));
         assert!(!notified(&idle_new));
         assert!(!notified(&busy));
         // asked again before it has gone: the next idlest is asked, never one twice
-        assert!(conns.make_room(&limits(3), 10));
+        assert!(conns.make_room(&limits(3), now));
         assert!(notified(&idle_new));
-        assert!(!conns.make_room(&limits(3), 10), "the rest is busy");
+        assert!(!conns.make_room(&limits(3), now), "the rest is busy");
         // only busy connections: no room
         let only_busy = Connections::default();
         let (_, b) = only_busy.add(0);
