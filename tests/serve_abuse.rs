@@ -333,7 +333,10 @@ fn on_the_simulator_events_outside_its_time_window_are_refused() {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let _server = Server::spawn(cmd, addr);
-    let t0 = common::wait_for("the simulator's clock", 300, || sim_time(addr));
+    // the clock reads 0 until the simulator has loaded its trace (at its first submit)
+    let t0 = common::wait_for("the simulator's clock", 300, || {
+        sim_time(addr).filter(|t| *t > 0.0)
+    });
     let post = |body: serde_json::Value, path: &str| {
         http(addr, "POST", path, Some(&body.to_string()), Some(TOKEN)).unwrap()
     };
