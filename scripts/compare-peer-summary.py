@@ -13,13 +13,24 @@ def load(path):
     try:
         with open(path) as f:
             text = f.read().strip()
-        return json.loads(text.splitlines()[-1]) if text else None
+        if not text:
+            return None
+        # augur prints one JSON object per line (the last is the run's); the peer one document
+        try:
+            return json.loads(text)
+        except ValueError:
+            return json.loads(text.splitlines()[-1])
     except (OSError, ValueError):
         return None
 
 
 def row(rows, prefix):
     return next((r for r in rows if r["method"].startswith(prefix)), None)
+
+
+def met(r):
+    # evaluation rows carry their metrics flat (older ones under "metrics")
+    return r.get("metrics", r)
 
 
 def pct(v):
@@ -47,10 +58,10 @@ def main():
                 ev = a["runtime"]
                 s, o = row(ev["rows"], "augur, static"), row(ev["rows"], "augur, online")
                 base = row(ev["rows"], "last-2")
-                print(f"| {t} | runtime | augur | mae_log {num(s['metrics']['mae_log'])}, within2x {pct(s['metrics']['within2x'])} "
-                      f"| {pct(s['metrics']['coverage80'])} | {pct(o['metrics']['coverage80'])} | - | {num(secs, 0)} |")
+                print(f"| {t} | runtime | augur | mae_log {num(met(s)['mae_log'])}, within2x {pct(met(s)['within2x'])} "
+                      f"| {pct(met(s)['coverage80'])} | {pct(met(o)['coverage80'])} | - | {num(secs, 0)} |")
                 if base:
-                    print(f"| {t} | runtime | {base['method']} | mae_log {num(base['metrics']['mae_log'])}, within2x {pct(base['metrics']['within2x'])} | - | - | - | - |")
+                    print(f"| {t} | runtime | {base['method']} | mae_log {num(met(base)['mae_log'])}, within2x {pct(met(base)['within2x'])} | - | - | - | - |")
                 groups.append((t, "runtime 80%", ev.get("coverage_by_group", [])))
             if task == "runtime" and "lightgbm" in p:
                 m = p["lightgbm"]
@@ -62,9 +73,9 @@ def main():
                 ev = a["queue_wait"]
                 st = row(ev["rows"], "augur gbdt + queue state, risk-split static") or row(ev["rows"], "augur gbdt + queue state, static")
                 on = row(ev["rows"], "augur gbdt + queue state, risk-split online") or row(ev["rows"], "augur gbdt + queue state, online")
-                m = st["metrics"]
+                m = met(st)
                 print(f"| {t} | queue wait | augur | MAE {num(m['mae_s'], 0)} s, within2x {pct(m.get('within2x'))}, |log10| {num(m.get('mae_log10'))} "
-                      f"| {pct(m['coverage95'])} | {pct(on['metrics']['coverage95'])} | {num(m['median_bound_s'], 0)} / {num(on['metrics']['median_bound_s'], 0)} | {num(secs, 0)} |")
+                      f"| {pct(m['coverage95'])} | {pct(met(on)['coverage95'])} | {num(m['median_bound_s'], 0)} / {num(met(on)['median_bound_s'], 0)} | {num(secs, 0)} |")
                 groups.append((t, "queue wait 95%", ev.get("coverage_by_group", [])))
             if task == "queue-wait" and "lightgbm" in p:
                 m = p["lightgbm"]
@@ -75,7 +86,7 @@ def main():
                 ev = a["failure"]
                 for r in ev["rows"]:
                     if r["method"].startswith(("gbdt", "svm", "user", "augur")) or "past" in r["method"]:
-                        mm = r["metrics"]
+                        mm = met(r)
                         print(f"| {t} | failure | {r['method']} | ROC-AUC {num(mm['roc_auc'])}, PR-AUC {num(mm['pr_auc'])} | - | - | - | {num(secs, 0) if r['method'].startswith('gbdt') else '-'} |")
             if task == "failure" and "lightgbm" in p:
                 m = p["lightgbm"]
