@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
 use super::StoreError;
@@ -71,7 +71,8 @@ pub fn add_row_sums(conn: &mut Connection) -> Result<usize, rusqlite::Error> {
     if !has_row_sums(conn)? {
         conn.execute_batch("ALTER TABLE events ADD COLUMN sum TEXT")?;
     }
-    let tx = conn.transaction()?;
+    // reads the rows, then writes their sums: the write lock up front
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let rows: Vec<(i64, f64, String, Option<String>, String)> = {
         let mut stmt = tx
             .prepare("SELECT seq, received_at, kind, job_id, body FROM events WHERE sum IS NULL")?;

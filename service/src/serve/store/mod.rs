@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -854,7 +854,12 @@ fn write_group(
     received_at: f64,
     on_commit: &mut OnCommit,
 ) -> Result<Vec<Vec<i64>>, GroupError> {
-    let tx = conn.transaction().map_err(GroupError::Unapplied)?;
+    // IMMEDIATE: the group reads the next sequence number, then writes; begun deferred, a
+    // compaction committing in between made the write fail at once ("database is locked",
+    // no busy wait: the read snapshot is stale), and the batch was refused
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(GroupError::Unapplied)?;
     let seqs = insert_events(&tx, group, received_at).map_err(GroupError::Unapplied)?;
     let mut stored = Vec::new();
     for (req, s) in group.iter().zip(&seqs) {
@@ -889,7 +894,7 @@ fn rewrite_group(
     if !conn.is_autocommit() {
         conn.execute_batch("ROLLBACK")?;
     }
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     {
         let mut stmt = tx.prepare_cached(INSERT_ROW)?;
         for e in stored {
