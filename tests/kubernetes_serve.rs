@@ -99,14 +99,7 @@ fn start(api: &FakeApi, dir: &std::path::Path, extra: &[&str]) -> (Server, Socke
 /// [`start`] with the kubeconfig naming the API server at `api_addr`.
 fn start_at(api_addr: SocketAddr, dir: &std::path::Path, extra: &[&str]) -> (Server, SocketAddr) {
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            api_addr
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&kubeconfig, api_addr);
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -11,7 +11,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,35 +142,9 @@ fn an_api_server_answering_400_and_closing_does_not_kill_the_service() {
     };
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{api_addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&kubeconfig, api_addr);
     let addr = free_addr();
-    let mut cmd = common::augur();
-    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args(["--trees", "10", "--bootstrap-limit", "3000"])
-        .args([
-            "--backend",
-            "kubernetes",
-            "--namespace",
-            "ml",
-            "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .env("POD_NAME", "augur-abuse")
-        .env("POD_NAMESPACE", "augur-system")
-        .env("AUGUR_LOG", "warn")
-        .env("AUGUR_SERVE_TOKEN", TOKEN)
-        .env_remove("KUBECONFIG")
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let cmd = serve_kubernetes(addr, dir.path(), &kubeconfig);
     let mut server = Server::spawn(cmd, addr);
     wait_until(Duration::from_secs(120), "/healthz", || {
         http(addr, "GET", "/healthz", None, None).is_ok()
@@ -197,6 +172,34 @@ fn an_api_server_answering_400_and_closing_does_not_kill_the_service() {
     assert_alive(&mut server, "the API address answered 400 and reset");
     stop.store(true, Ordering::SeqCst);
     fake.join().unwrap();
+}
+
+/// `augur serve --backend kubernetes` at `addr` over `dir`/data (its working folder `dir`),
+/// against the API server `kubeconfig` names, namespace `ml`, with the suite's token and the
+/// first-start training kept small; no output kept.
+fn serve_kubernetes(addr: SocketAddr, dir: &Path, kubeconfig: &Path) -> Command {
+    let mut cmd = common::augur();
+    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
+        .arg(dir.join("data"))
+        .args(["--trees", "10", "--bootstrap-limit", "3000"])
+        .args([
+            "--backend",
+            "kubernetes",
+            "--namespace",
+            "ml",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .env("POD_NAME", "augur-abuse")
+        .env("POD_NAMESPACE", "augur-system")
+        .env("AUGUR_LOG", "warn")
+        .env("AUGUR_SERVE_TOKEN", TOKEN)
+        .env_remove("KUBECONFIG")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
 }
 
 /// `GET /healthz` on a fresh connection, answered within `limit` in all (connect, send,
@@ -397,37 +400,12 @@ fn an_api_server_that_never_answers_is_named_in_readiness_and_the_log() {
     };
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{api_addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&kubeconfig, api_addr);
     let log_path = dir.path().join("serve.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let addr = free_addr();
-    let mut cmd = common::augur();
-    cmd.args(["serve", "--addr", &addr.to_string(), "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args(["--trees", "10", "--bootstrap-limit", "3000"])
-        .args([
-            "--backend",
-            "kubernetes",
-            "--namespace",
-            "ml",
-            "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .env("POD_NAME", "augur-abuse")
-        .env("POD_NAMESPACE", "augur-system")
-        .env("AUGUR_LOG", "warn")
-        .env("AUGUR_SERVE_TOKEN", TOKEN)
-        .env_remove("KUBECONFIG")
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log));
+    let mut cmd = serve_kubernetes(addr, dir.path(), &kubeconfig);
+    cmd.stderr(Stdio::from(log));
     let _server = Server::spawn(cmd, addr);
     let reason = common::wait_for("readiness to name the silent API server", 180, || {
         let (_, body) = http(addr, "GET", "/readyz", None, None).ok()?;

@@ -148,14 +148,7 @@ fn two_replicas_on_one_postgres_share_state_and_fail_over_without_losing_events(
     seed(&api);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            api.addr
-        ),
-    )
-    .unwrap();
+    common::write_kubeconfig(&kubeconfig, api.addr);
     let mut replicas = vec![
         start("augur-a", dir.path(), &kubeconfig, &store),
         start("augur-b", dir.path(), &kubeconfig, &store),

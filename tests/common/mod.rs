@@ -67,6 +67,18 @@ pub fn serve_none(addr: SocketAddr, data_dir: &Path) -> Command {
     cmd
 }
 
+/// Writes a kubeconfig at `path` naming the (fake) Kubernetes API server at `api_addr`, with
+/// no credentials.
+pub fn write_kubeconfig(path: &Path, api_addr: SocketAddr) {
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{api_addr}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+}
+
 impl Server {
     /// Starts `cmd`, the server listening at `addr`.
     pub fn spawn(mut cmd: Command, addr: SocketAddr) -> Server {
