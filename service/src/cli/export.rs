@@ -11,32 +11,14 @@ use augur_datasets::{JobRecord, TimeSplit};
 use crate::cli::trace::load_inputs;
 use crate::cli::ExportArgs;
 
-/// The CSV's columns: the position in submit order, the split side, then the job's fields.
-pub const COLUMNS: [&str; 23] = [
-    "order",
-    "split",
-    "job_id",
-    "submit_time",
-    "start_time",
-    "queue_wait",
-    "end_time",
-    "duration",
-    "num_gpus",
-    "num_nodes",
-    "gpu_type",
-    "cpus",
-    "memory_mib",
-    "requested_time",
-    "user",
-    "group",
-    "job_name",
-    "cluster",
-    "queue",
-    "qos",
-    "priority",
-    "status",
-    "source",
-];
+/// The CSV's columns: the position in submit order, the split side, then the canonical job
+/// table's columns ([`augur_datasets::schema::COLUMNS`]).
+pub fn columns() -> Vec<&'static str> {
+    ["order", "split"]
+        .into_iter()
+        .chain(augur_datasets::schema::COLUMNS)
+        .collect()
+}
 
 /// `augur data export`.
 pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
@@ -69,7 +51,7 @@ pub fn write_csv<W: Write>(jobs: &[JobRecord], out: W) -> anyhow::Result<usize> 
     let split = TimeSplit::default_for(&submit);
     let n_train = split.train().len();
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(COLUMNS)?;
+    w.write_record(columns())?;
     let num = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     for (pos, &i) in split.order().iter().enumerate() {
@@ -124,7 +106,7 @@ mod tests {
         let mut buf = Vec::new();
         assert_eq!(write_csv(&jobs, &mut buf).unwrap(), 10);
         let mut r = csv::Reader::from_reader(buf.as_slice());
-        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), COLUMNS);
+        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), columns());
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 10);
         // the latest submit (j0 at 9 s) comes last; 8 train, 2 test
