@@ -1,7 +1,5 @@
 //! `augur serve`: resolves the configuration (defaults, `--config`, `AUGUR_SERVE_*`, flags),
-//! selects the cluster backend, and runs [`crate::serve`] on a tokio runtime.
-
-use anyhow::Context;
+//! checks the Kubernetes flags, and runs [`crate::serve`] on a tokio runtime.
 
 use crate::cli::ServeArgs;
 use crate::serve;
@@ -26,36 +24,26 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let config = serve::config::load(args.config.as_deref(), &env, flags)?;
-    match config.backend {
-        Backend::Kubernetes => serve::kube::select(serve::kube::KubeOptions {
-            kubeconfig: args.kubeconfig.clone(),
-            namespace: args.namespace.clone(),
-            dry_run: args.dry_run,
-        }),
-        Backend::Sim | Backend::None | Backend::Slurm => {
-            if args.kubeconfig.is_some() || args.namespace.is_some() || args.dry_run {
-                anyhow::bail!(
-                    "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"
-                );
-            }
-        }
+    let mut config = serve::config::load(args.config.as_deref(), &env, flags)?;
+    let kubernetes = serve::config::KubeOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        namespace: args.namespace.clone(),
+        dry_run: args.dry_run,
+    };
+    if config.backend != Backend::Kubernetes && kubernetes != serve::config::KubeOptions::default()
+    {
+        anyhow::bail!(
+            "--kubeconfig, --namespace and --dry-run need --backend kubernetes (the simulated cluster has POST /v1/autoscaler/dry-run)"
+        );
     }
+    config.kubernetes = kubernetes;
     serve::heap::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("augur-serve")
         .build()?;
-    let result = runtime.block_on(async {
-        if config.backend == Backend::Slurm {
-            // the data folder's identity names the cluster: ask Slurm before opening it
-            let cluster = serve::slurm::commands::cluster_name()
-                .await
-                .context("--backend slurm: cannot ask Slurm for the cluster's name")?;
-            serve::slurm::select(serve::slurm::SlurmOptions { cluster });
-        }
-        serve::run(config).await
-    });
+    // the backend is built from the configuration when the data folder is opened
+    let result = runtime.block_on(serve::run(config));
     // a first-start training still running in the background is abandoned (registry
     // versions are written to a temporary folder and renamed, so nothing half-written stays);
     // the requests had their deadline already, so this wait is short

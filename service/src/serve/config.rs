@@ -112,6 +112,10 @@ pub struct ServeConfig {
     pub auth_reads: bool,
     /// `--backend slurm`: seconds between two polls of `squeue`, `sacct` and `sinfo`.
     pub slurm_poll_seconds: f64,
+    /// `--backend kubernetes`: the client and the watched namespace (flags only: never read
+    /// from the file or the environment, never serialised back out).
+    #[serde(skip)]
+    pub kubernetes: KubeOptions,
     /// Days of job time a finished job stays in memory (`GET /v1/jobs/{id}`, retraining)
     /// after its finish; its events then move to the archive at the next compaction
     /// (0 = keep every job and never compact).
@@ -136,6 +140,17 @@ fn default_prediction_workers() -> usize {
         .map_or(1, |n| n.get())
         .saturating_sub(1)
         .max(1)
+}
+
+/// What `--backend kubernetes` was given (`--kubeconfig`, `--namespace`, `--dry-run`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeOptions {
+    /// The kubeconfig file; `None`: the in-cluster configuration, else the default one.
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the jobs; `None`: all namespaces.
+    pub namespace: Option<String>,
+    /// Decide and log, never patch, for the life of the process.
+    pub dry_run: bool,
 }
 
 /// The cluster behind the service. A data folder belongs to one backend and one cluster
@@ -223,6 +238,7 @@ impl Default for ServeConfig {
             shutdown_deadline_secs: 10.0,
             auth_reads: false,
             slurm_poll_seconds: 15.0,
+            kubernetes: KubeOptions::default(),
             retention_days: 30.0,
             retrain_max_jobs: 200_000,
             compaction_interval_secs: 3600.0,
@@ -429,6 +445,7 @@ impl PartialConfig {
                 .unwrap_or(d.shutdown_deadline_secs),
             auth_reads: self.auth_reads.unwrap_or(d.auth_reads),
             slurm_poll_seconds: self.slurm_poll_seconds.unwrap_or(d.slurm_poll_seconds),
+            kubernetes: d.kubernetes,
             retention_days: self.retention_days.unwrap_or(d.retention_days),
             retrain_max_jobs: self.retrain_max_jobs.unwrap_or(d.retrain_max_jobs),
             compaction_interval_secs: self

@@ -12,7 +12,7 @@
 //! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`]: at most 8 partitions named) |
 //! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
 //! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
-//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::live::health`]) |
+//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::backends::health`]) |
 //! | `augur_cluster_queue_length` | gauge | (queued jobs) |
 //! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
 //! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
@@ -26,8 +26,8 @@
 //! Request latency is recorded by the [`track`] middleware (labelled by the matched route
 //! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
 //! from the service's [`ServeEvent`]s ([`spawn_listener`]); controller and cluster figures
-//! from the live loop ([`super::live`]). Handlers can also record directly through
-//! [`Metrics`]' methods.
+//! from the controller loop ([`super::backends::controller`]). Handlers can also record
+//! directly through [`Metrics`]' methods.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -532,7 +532,7 @@ impl Metrics {
 
     /// The backend's health: `augur_backend_up`, and no utilisation figure (NaN) while it
     /// is down (the last one seen would be stale, and 0 would be a false reading).
-    pub fn set_backend(&self, health: &super::live::health::BackendHealth) {
+    pub fn set_backend(&self, health: &super::backends::health::BackendHealth) {
         self.backend_up
             .get_or_create(&BackendLabels {
                 backend: health.backend.to_string(),
@@ -565,7 +565,7 @@ impl Metrics {
     responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
 )]
 pub async fn scrape(State(state): State<AppState>) -> Response {
-    if let Some(h) = state.ext.backend_health(state.config.backend) {
+    if let Some(h) = state.ext.backend_health() {
         state.ext.metrics.set_backend(&h);
     }
     match state.ext.metrics.encode() {

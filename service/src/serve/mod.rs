@@ -2,8 +2,8 @@
 //!
 //! - [`AppState`] is what every handler sees (cheap to clone: every field is shared).
 //! - [`routes`] is the route table and builds the router; the handlers are in [`api`]
-//!   (ingest, jobs, predictions, models), [`live`] (the cluster and the controller's
-//!   switches), [`status`] (the status page) and [`metrics`] (`/metrics`); [`openapi`]
+//!   (ingest, jobs, predictions, models), [`backends::endpoints`] (the cluster and the
+//!   controller's switches), [`status`] (the status page) and [`metrics`] (`/metrics`); [`openapi`]
 //!   generates the document of every route.
 //! - [`run()`] opens the data folder (event [`store`], model registry, auth token), loads or
 //!   trains the models, serves until SIGTERM/SIGINT and then finishes the requests in flight.
@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod backends;
 pub mod bounds;
 pub mod config;
 pub mod error;
@@ -23,9 +24,7 @@ pub mod events;
 pub mod heap;
 pub mod housekeeping;
 pub mod identity;
-pub mod kube;
 pub mod listen;
-pub mod live;
 pub mod metrics;
 pub mod model_gate;
 pub mod online;
@@ -35,7 +34,6 @@ pub mod profile;
 pub mod retrain;
 pub mod routes;
 mod run;
-pub mod slurm;
 pub mod snapshot;
 pub mod starting;
 pub mod status;
@@ -95,52 +93,37 @@ pub struct Extensions {
     pub metrics: Arc<metrics::Metrics>,
     /// Recently finished jobs, predicted vs actual (status page).
     pub recent: status::RecentOutcomes,
-    /// The cluster the controller acts on and the controller loop.
-    pub live: Arc<live::Live>,
+    /// The cluster backend (built from the configuration, [`backends::build`]).
+    pub backend: Arc<dyn backends::ServeBackend>,
+    /// The controller loop and its switches.
+    pub live: Arc<backends::controller::Live>,
     /// Where prediction batches run (off the async workers, bounded).
     pub predictions: api::pool::PredictionPool,
-    /// `--backend slurm`: whether polling works, and Slurm's start estimates.
-    pub slurm: Arc<slurm::SlurmStatus>,
     /// Snapshots of the online state (`<data_dir>/snapshot/`).
     pub snapshots: snapshot::Snapshots,
 }
 
 impl Extensions {
-    /// Builds the extensions for a configuration.
-    pub fn new(config: &ServeConfig) -> Extensions {
+    /// Builds the extensions for a configuration and its backend.
+    pub fn new(config: &ServeConfig, backend: Arc<dyn backends::ServeBackend>) -> Extensions {
         Extensions {
             metrics: Arc::new(metrics::Metrics::new()),
             recent: status::RecentOutcomes::default(),
-            live: Arc::new(live::Live::new(
+            backend,
+            live: Arc::new(backends::controller::Live::new(
                 config.speed,
                 config.data_dir.join("operator.json"),
             )),
             predictions: api::pool::PredictionPool::new(config.prediction_workers),
-            slurm: Arc::new(slurm::SlurmStatus::default()),
             snapshots: snapshot::Snapshots::new(&config.data_dir),
         }
     }
 }
 
 impl Extensions {
-    /// The health of the cluster `backend` (none without a cluster): the Slurm backend's own
-    /// poll state, else the live loop's status.
-    pub fn backend_health(&self, backend: config::Backend) -> Option<live::health::BackendHealth> {
-        if backend != config::Backend::Slurm {
-            return self.live.health(backend);
-        }
-        let view = self.slurm.view();
-        let up = self.slurm.healthy();
-        let detail = match (&view.last_error, up) {
-            (Some(e), _) => format!("failing: {e}"),
-            (None, true) => "running".to_string(),
-            (None, false) => "starting".to_string(),
-        };
-        Some(live::health::BackendHealth {
-            backend: backend.name(),
-            up,
-            detail,
-        })
+    /// The health of the cluster backend (none without a cluster).
+    pub fn backend_health(&self) -> Option<backends::health::BackendHealth> {
+        self.backend.health(&self.live)
     }
 }
 
@@ -218,13 +201,17 @@ pub struct OpenInfo {
 impl AppState {
     /// Opens the data folder: auth token, registry (loading the served models), event store
     /// (replaying every stored event into the online state).
+    /// The cluster backend is built from the configuration ([`backends::build`]).
     pub fn open(config: ServeConfig) -> anyhow::Result<(AppState, OpenInfo)> {
-        AppState::open_with(config, &starting::Progress::default())
+        let backend = backends::build(&config)?;
+        AppState::open_with(config, backend, &starting::Progress::default())
     }
 
-    /// [`AppState::open`], telling `progress` what it is doing (`/readyz` during start-up).
+    /// [`AppState::open`] with its `backend` built, telling `progress` what it is doing
+    /// (`/readyz` during start-up).
     pub fn open_with(
         config: ServeConfig,
+        backend: Arc<dyn backends::ServeBackend>,
         progress: &starting::Progress,
     ) -> anyhow::Result<(AppState, OpenInfo)> {
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
@@ -233,12 +220,7 @@ impl AppState {
                 config.data_dir.display()
             )
         })?;
-        let cluster = match config.backend {
-            config::Backend::None => String::new(),
-            config::Backend::Sim => format!("sim:{}", config.bootstrap_dataset),
-            config::Backend::Kubernetes => kube::cluster_name(),
-            config::Backend::Slurm => slurm::cluster_name(),
-        };
+        let cluster = backend.cluster();
         identity::DataIdentity::new(config.backend.name(), &cluster).claim(&config.data_dir)?;
         let (auth, token_source) =
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
@@ -246,7 +228,7 @@ impl AppState {
         let needs_bootstrap = training::registry_is_empty(&registry)?;
         let needs_convergence = training::needs_convergence(&registry)?;
         let needs_dag = training::needs_dag(&registry)?;
-        let ext = Arc::new(Extensions::new(&config));
+        let ext = Arc::new(Extensions::new(&config, backend));
         let models = training::load_serving(&registry, &ext.metrics)?;
         let ready = models.runtime.is_some();
         let live = config.backend.is_live();

@@ -16,7 +16,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::api::{dag, eta, ingest, jobs, models, predict};
 use super::error::ErrorBody;
-use super::{api, live, metrics, routes, status, AppState};
+use super::{api, backends, metrics, routes, status, AppState};
 
 /// The generated document (see the module docs).
 #[derive(OpenApi)]
@@ -44,12 +44,12 @@ use super::{api, live, metrics, routes, status, AppState};
         models::retrain,
         models::promote,
         models::rollback,
-        live::endpoints::cluster,
-        live::endpoints::history,
-        live::endpoints::decisions,
-        live::endpoints::dry_run,
-        live::endpoints::pause,
-        live::endpoints::resume,
+        backends::endpoints::cluster,
+        backends::endpoints::history,
+        backends::endpoints::decisions,
+        backends::endpoints::dry_run,
+        backends::endpoints::pause,
+        backends::endpoints::resume,
         status::index,
         status::uplot_js,
         status::uplot_css,

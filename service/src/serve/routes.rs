@@ -7,7 +7,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
-use super::{api, auth, live, metrics, openapi, status, AppState};
+use super::{api, auth, backends, metrics, openapi, status, AppState};
 
 /// One route: method, path, whether it needs the bearer token, handler.
 pub struct RouteSpec {
@@ -104,39 +104,44 @@ fn api_routes() -> Vec<RouteSpec> {
     ]
 }
 
-/// The cluster the controller acts on, and the controller's switches ([`live`]).
+/// The cluster the controller acts on, and the controller's switches ([`backends::endpoints`]).
 fn live_routes() -> Vec<RouteSpec> {
     vec![
-        spec("GET", "/v1/cluster", false, get(live::endpoints::cluster)),
+        spec(
+            "GET",
+            "/v1/cluster",
+            false,
+            get(backends::endpoints::cluster),
+        ),
         spec(
             "GET",
             "/v1/cluster/history",
             false,
-            get(live::endpoints::history),
+            get(backends::endpoints::history),
         ),
         spec(
             "GET",
             "/v1/autoscaler/decisions",
             false,
-            get(live::endpoints::decisions),
+            get(backends::endpoints::decisions),
         ),
         spec(
             "POST",
             "/v1/autoscaler/dry-run",
             true,
-            post(live::endpoints::dry_run),
+            post(backends::endpoints::dry_run),
         ),
         spec(
             "POST",
             "/v1/autoscaler/pause",
             true,
-            post(live::endpoints::pause),
+            post(backends::endpoints::pause),
         ),
         spec(
             "POST",
             "/v1/autoscaler/resume",
             true,
-            post(live::endpoints::resume),
+            post(backends::endpoints::resume),
         ),
     ]
 }

@@ -11,15 +11,21 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::auth::{self, TokenSource};
-use super::config::Backend;
 use super::starting::Gate;
 use super::{
-    housekeeping, kube, listen, lock, metrics, retrain, router, slurm, training, AppState,
-    OpenInfo, ServeConfig,
+    housekeeping, listen, lock, metrics, retrain, router, training, AppState, OpenInfo, ServeConfig,
 };
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    // the backend first: a cluster it cannot name (Slurm) stops the start before anything
+    // listens or is claimed
+    let backend = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || super::backends::build(&config))
+            .await
+            .context("building the cluster backend")??
+    };
     let addr = config.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -50,11 +56,12 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         let (gate, opened) = (gate.clone(), opened.clone());
         tokio::spawn(async move {
             let progress = gate.progress.clone();
-            let result =
-                tokio::task::spawn_blocking(move || AppState::open_with(config, &progress))
-                    .await
-                    .context("opening the data folder")
-                    .and_then(|r| r);
+            let result = tokio::task::spawn_blocking(move || {
+                AppState::open_with(config, backend, &progress)
+            })
+            .await
+            .context("opening the data folder")
+            .and_then(|r| r);
             match result {
                 Ok((state, info)) => {
                     let shutdown_tx = start(&state, info);
@@ -165,7 +172,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     // background tasks; each stops when `state.shutdown` turns true
     metrics::spawn_listener(state);
     retrain::spawn_schedule(state.clone());
-    kube::spawn_cluster(state.clone());
+    state.ext.backend.start(state.clone());
     housekeeping::spawn(state.clone());
     super::heap::spawn(state.clone());
     super::snapshot::spawn(state.clone());
@@ -253,13 +260,10 @@ pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
     {
         let started = std::time::Instant::now();
         let result = (|| -> anyhow::Result<training::TrainReport> {
-            // a Slurm cluster's own accounting history, when it has enough finished jobs
-            let history = (state.config.backend == Backend::Slurm)
-                .then(|| slurm::bootstrap_history(state))
-                .flatten();
+            // the cluster's own history (Slurm's accounting), when it has enough finished jobs
+            let history = state.ext.backend.training_history(state);
             let mut trained = None;
-            if let Some(jobs) = history {
-                let source = format!("slurm:{}", slurm::cluster_name());
+            if let Some((source, jobs)) = history {
                 let report =
                     training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
                 match report.not_trained.get(training::RUNTIME_KIND) {

@@ -8,10 +8,8 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::serve::config::Backend;
 use crate::serve::error::ApiError;
 use crate::serve::online::JobInfo;
-use crate::serve::slurm::tracker::slurm_id;
 use crate::serve::AppState;
 
 /// `?user=U&job=ID[,ID…]`.
@@ -87,7 +85,7 @@ pub async fn eta(
     if wanted.as_ref().is_some_and(Vec::is_empty) {
         return Err(ApiError::invalid("job", "give at least one job id"));
     }
-    let cluster = (state.config.backend == Backend::Slurm).then(crate::serve::slurm::cluster_name);
+    let backend = &state.ext.backend;
     let o = state.online();
     let now = o.now();
     let mut jobs: Vec<JobEta> = o
@@ -95,10 +93,7 @@ pub async fn eta(
         .values()
         .filter(|j| j.started_at.is_none() && j.finished_at.is_none())
         .filter_map(|j| {
-            let sid = cluster
-                .as_deref()
-                .and_then(|c| slurm_id(c, &j.job_id))
-                .map(str::to_string);
+            let sid = backend.scheduler_id(&j.job_id);
             let user = j.profile.as_ref().and_then(|p| p.user.clone());
             if q.user.as_ref().is_some_and(|u| user.as_ref() != Some(u)) {
                 return None;
@@ -111,7 +106,7 @@ pub async fn eta(
                     return None;
                 }
             }
-            let scheduler_start = state.ext.slurm.estimate(&j.job_id);
+            let scheduler_start = backend.scheduler_start(&j.job_id);
             job_eta(j, now, sid, user, scheduler_start)
         })
         .collect();

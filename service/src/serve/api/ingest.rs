@@ -8,11 +8,11 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::serve::backends::controller::SimClock;
 use crate::serve::bounds::EARLIEST_LIVE_TIME;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::event_time::{wall_now, TimeWindow};
 use crate::serve::events::{Event, EventBatch};
-use crate::serve::live::SimClock;
 use crate::serve::store::{StoreError, StoredEvent, WriteFailure};
 use crate::serve::AppState;
 

@@ -127,7 +127,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         ok: store.is_ok(),
         detail: store.err().unwrap_or_else(|| "writable".into()),
     });
-    if let Some(h) = state.ext.backend_health(state.config.backend) {
+    if let Some(h) = state.ext.backend_health() {
         checks.push(ReadyCheck {
             name: format!("backend:{}", h.backend),
             ok: h.up,

@@ -131,9 +131,11 @@ fn run_blocking(program: &str, args: &[String], timeout: Duration) -> Result<Str
     Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
-/// The cluster's name (`ClusterName` of `scontrol show config`).
-pub async fn cluster_name() -> Result<String, CommandError> {
-    let text = run("scontrol", &["show", "config"]).await?;
+/// The cluster's name (`ClusterName` of `scontrol show config`). Blocking (the backend is
+/// built before the service's data folder is opened, off the async workers).
+pub fn cluster_name_blocking() -> Result<String, CommandError> {
+    let args = ["show".to_string(), "config".to_string()];
+    let text = run_blocking("scontrol", &args, COMMAND_TIMEOUT)?;
     parse_cluster_name(&text).ok_or_else(|| CommandError::Parse {
         program: "scontrol show config".into(),
         line: String::new(),

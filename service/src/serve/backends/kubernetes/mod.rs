@@ -5,7 +5,7 @@
 //!   Kueue-managed `batch/v1` Jobs (and Volcano `PodGroup`s / Kueue `Workload`s where installed) in
 //!   `--namespace` (all namespaces by default), with the client from `--kubeconfig`, else the
 //!   in-cluster configuration.
-//! - The same controller loop as the simulator's ([`super::live`], a
+//! - The same controller loop as the simulator's ([`super::sim`], a
 //!   [`LiveLoop`] over the backend) runs the elastic
 //!   controller (without preemption: the backend only resizes elastic jobs). Every
 //!   [`TICK`] it looks at the watches; the policy is asked when one saw a change, at least every
@@ -19,7 +19,7 @@
 //!   (decide and log, never patch) until `POST /v1/autoscaler/dry-run {"enabled": false}`.
 //! - The leader writes each job's predictions onto its job object and Kueue `Workload` as
 //!   annotations every [`RECONCILE_EVERY`], and an Event for each scaling decision carried out
-//!   ([`super::writeback`]); nothing in dry-run.
+//!   ([`crate::serve::writeback`]); nothing in dry-run.
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
 //!   are `namespace/name`, `namespace/trainjob/name`, `namespace/job/name`; the Kueue queue
@@ -29,27 +29,33 @@
 //!   already committed): replicas sharing one log (`--store postgres://…`) all watch, the
 //!   leader writes, a new leader ingests what the old one had not, and nothing twice.
 //!
-//! `main` selects this backend with [`select`] before the service starts; without it the
-//! simulated replay runs ([`super::live`]).
+//! The options ([`KubeOptions`]: `--kubeconfig`, `--namespace`, `--dry-run`) are part of the
+//! configuration and owned by the [`KubernetesBackend`] built from it.
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+mod cluster_events;
+
+use std::any::Any;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
     self, Clock, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig, LeaderElector,
-    LeaderGate, LeaseConfig, Outcome, RuntimeHint, Safety,
+    LeaderGate, LeaseConfig, RuntimeHint, Safety,
 };
-use augur_autoscaler::live::{LiveConfig, LiveLoop};
-use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
+use augur_autoscaler::live::{LiveBackend, LiveConfig, LiveLoop};
+use augur_autoscaler::{ElasticController, ElasticParams, JobId, ScalingModel};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::config::Backend;
-use super::events::{self, Event, FinishStatus, JobProfile};
-use super::live::{publish, Counted, Driven, KubeLoop};
-use super::online::Online;
-use super::{lock, writeback, AppState};
+use self::cluster_events::store_events;
+pub use self::cluster_events::unlogged;
+use super::controller::{publish, Counted, Driven, Live, View};
+use super::health::BackendHealth;
+use super::views::{ClusterView, KubernetesView, Switches};
+use super::ServeBackend;
+use crate::serve::config::{Backend, KubeOptions};
+use crate::serve::events::Event;
+use crate::serve::{lock, writeback, AppState};
 
 /// Wall time between two ticks of the loop (each reads the watch caches; no API request).
 pub const TICK: Duration = Duration::from_secs(1);
@@ -59,52 +65,97 @@ pub const RECONCILE_EVERY: Duration = Duration::from_secs(15);
 /// Name of the leader-election Lease.
 pub const LEASE_NAME: &str = "augur-controller";
 
-/// What `--backend kubernetes` was given.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KubeOptions {
-    pub kubeconfig: Option<PathBuf>,
-    /// Namespace of the jobs; `None`: all namespaces.
-    pub namespace: Option<String>,
-    pub dry_run: bool,
+/// The controller loop on a Kubernetes cluster.
+type KubeLoop = LiveLoop<KubeBackend, ElasticController>;
+
+/// The Kubernetes backend: its options, from the configuration.
+#[derive(Debug)]
+pub struct KubernetesBackend {
+    opts: KubeOptions,
 }
 
-static SELECTED: OnceLock<KubeOptions> = OnceLock::new();
-
-/// Makes the service drive a Kubernetes cluster (call once, before `serve::run`).
-pub fn select(opts: KubeOptions) {
-    if SELECTED.set(opts).is_err() {
-        tracing::warn!("the Kubernetes backend was selected twice; the first options stay");
+impl KubernetesBackend {
+    pub fn new(opts: KubeOptions) -> KubernetesBackend {
+        KubernetesBackend { opts }
     }
 }
 
-/// Starts the cluster the controller acts on: Kubernetes when [`select`]ed, else the
-/// simulated replay.
-pub fn spawn_cluster(state: AppState) {
-    match (state.config.backend, SELECTED.get()) {
-        (Backend::None, _) => {
-            state
-                .ext
-                .live
-                .set_status("none: no cluster (--backend none), predictions only");
-        }
-        (Backend::Kubernetes, None) => {
-            tracing::error!("--backend kubernetes without its options; no cluster started");
-            state
-                .ext
-                .live
-                .set_status("failed: the Kubernetes options were not given");
-        }
-        (Backend::Kubernetes, Some(opts)) => {
-            let opts = opts.clone();
-            state.ext.live.set_status("starting");
-            if opts.dry_run {
-                state.ext.live.lock_dry_run();
-            }
-            tokio::spawn(drive_with_retries(state, opts));
-        }
-        (Backend::Sim, _) => super::live::spawn(state),
-        (Backend::Slurm, _) => super::slurm::spawn(state),
+impl ServeBackend for KubernetesBackend {
+    fn kind(&self) -> Backend {
+        Backend::Kubernetes
     }
+
+    /// The cluster as far as the options say before the API server answers: the kubeconfig
+    /// (or the in-cluster service host) and the namespace.
+    fn cluster(&self) -> String {
+        let api = match &self.opts.kubeconfig {
+            Some(p) => format!("kubeconfig={}", p.display()),
+            None => std::env::var("KUBERNETES_SERVICE_HOST")
+                .map(|h| format!("in-cluster={h}"))
+                .unwrap_or_else(|_| "default-kubeconfig".to_string()),
+        };
+        format!(
+            "{api} namespace={}",
+            self.opts.namespace.as_deref().unwrap_or("*")
+        )
+    }
+
+    /// The watches, the lease, the controller loop and the write-back, retried until
+    /// shutdown.
+    fn start(&self, state: AppState) {
+        state.ext.live.set_status("starting");
+        if self.opts.dry_run {
+            state.ext.live.lock_dry_run();
+        }
+        tokio::spawn(drive_with_retries(state, self.opts.clone()));
+    }
+
+    /// Up only while the loop's last tick worked.
+    fn health(&self, controller: &Live) -> Option<BackendHealth> {
+        Some(BackendHealth::from_status(
+            "kubernetes",
+            &controller.status(),
+        ))
+    }
+}
+
+impl Driven for KubeLoop {
+    fn view(&self) -> &dyn View {
+        self
+    }
+    fn view_mut(&mut self) -> &mut dyn View {
+        self
+    }
+    fn history_every_s(&self) -> f64 {
+        self.backend().config().resync.as_secs_f64()
+    }
+    fn cluster_view(&self, controller: Switches) -> ClusterView {
+        let b = self.backend();
+        let (volcano, kueue) = b.queueing_systems();
+        ClusterView::Kubernetes(Box::new(KubernetesView {
+            controller,
+            backend: "kubernetes",
+            namespace: b.config().namespace.clone(),
+            leader: b.may_act(),
+            watches_synced: b.synced(),
+            volcano,
+            kueue,
+            scales: b.scales().iter().filter(|s| !s.dry_run).count(),
+            ticks: self.ticks(),
+            now: self.cluster(),
+        }))
+    }
+    fn job_name(&self, job: JobId) -> Option<String> {
+        self.backend().job_key(job).map(|key| key.to_string())
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// The Kubernetes loop in the controller's slot (none when the slot holds another).
+fn kube_loop(slot: &mut Option<Box<dyn Driven>>) -> Option<&mut KubeLoop> {
+    slot.as_mut()?.as_any_mut().downcast_mut::<KubeLoop>()
 }
 
 /// Longest wait for the API server's answers while the backend starts (discovery, the
@@ -141,80 +192,6 @@ async fn drive_with_retries(state: AppState, opts: KubeOptions) {
     }
 }
 
-/// The cluster a Kubernetes data folder belongs to, as far as the options say before the
-/// API server answers: the kubeconfig (or the in-cluster service host) and the namespace.
-pub fn cluster_name() -> String {
-    let Some(opts) = SELECTED.get() else {
-        return String::new();
-    };
-    let api = match &opts.kubeconfig {
-        Some(p) => format!("kubeconfig={}", p.display()),
-        None => std::env::var("KUBERNETES_SERVICE_HOST")
-            .map(|h| format!("in-cluster={h}"))
-            .unwrap_or_else(|_| "default-kubeconfig".to_string()),
-    };
-    format!(
-        "{api} namespace={}",
-        opts.namespace.as_deref().unwrap_or("*")
-    )
-}
-
-fn profile(job: &kubernetes::JobKey, gpus: Option<u32>, queue: Option<&str>) -> JobProfile {
-    JobProfile {
-        num_gpus: gpus.map(f64::from),
-        group: Some(job.namespace.clone()),
-        job_name: Some(job.name.clone()),
-        cluster: Some("kubernetes".into()),
-        queue: queue.map(str::to_string),
-        ..JobProfile::default()
-    }
-}
-
-/// The store event of a cluster event.
-fn to_event(e: &ClusterEvent) -> Event {
-    match e {
-        ClusterEvent::Submitted {
-            job,
-            time,
-            gpus,
-            queue,
-            ..
-        } => Event::JobSubmitted {
-            job_id: job.to_string(),
-            at: *time,
-            profile: profile(job, *gpus, queue.as_deref()),
-            dag: None,
-        },
-        ClusterEvent::Started { job, time } => Event::JobStarted {
-            job_id: job.to_string(),
-            at: *time,
-        },
-        ClusterEvent::Finished { job, time, outcome } => Event::JobFinished {
-            job_id: job.to_string(),
-            at: *time,
-            status: match outcome {
-                Outcome::Succeeded => FinishStatus::Completed,
-                Outcome::Failed => FinishStatus::Failed,
-                Outcome::Deleted => FinishStatus::Killed,
-            },
-            duration: None,
-        },
-        ClusterEvent::Snapshot(s) => snapshot_event(s),
-    }
-}
-
-fn snapshot_event(s: &ClusterSnapshot) -> Event {
-    let healthy = s.healthy_gpus();
-    Event::ClusterSnapshot(events::ClusterSnapshot {
-        at: s.time,
-        total_gpus: f64::from(healthy),
-        busy_gpus: f64::from(healthy.saturating_sub(s.free_gpus())),
-        queued_jobs: Some(s.queued.len() as u64),
-        running_jobs: Some(s.running.len() as u64),
-        nodes: Some(s.nodes.len() as u64),
-    })
-}
-
 async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     // the lease elector of this attempt stops when the attempt ends (dropping the sender)
     let (_attempt, attempt_over) = tokio::sync::oneshot::channel::<()>();
@@ -224,7 +201,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         ..ElasticParams::default()
     };
     let policy = ElasticController::new(params, ScalingModel::default());
-    let mut driven = Driven::Kube(Box::new(LiveLoop::new(
+    let mut driven: Box<dyn Driven> = Box::new(LiveLoop::new(
         backend,
         policy,
         LiveConfig {
@@ -232,9 +209,9 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
             history_kept: 720,
             history_every_s: RECONCILE_EVERY.as_secs_f64(),
         },
-    )));
+    ));
     let live = state.ext.live.clone();
-    live.sync_switches(&mut driven);
+    live.sync_switches(driven.as_mut());
     *live.running.lock().await = Some(driven);
     live.set_status("running");
 
@@ -262,7 +239,7 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         }
         if last_writeback.is_none_or(|t| now.duration_since(t) >= RECONCILE_EVERY) {
             last_writeback = Some(now);
-            if let Some(Driven::Kube(l)) = state.ext.live.running.lock().await.as_mut() {
+            if let Some(l) = kube_loop(&mut *state.ext.live.running.lock().await) {
                 let dry_run = l.dry_run();
                 writeback::write_predictions(&state, l.backend_mut(), dry_run).await;
             }
@@ -287,20 +264,20 @@ async fn ingest(state: &AppState, leader: &(LeaderGate, Clock), pending: &mut Ve
     }
     // every event another replica committed is applied here first, so the filter sees it
     let log = state.store.clone();
-    let caught_up = tokio::task::spawn_blocking(move || log.wait_applied(Duration::from_secs(5)))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    match caught_up {
-        Ok(true) => {}
-        Ok(false) => {
+    let caught_up =
+        tokio::task::spawn_blocking(move || log.wait_applied(Duration::from_secs(5))).await;
+    let unreadable = match caught_up {
+        Ok(Ok(true)) => None,
+        Ok(Ok(false)) => {
             tracing::warn!("the shared event log is not applied yet; the cluster's events wait");
             return;
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the shared event log; the cluster's events wait");
-            return;
-        }
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    if let Some(e) = unreadable {
+        tracing::warn!(error = %e, "cannot read the shared event log; the cluster's events wait");
+        return;
     }
     let batch = unlogged(&state.online(), std::mem::take(pending));
     if batch.is_empty() {
@@ -315,43 +292,6 @@ async fn ingest(state: &AppState, leader: &(LeaderGate, Clock), pending: &mut Ve
                 .filter(|e| !matches!(e, Event::ClusterSnapshot(_))),
         );
     }
-}
-
-/// The events of `batch` the log (as applied to `online`) does not hold yet, in order: a
-/// submit no run of the job has at that time, a start or finish of a run the log has not
-/// started or finished (or of a run submitted earlier in `batch`). Snapshots are kept.
-pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
-    let mut new_runs: std::collections::HashSet<String> = std::collections::HashSet::new();
-    batch
-        .into_iter()
-        .filter(|ev| {
-            let Some(id) = ev.job_id() else {
-                return true;
-            };
-            let current = online.jobs.get(id);
-            let runs = || {
-                current
-                    .into_iter()
-                    .chain(online.earlier_runs.get(id).into_iter().flatten())
-            };
-            match ev {
-                Event::JobSubmitted { at, .. } => {
-                    let fresh = !runs().any(|j| j.submitted_at == Some(*at));
-                    if fresh {
-                        new_runs.insert(id.to_string());
-                    }
-                    fresh
-                }
-                Event::JobStarted { .. } => {
-                    new_runs.contains(id) || current.is_none_or(|j| j.started_at.is_none())
-                }
-                Event::JobFinished { .. } => {
-                    new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
-                }
-                _ => true,
-            }
-        })
-        .collect()
 }
 
 /// The backend, the receiver of the cluster's job lifecycle and snapshots, and whether this
@@ -447,14 +387,12 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
     let live = &state.ext.live;
     let metrics = &state.ext.metrics;
     let mut guard = live.running.lock().await;
-    let Some(d) = guard.as_mut() else {
+    if let Some(d) = guard.as_mut() {
+        live.sync_switches(d.as_mut());
+    }
+    let Some(l) = kube_loop(&mut guard) else {
         return false;
     };
-    live.sync_switches(d);
-    let Driven::Kube(l) = d else {
-        return false;
-    };
-    let l: &mut KubeLoop = l;
     // lifecycle events come through the sink (with the jobs' names), see `store_events`
     l.advance(wall);
     let report = l.control().await;
@@ -483,146 +421,4 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
     publish(metrics, l, counted);
     metrics.observe_tick(started.elapsed().as_secs_f64());
     true
-}
-
-/// The ingestable events of the cluster events received so far: every job lifecycle event,
-/// and the latest snapshot when [`RECONCILE_EVERY`] passed since the last one stored.
-fn store_events(rx: &mut UnboundedReceiver<ClusterEvent>, last_snapshot: &mut f64) -> Vec<Event> {
-    let mut batch = Vec::new();
-    let mut latest: Option<Arc<ClusterSnapshot>> = None;
-    while let Ok(e) = rx.try_recv() {
-        match e {
-            ClusterEvent::Snapshot(s) => latest = Some(s),
-            other => batch.push(to_event(&other)),
-        }
-    }
-    if let Some(s) = latest {
-        if s.time >= *last_snapshot + RECONCILE_EVERY.as_secs_f64() {
-            *last_snapshot = s.time;
-            batch.push(snapshot_event(&s));
-        }
-    }
-    batch.retain(|ev| match ev.validate("") {
-        Ok(()) => true,
-        Err(err) => {
-            tracing::warn!(error = ?err, "cluster event not ingestable; skipped");
-            false
-        }
-    });
-    batch
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::serve::online::ServedModels;
-    use crate::serve::store::StoredEvent;
-    use augur_autoscaler::kubernetes::JobKey;
-
-    #[test]
-    fn a_new_leader_ingests_only_the_job_facts_the_log_lacks() {
-        let submit = |id: &str, at: f64| Event::JobSubmitted {
-            job_id: id.into(),
-            at,
-            profile: JobProfile::default(),
-            dag: None,
-        };
-        let start = |id: &str, at: f64| Event::JobStarted {
-            job_id: id.into(),
-            at,
-        };
-        let finish = |id: &str, at: f64| Event::JobFinished {
-            job_id: id.into(),
-            at,
-            status: FinishStatus::Completed,
-            duration: None,
-        };
-        // the log (applied): ml/a submitted and started, ml/c's whole first run
-        let mut online = Online::new(ServedModels::default());
-        let logged = [
-            submit("ml/a", 100.0),
-            start("ml/a", 110.0),
-            submit("ml/c", 50.0),
-            start("ml/c", 60.0),
-            finish("ml/c", 90.0),
-        ];
-        for (i, event) in logged.into_iter().enumerate() {
-            online.apply(&StoredEvent {
-                seq: i as i64 + 1,
-                received_at: 0.0,
-                event,
-            });
-        }
-        // what this replica's watches saw (a deletion's time is each replica's own clock)
-        let seen = vec![
-            submit("ml/a", 100.0),
-            start("ml/a", 110.0),
-            finish("ml/a", 500.0),
-            submit("ml/c", 50.0),
-            start("ml/c", 60.0),
-            finish("ml/c", 91.0),
-            // ml/c submitted again: a new run, started and finished
-            submit("ml/c", 200.0),
-            start("ml/c", 210.0),
-            finish("ml/c", 300.0),
-            submit("ml/d", 400.0),
-        ];
-        let kept = unlogged(&online, seen);
-        assert_eq!(
-            kept,
-            vec![
-                finish("ml/a", 500.0),
-                submit("ml/c", 200.0),
-                start("ml/c", 210.0),
-                finish("ml/c", 300.0),
-                submit("ml/d", 400.0),
-            ]
-        );
-    }
-
-    #[test]
-    fn cluster_events_become_ingestable_store_events() {
-        let job = JobKey::pytorchjob("ml", "bert");
-        let evs = [
-            ClusterEvent::Submitted {
-                job: job.clone(),
-                time: 100.0,
-                gpus: Some(8),
-                elastic: Some((4, 16)),
-                queue: Some("team-a".into()),
-            },
-            ClusterEvent::Started {
-                job: job.clone(),
-                time: 160.0,
-            },
-            ClusterEvent::Finished {
-                job: job.clone(),
-                time: 900.0,
-                outcome: Outcome::Deleted,
-            },
-        ];
-        let out: Vec<Event> = evs.iter().map(to_event).collect();
-        for e in &out {
-            e.validate("").expect("ingestable");
-        }
-        match &out[0] {
-            Event::JobSubmitted {
-                job_id, profile, ..
-            } => {
-                assert_eq!(job_id, "ml/bert");
-                assert_eq!(profile.num_gpus, Some(8.0));
-                assert_eq!(profile.group.as_deref(), Some("ml"));
-                assert_eq!(profile.queue.as_deref(), Some("team-a"));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            &out[2],
-            Event::JobFinished {
-                status: FinishStatus::Killed,
-                at,
-                ..
-            } if *at == 900.0
-        ));
-    }
 }

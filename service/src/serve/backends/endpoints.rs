@@ -1,17 +1,26 @@
-//! The endpoints of the cluster under the controller (see the table in [`super`]): typed
-//! views of the replay or the Kubernetes cluster, its history and the controller's
-//! decisions, and the controller's switches.
+//! The endpoints of the cluster under the controller: each backend's view of its cluster
+//! ([`super::views`]), its history and the controller's decisions, and the controller's
+//! switches.
+//!
+//! | route | |
+//! |---|---|
+//! | `GET /v1/cluster` | the cluster now: utilisation, queue, running, rescaled jobs; replay speed and lap (simulator), leader and watch state (Kubernetes) or the last poll (Slurm) |
+//! | `GET /v1/cluster/history?limit=N` | utilisation and queue over time (newest last) |
+//! | `GET /v1/autoscaler/decisions?limit=N` | recent decisions with reasons (newest first) and totals |
+//! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
+//! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
 
 use std::sync::atomic::Ordering;
 
-use augur_autoscaler::live::{ClusterPoint, LiveBackend, LiveDecision, Outcome};
+use augur_autoscaler::live::{ClusterPoint, LiveDecision, Outcome};
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::decision_ids::DecisionJobs;
-use super::{Driven, Live, StoredSwitches, SNAPSHOT_EVERY_S};
+use super::controller::{DecisionJobs, Driven, Live, StoredSwitches};
+use super::sim::SNAPSHOT_EVERY_S;
+use super::views::{ClusterView, Switches};
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::{lock, AppState};
 
@@ -41,85 +50,15 @@ fn limit_of(
     Ok(limit)
 }
 
-/// The controller's switches.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Switches {
-    /// `loading`, `starting`, `running`, or `failed: why`.
-    pub status: String,
-    pub policy: &'static str,
-    pub paused: bool,
-    pub dry_run: bool,
-    /// Whether the backend is up (as `augur_backend_up` and `/readyz` see it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub health: Option<super::health::BackendHealth>,
-}
-
-fn switches(live: &Live, backend: crate::serve::config::Backend) -> Switches {
+fn switches(state: &AppState) -> Switches {
+    let live = &state.ext.live;
     Switches {
-        health: live.health(backend),
+        health: state.ext.backend_health(),
         status: live.status(),
         policy: "elastic",
         paused: live.paused.load(Ordering::SeqCst),
         dry_run: live.dry_run.load(Ordering::SeqCst),
     }
-}
-
-/// The simulated replay under the controller.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SimulatorView {
-    pub controller: Switches,
-    /// `simulator`.
-    pub backend: &'static str,
-    /// The replayed dataset.
-    pub trace: String,
-    /// Trace seconds per wall second.
-    pub speed: f64,
-    /// How many times the replay started over.
-    pub lap: u32,
-    pub jobs_in_replay: usize,
-    pub finished_jobs: usize,
-    pub ticks: u64,
-    /// The cluster now (`ClusterPoint`: time, GPUs, utilisation, running, queued, rescaled).
-    #[schema(value_type = Object)]
-    pub now: ClusterPoint,
-}
-
-/// The Kubernetes cluster under the controller.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct KubernetesView {
-    pub controller: Switches,
-    /// `kubernetes`.
-    pub backend: &'static str,
-    /// The watched namespace (none: all).
-    pub namespace: Option<String>,
-    /// This replica holds the lease and may act.
-    pub leader: bool,
-    pub watches_synced: bool,
-    /// Volcano `PodGroup`s are watched.
-    pub volcano: bool,
-    /// Kueue `Workload`s are watched.
-    pub kueue: bool,
-    /// Scales applied (dry-run ones not counted).
-    pub scales: usize,
-    pub ticks: u64,
-    /// The cluster now (`ClusterPoint`).
-    #[schema(value_type = Object)]
-    pub now: ClusterPoint,
-}
-
-/// `GET /v1/cluster`: the cluster the controller acts on.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum ClusterView {
-    /// Not loaded yet (or failed: see the controller's status).
-    Loading {
-        controller: Switches,
-        speed: f64,
-    },
-    Simulator(Box<SimulatorView>),
-    Kubernetes(Box<KubernetesView>),
-    /// `--backend slurm` (observe-only: no controller).
-    Slurm(Box<crate::serve::slurm::SlurmView>),
 }
 
 /// `GET /v1/cluster`.
@@ -131,47 +70,19 @@ pub enum ClusterView {
     responses((status = 200, description = "the cluster now", body = ClusterView))
 )]
 pub async fn cluster(State(state): State<AppState>) -> Json<ClusterView> {
-    if state.config.backend == crate::serve::config::Backend::Slurm {
-        return Json(ClusterView::Slurm(Box::new(state.ext.slurm.view())));
+    // a backend without a controller loop shows its own view
+    if let Some(view) = state.ext.backend.cluster_view() {
+        return Json(view);
     }
     let live = &state.ext.live;
-    let controller = switches(live, state.config.backend);
+    let controller = switches(&state);
     let guard = live.running.lock().await;
     Json(match guard.as_ref() {
         None => ClusterView::Loading {
             controller,
             speed: live.speed,
         },
-        Some(Driven::Sim(r)) => {
-            let b = r.live.backend();
-            ClusterView::Simulator(Box::new(SimulatorView {
-                controller,
-                backend: "simulator",
-                trace: state.config.bootstrap_dataset.clone(),
-                speed: b.speed(),
-                lap: b.lap(),
-                jobs_in_replay: b.simulator().len(),
-                finished_jobs: b.finished_total(),
-                ticks: r.live.ticks(),
-                now: r.live.cluster(),
-            }))
-        }
-        Some(Driven::Kube(l)) => {
-            let b = l.backend();
-            let (volcano, kueue) = b.queueing_systems();
-            ClusterView::Kubernetes(Box::new(KubernetesView {
-                controller,
-                backend: "kubernetes",
-                namespace: b.config().namespace.clone(),
-                leader: b.may_act(),
-                watches_synced: b.synced(),
-                volcano,
-                kueue,
-                scales: b.scales().iter().filter(|s| !s.dry_run).count(),
-                ticks: l.ticks(),
-                now: l.cluster(),
-            }))
-        }
+        Some(d) => d.cluster_view(controller),
     })
 }
 
@@ -206,7 +117,7 @@ pub async fn history(
         .map_or_else(Vec::new, |d| d.view().history_tail(limit));
     let every_s = guard
         .as_ref()
-        .map_or(SNAPSHOT_EVERY_S, Driven::history_every_s);
+        .map_or(SNAPSHOT_EVERY_S, |d| d.history_every_s());
     Ok(Json(HistoryView {
         every_s,
         count: points.len(),
@@ -252,18 +163,11 @@ pub struct DecisionsView {
     pub totals: Vec<Total>,
 }
 
-fn decision_view(d: &Driven, ids: &DecisionJobs, x: &LiveDecision) -> DecisionView {
-    let job_name = match d {
-        Driven::Kube(l) => l
-            .backend()
-            .job_key(x.decision.action.job())
-            .map(|key| key.to_string()),
-        Driven::Sim(_) => None,
-    };
+fn decision_view(d: &dyn Driven, ids: &DecisionJobs, x: &LiveDecision) -> DecisionView {
     DecisionView {
         decision: x.clone(),
         job_id: ids.get(x.seq).map(str::to_string),
-        job_name,
+        job_name: d.job_name(x.decision.action.job()),
     }
 }
 
@@ -282,7 +186,7 @@ pub async fn decisions(
 ) -> Result<Json<DecisionsView>, ApiError> {
     let limit = limit_of(q, 100, 1000)?;
     let live = &state.ext.live;
-    let controller = switches(live, state.config.backend);
+    let controller = switches(&state);
     let guard = live.running.lock().await;
     let ids = lock(&live.decision_jobs);
     let (recent, totals): (Vec<DecisionView>, Vec<Total>) =
@@ -291,7 +195,7 @@ pub async fn decisions(
                 .view()
                 .recent(limit)
                 .iter()
-                .map(|x| decision_view(d, &ids, x))
+                .map(|x| decision_view(d.as_ref(), &ids, x))
                 .collect();
             let totals = d
                 .view()
@@ -331,10 +235,10 @@ async fn apply_switches(state: &AppState) -> Json<ControllerView> {
     let live = &state.ext.live;
     // take effect at once when the replay runs (the tick task also syncs them)
     if let Some(d) = live.running.lock().await.as_mut() {
-        live.sync_switches(d);
+        live.sync_switches(d.as_mut());
     }
     Json(ControllerView {
-        controller: switches(live, state.config.backend),
+        controller: switches(state),
     })
 }
 

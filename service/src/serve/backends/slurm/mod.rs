@@ -39,15 +39,19 @@ pub mod tracker;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use augur_datasets::{JobRecord, ReadOptions};
-use serde::Serialize;
-use utoipa::ToSchema;
 
-use super::events::{ClusterSnapshot, Event};
-use super::{lock, AppState};
+use super::controller::Live;
+use super::health::BackendHealth;
+use super::views::{ClusterView, SlurmView};
+use super::ServeBackend;
+use crate::serve::config::{Backend, ServeConfig};
+use crate::serve::events::{ClusterSnapshot, Event};
+use crate::serve::store::StoreError;
+use crate::serve::{lock, AppState};
 use commands::{Capacity, CommandError};
 use tracker::Tracker;
 
@@ -61,28 +65,88 @@ const SACCT_OVERLAP_S: f64 = 120.0;
 /// File (in the data folder) the last `sacct` output is kept in for the reader.
 const SACCT_FILE: &str = "slurm-sacct.txt";
 
-/// What `--backend slurm` was given and found at start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SlurmOptions {
+/// The Slurm backend: the cluster's name (asked of Slurm when the backend is built: the
+/// data folder's identity names it), the poll interval, and what the polls found.
+#[derive(Debug)]
+pub struct SlurmBackend {
     /// The cluster's name (`scontrol show config` ClusterName).
-    pub cluster: String,
+    cluster: String,
+    poll: Duration,
+    status: Arc<SlurmStatus>,
 }
 
-static SELECTED: OnceLock<SlurmOptions> = OnceLock::new();
+impl SlurmBackend {
+    /// Asks Slurm for the cluster's name (blocking: runs `scontrol`).
+    pub fn connect(config: &ServeConfig) -> Result<SlurmBackend, CommandError> {
+        let cluster = commands::cluster_name_blocking()?;
+        Ok(SlurmBackend::new(cluster, config.slurm_poll_seconds))
+    }
 
-/// Makes the service observe this Slurm cluster (call once, before `serve::run`).
-pub fn select(opts: SlurmOptions) {
-    if SELECTED.set(opts).is_err() {
-        tracing::warn!("the Slurm backend was selected twice; the first options stay");
+    /// The backend of the cluster named `cluster`, polled every `poll_seconds`.
+    pub fn new(cluster: String, poll_seconds: f64) -> SlurmBackend {
+        SlurmBackend {
+            cluster,
+            poll: Duration::from_secs_f64(poll_seconds),
+            status: Arc::new(SlurmStatus::default()),
+        }
     }
 }
 
-/// The name of the selected cluster (the data folder's identity); empty when none was.
-pub fn cluster_name() -> String {
-    SELECTED
-        .get()
-        .map(|o| o.cluster.clone())
-        .unwrap_or_default()
+impl ServeBackend for SlurmBackend {
+    fn kind(&self) -> Backend {
+        Backend::Slurm
+    }
+
+    fn cluster(&self) -> String {
+        self.cluster.clone()
+    }
+
+    /// The polling loop (observe-only: the controller's switches do nothing here).
+    fn start(&self, state: AppState) {
+        state.ext.live.set_status(format!(
+            "slurm {}: observe-only (no controller)",
+            self.cluster
+        ));
+        tokio::spawn(drive(
+            state,
+            self.cluster.clone(),
+            self.poll,
+            self.status.clone(),
+        ));
+    }
+
+    /// The polls' own state: up while the last poll worked.
+    fn health(&self, _controller: &Live) -> Option<BackendHealth> {
+        let view = self.status.view();
+        let up = self.status.healthy();
+        let detail = match (&view.last_error, up) {
+            (Some(e), _) => format!("failing: {e}"),
+            (None, true) => "running".to_string(),
+            (None, false) => "starting".to_string(),
+        };
+        Some(BackendHealth {
+            backend: Backend::Slurm.name(),
+            up,
+            detail,
+        })
+    }
+
+    fn cluster_view(&self) -> Option<ClusterView> {
+        Some(ClusterView::Slurm(Box::new(self.status.view())))
+    }
+
+    fn scheduler_id(&self, store_id: &str) -> Option<String> {
+        tracker::slurm_id(&self.cluster, store_id).map(str::to_string)
+    }
+
+    fn scheduler_start(&self, store_id: &str) -> Option<f64> {
+        self.status.estimate(store_id)
+    }
+
+    fn training_history(&self, state: &AppState) -> Option<(String, Vec<JobRecord>)> {
+        let jobs = bootstrap_history(state)?;
+        Some((format!("slurm:{}", self.cluster), jobs))
+    }
 }
 
 /// The backend's state for the endpoints: up or not, the last poll, and Slurm's own start
@@ -97,28 +161,6 @@ pub struct SlurmStatus {
 struct StatusInner {
     view: SlurmView,
     estimates: HashMap<String, f64>,
-}
-
-/// `GET /v1/cluster` under `--backend slurm`.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
-pub struct SlurmView {
-    /// Always `slurm`.
-    pub backend: &'static str,
-    pub cluster: String,
-    /// The last poll worked.
-    pub up: bool,
-    /// When the last poll that worked ended (Unix seconds).
-    pub last_poll: Option<f64>,
-    /// Why the last poll failed, while it does.
-    pub last_error: Option<String>,
-    pub consecutive_failures: u32,
-    pub pending_jobs: usize,
-    pub running_jobs: usize,
-    pub nodes: u64,
-    pub cpus: f64,
-    pub total_gpus: f64,
-    pub busy_gpus: f64,
-    pub poll_seconds: f64,
 }
 
 impl SlurmStatus {
@@ -155,19 +197,7 @@ fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Starts the polling loop (observe-only: the controller's switches do nothing here).
-pub fn spawn(state: AppState) {
-    let cluster = cluster_name();
-    state
-        .ext
-        .live
-        .set_status(format!("slurm {cluster}: observe-only (no controller)"));
-    tokio::spawn(drive(state, cluster));
-}
-
-async fn drive(state: AppState, cluster: String) {
-    let poll = Duration::from_secs_f64(state.config.slurm_poll_seconds);
-    let status = state.ext.slurm.clone();
+async fn drive(state: AppState, cluster: String, poll: Duration, status: Arc<SlurmStatus>) {
     {
         let mut i = lock(&status.inner);
         i.view.cluster = cluster.clone();
@@ -186,7 +216,7 @@ async fn drive(state: AppState, cluster: String) {
             break;
         }
         let started = now_unix();
-        match poll_once(&state, &mut tracker, &file, since).await {
+        match poll_once(&state, &status, &mut tracker, &file, since).await {
             Ok(()) => {
                 since = started - SACCT_OVERLAP_S;
                 wait = poll;
@@ -236,13 +266,16 @@ pub enum PollError {
     #[error(transparent)]
     Command(#[from] CommandError),
     #[error("reading the sacct output: {0}")]
-    Read(String),
+    Read(augur_datasets::DatasetError),
+    #[error("the sacct reader stopped: {0}")]
+    Reader(tokio::task::JoinError),
     #[error("storing the cluster's events: {0}")]
-    Store(String),
+    Store(StoreError),
 }
 
 async fn poll_once(
     state: &AppState,
+    status: &SlurmStatus,
     tracker: &mut Tracker,
     file: &Path,
     since: f64,
@@ -275,9 +308,9 @@ async fn poll_once(
             .store
             .append(chunk.to_vec())
             .await
-            .map_err(|e| PollError::Store(e.to_string()))?;
+            .map_err(PollError::Store)?;
     }
-    record_poll(&state.ext.slurm, tracker, &queue, capacity, busy, now);
+    record_poll(status, tracker, &queue, capacity, busy, now);
     Ok(())
 }
 
@@ -313,17 +346,17 @@ async fn accounting(file: &Path, since: f64) -> Result<Vec<JobRecord>, PollError
     tokio::task::spawn_blocking(move || {
         let mut jobs = Vec::new();
         augur_datasets::jobs::sacct::read(&file, &ReadOptions::default(), &mut |r| jobs.push(r))
-            .map_err(|e| PollError::Read(e.to_string()))?;
+            .map_err(PollError::Read)?;
         Ok(jobs)
     })
     .await
-    .map_err(|e| PollError::Read(e.to_string()))?
+    .map_err(PollError::Reader)?
 }
 
 /// The cluster's accounting history of the last [`HISTORY_DAYS`] days, when it holds at
 /// least `min_retrain_jobs` finished jobs: what the first models are trained on. `None`
 /// (with the reason logged) sends the first start to the bundled trace. Blocking.
-pub fn bootstrap_history(state: &AppState) -> Option<Vec<JobRecord>> {
+fn bootstrap_history(state: &AppState) -> Option<Vec<JobRecord>> {
     let file = state.config.data_dir.join("slurm-history.txt");
     let since = now_unix() - HISTORY_DAYS * 86_400.0;
     let handle = tokio::runtime::Handle::current();

@@ -1,6 +1,6 @@
-//! The live cluster under the service: the simulator replaying the bundled trace at an
-//! accelerated wall clock (`speed` trace seconds per wall second), Augur's elastic controller
-//! acting on it through the `ClusterBackend` trait, and the endpoints to watch and steer it.
+//! `--backend sim`: the simulator replaying the bundled trace at an accelerated wall clock
+//! (`speed` trace seconds per wall second), Augur's elastic controller acting on it through
+//! the `ClusterBackend` trait (the same [`LiveLoop`] the Kubernetes backend runs).
 //!
 //! What is replayed: the bootstrap dataset (`bootstrap_dataset`, philly by default) after the
 //! part the first-start models were trained on (the last 20% by submit time of the first
@@ -14,45 +14,32 @@
 //! job's runtime prediction made at its submit is handed to the simulator, so the controller
 //! plans with Augur's predictions; then the controller decides and acts (or, paused / dry-run,
 //! the simulated cluster's own FIFO scheduler runs and the controller's decisions are only
-//! logged). Decisions (with reasons) and the cluster history are kept in bounded buffers.
-//!
-//! With `--backend kubernetes` ([`super::kube`]) the same loop, endpoints, switches and metrics
-//! serve the real cluster: the same [`LiveLoop`] over the `KubeBackend`.
-//!
-//! | route | |
-//! |---|---|
-//! | `GET /v1/cluster` | the cluster now: utilisation, queue, running, rescaled jobs; replay speed and lap (simulator) or leader and watch state (Kubernetes) |
-//! | `GET /v1/cluster/history?limit=N` | utilisation and queue over time (newest last) |
-//! | `GET /v1/autoscaler/decisions?limit=N` | recent decisions with reasons (newest first) and totals |
-//! | `POST /v1/autoscaler/dry-run` `{"enabled": bool}` | decide and log, do not act (token) |
-//! | `POST /v1/autoscaler/pause`, `/resume` | stop / restart the controller (token) |
+//! logged). Decisions (with reasons) and the cluster history are kept in bounded buffers
+//! ([`super::controller`]); the endpoints are [`super::endpoints`].
 
-mod decision_ids;
-pub mod endpoints;
-pub mod health;
 mod resume;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::any::Any;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use augur_autoscaler::kubernetes::KubeBackend;
-use augur_autoscaler::live::LiveBackend;
 use augur_autoscaler::live::{
-    block_on, ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveDecision, LiveLoop, LiveSim,
-    Outcome,
+    block_on, ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveLoop, LiveSim,
 };
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
-use augur_autoscaler::{ElasticController, ElasticParams, JobId, Policy};
+use augur_autoscaler::{ElasticController, ElasticParams, JobId};
 use augur_datasets::{JobRecord, JobStatus};
 
-use self::decision_ids::DecisionJobs;
 use self::resume::Resume;
-use super::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
-use super::metrics::Metrics;
-use super::{lock, AppState};
+use super::controller::{publish, Counted, Driven, Live, SimClock, View};
+use super::health::BackendHealth;
+use super::views::{ClusterView, SimulatorView, Switches};
+use super::ServeBackend;
+use crate::serve::config::{Backend, ServeConfig};
+use crate::serve::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
+use crate::serve::{lock, AppState};
 
 /// GPUs of the simulated cluster.
 pub const LIVE_GPUS: u32 = 500;
@@ -64,11 +51,47 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const SNAPSHOT_EVERY_S: f64 = 300.0;
 
 type Loop = LiveLoop<LiveSim, ElasticController>;
-/// The controller loop on a Kubernetes cluster.
-pub(super) type KubeLoop = LiveLoop<KubeBackend, ElasticController>;
+
+/// The simulator backend: what it replays, built from the configuration.
+#[derive(Debug)]
+pub struct SimBackend {
+    /// The replayed bundled dataset (`bootstrap_dataset`).
+    dataset: String,
+    /// The first-start models were trained on this many jobs (`bootstrap_limit`).
+    trained_on: Option<usize>,
+}
+
+impl SimBackend {
+    pub fn new(config: &ServeConfig) -> SimBackend {
+        SimBackend {
+            dataset: config.bootstrap_dataset.clone(),
+            trained_on: config.bootstrap_limit,
+        }
+    }
+}
+
+impl ServeBackend for SimBackend {
+    fn kind(&self) -> Backend {
+        Backend::Sim
+    }
+
+    fn cluster(&self) -> String {
+        format!("sim:{}", self.dataset)
+    }
+
+    fn start(&self, state: AppState) {
+        spawn(state, self.dataset.clone(), self.trained_on);
+    }
+
+    /// Up unless the replay failed (loading the trace is not an outage).
+    fn health(&self, controller: &Live) -> Option<BackendHealth> {
+        Some(BackendHealth::from_status("sim", &controller.status()))
+    }
+}
 
 /// The replay being driven.
-pub(super) struct Running {
+/// The replay being driven.
+struct Running {
     live: Loop,
     /// The replayed jobs by [`augur_autoscaler::sim::SimJob::row`].
     records: Arc<Vec<JobRecord>>,
@@ -77,6 +100,8 @@ pub(super) struct Running {
     /// The earliest submit of the replayed trace, before any shift: no replayed or
     /// plausible event of this simulation comes before it.
     trace_start: f64,
+    /// The replayed dataset.
+    trace: String,
 }
 
 impl Running {
@@ -91,235 +116,32 @@ impl Running {
     }
 }
 
-/// The simulator's clock, against which ingest checks the times of the events clients send
-/// on `--backend sim` (as the live backends check them against the wall clock).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SimClock {
-    /// No simulator drives this state (another backend, or none started in-process).
-    Absent,
-    /// The replay is loading: its clock is not known yet.
-    Loading,
-    /// The replay runs: its trace starts at `trace_start`, its clock reads `now`, and it
-    /// runs `speed` simulated seconds per wall second.
-    Running {
-        trace_start: f64,
-        now: f64,
-        speed: f64,
-    },
-    /// The replay could not start.
-    Failed,
-}
-
-/// The loop being driven: the simulated replay, or a Kubernetes cluster.
-pub(super) enum Driven {
-    Sim(Box<Running>),
-    Kube(Box<KubeLoop>),
-}
-
-/// What the endpoints read and switch, whichever the backend.
-trait View {
-    fn history_tail(&self, limit: usize) -> Vec<ClusterPoint>;
-    fn recent(&self, limit: usize) -> Vec<LiveDecision>;
-    fn counts(&self) -> &BTreeMap<(&'static str, &'static str, Outcome), u64>;
-    fn set_switches(&mut self, paused: bool, dry_run: bool);
-}
-
-impl<B: LiveBackend, P: Policy> View for LiveLoop<B, P> {
-    fn history_tail(&self, limit: usize) -> Vec<ClusterPoint> {
-        let h = self.history();
-        let skip = h.len().saturating_sub(limit);
-        h.skip(skip).copied().collect()
-    }
-    fn recent(&self, limit: usize) -> Vec<LiveDecision> {
-        self.decisions().rev().take(limit).cloned().collect()
-    }
-    fn counts(&self) -> &BTreeMap<(&'static str, &'static str, Outcome), u64> {
-        self.decision_counts()
-    }
-    fn set_switches(&mut self, paused: bool, dry_run: bool) {
-        if self.paused() != paused {
-            self.set_paused(paused);
-        }
-        if self.dry_run() != dry_run {
-            self.set_dry_run(dry_run);
-        }
-    }
-}
-
-impl Driven {
+impl Driven for Running {
     fn view(&self) -> &dyn View {
-        match self {
-            Driven::Sim(r) => &r.live,
-            Driven::Kube(l) => l.as_ref(),
-        }
+        &self.live
     }
     fn view_mut(&mut self) -> &mut dyn View {
-        match self {
-            Driven::Sim(r) => &mut r.live,
-            Driven::Kube(l) => l.as_mut(),
-        }
+        &mut self.live
     }
-    /// Cluster seconds between two history points.
     fn history_every_s(&self) -> f64 {
-        match self {
-            Driven::Sim(_) => SNAPSHOT_EVERY_S,
-            Driven::Kube(l) => l.backend().config().resync.as_secs_f64(),
-        }
+        SNAPSHOT_EVERY_S
     }
-}
-
-/// Shared state of the live cluster (in [`super::Extensions`]).
-pub struct Live {
-    pub(super) running: tokio::sync::Mutex<Option<Driven>>,
-    /// `loading`, `running`, or `failed: why`.
-    status: Mutex<String>,
-    speed: f64,
-    paused: AtomicBool,
-    dry_run: AtomicBool,
-    /// Set by `--dry-run`: dry-run for the life of the process, the endpoint cannot turn it
-    /// off (a hard guarantee that nothing is patched).
-    dry_run_locked: AtomicBool,
-    /// Where the operator's switches are kept across restarts (`<data_dir>/operator.json`).
-    switches_file: std::path::PathBuf,
-    /// The simulator's clock (on `--backend sim`).
-    sim_clock: Mutex<SimClock>,
-    /// The API job id of each recent decision.
-    pub(super) decision_jobs: Mutex<DecisionJobs>,
-}
-
-/// The operator's switches as kept on disk: an acknowledged pause or dry-run survives a
-/// restart.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StoredSwitches {
-    pub paused: bool,
-    pub dry_run: bool,
-}
-
-/// Reads the switches kept in `file`: none kept gives the defaults (running, acting); an
-/// unreadable file gives the safe side (paused and dry-run), loudly.
-fn load_switches(file: &std::path::Path) -> StoredSwitches {
-    match std::fs::read_to_string(file) {
-        Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::error!(file = %file.display(), error = %e,
-                "the operator's switches cannot be read: the controller starts paused and in dry-run until an operator resumes it");
-            StoredSwitches {
-                paused: true,
-                dry_run: true,
-            }
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StoredSwitches::default(),
-        Err(e) => {
-            tracing::error!(file = %file.display(), error = %e,
-                "the operator's switches cannot be read: the controller starts paused and in dry-run until an operator resumes it");
-            StoredSwitches {
-                paused: true,
-                dry_run: true,
-            }
-        }
+    fn cluster_view(&self, controller: Switches) -> ClusterView {
+        let b = self.live.backend();
+        ClusterView::Simulator(Box::new(SimulatorView {
+            controller,
+            backend: "simulator",
+            trace: self.trace.clone(),
+            speed: b.speed(),
+            lap: b.lap(),
+            jobs_in_replay: b.simulator().len(),
+            finished_jobs: b.finished_total(),
+            ticks: self.live.ticks(),
+            now: self.live.cluster(),
+        }))
     }
-}
-
-impl std::fmt::Debug for Live {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Live")
-            .field("speed", &self.speed)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Live {
-    /// Nothing loaded yet; the replay runs at `speed` once [`spawn`] has loaded it. The
-    /// operator's switches are read from (and kept in) `switches_file`.
-    pub fn new(speed: f64, switches_file: std::path::PathBuf) -> Live {
-        let kept = load_switches(&switches_file);
-        if kept != StoredSwitches::default() {
-            tracing::info!(
-                paused = kept.paused,
-                dry_run = kept.dry_run,
-                "the operator's switches kept from before the restart"
-            );
-        }
-        Live {
-            running: tokio::sync::Mutex::new(None),
-            status: Mutex::new("loading".to_string()),
-            speed,
-            paused: AtomicBool::new(kept.paused),
-            dry_run: AtomicBool::new(kept.dry_run),
-            dry_run_locked: AtomicBool::new(false),
-            switches_file,
-            sim_clock: Mutex::new(SimClock::Absent),
-            decision_jobs: Mutex::new(DecisionJobs::default()),
-        }
-    }
-
-    /// The simulator's clock now.
-    pub fn sim_clock(&self) -> SimClock {
-        *lock(&self.sim_clock)
-    }
-
-    fn set_sim_clock(&self, clock: SimClock) {
-        *lock(&self.sim_clock) = clock;
-    }
-
-    /// Sets the switches and keeps them on disk (written whole, synced) before returning; on
-    /// a write error the switches stay as they were.
-    pub(super) fn store_switches(&self, new: StoredSwitches) -> std::io::Result<()> {
-        let file = &self.switches_file;
-        let tmp = file.with_extension("json.tmp");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(serde_json::to_string(&new).unwrap_or_default().as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, file)?;
-            if let Some(dir) = file.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        };
-        write()?;
-        self.paused.store(new.paused, Ordering::SeqCst);
-        self.dry_run.store(new.dry_run, Ordering::SeqCst);
-        Ok(())
-    }
-
-    /// The switches now.
-    pub(super) fn stored_switches(&self) -> StoredSwitches {
-        StoredSwitches {
-            paused: self.paused.load(Ordering::SeqCst),
-            dry_run: self.dry_run.load(Ordering::SeqCst),
-        }
-    }
-
-    pub(super) fn set_status(&self, s: impl Into<String>) {
-        *lock(&self.status) = s.into();
-    }
-
-    /// `--dry-run`: dry-run on, and `POST /v1/autoscaler/dry-run` may no longer turn it off.
-    pub(super) fn lock_dry_run(&self) {
-        self.dry_run.store(true, Ordering::SeqCst);
-        self.dry_run_locked.store(true, Ordering::SeqCst);
-    }
-
-    /// Brings the loop's pause and dry-run switches in line with the endpoints'.
-    pub(super) fn sync_switches(&self, d: &mut Driven) {
-        d.view_mut().set_switches(
-            self.paused.load(Ordering::SeqCst),
-            self.dry_run.load(Ordering::SeqCst),
-        );
-    }
-
-    fn status(&self) -> String {
-        lock(&self.status).clone()
-    }
-
-    /// The health of the cluster `backend` (none without a cluster).
-    pub fn health(&self, backend: crate::serve::config::Backend) -> Option<health::BackendHealth> {
-        use crate::serve::config::Backend;
-        match backend {
-            Backend::None => None,
-            b => Some(health::BackendHealth::from_status(b.name(), &self.status())),
-        }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -340,7 +162,7 @@ fn load(
     speed: f64,
     resume: Resume,
 ) -> anyhow::Result<Running> {
-    let all = super::training::bundled_jobs(dataset, None)?;
+    let all = crate::serve::training::bundled_jobs(dataset, None)?;
     let mut records = replay_records(all, trained_on);
     let trace_start = records
         .iter()
@@ -374,6 +196,7 @@ fn load(
         records: Arc::new(records),
         lap_offset: resume.lap,
         trace_start,
+        trace: dataset.to_string(),
     })
 }
 
@@ -457,10 +280,9 @@ fn snapshot_event(p: &ClusterPoint) -> Event {
     })
 }
 
-/// Loads the replay in the background and drives it every [`TICK`] until shutdown.
-pub fn spawn(state: AppState) {
-    let dataset = state.config.bootstrap_dataset.clone();
-    let limit = state.config.bootstrap_limit;
+/// Loads the replay of `dataset` in the background and drives it every [`TICK`] until
+/// shutdown.
+fn spawn(state: AppState, dataset: String, limit: Option<usize>) {
     let speed = state.ext.live.speed;
     // the store's events were applied at open: the replay continues after them
     let resume = Resume::of(&state.online());
@@ -487,11 +309,16 @@ pub fn spawn(state: AppState) {
         };
         state.ext.live.set_sim_clock(running.clock());
         let jobs = running.live.backend().simulator().len();
-        *state.ext.live.running.lock().await = Some(Driven::Sim(Box::new(running)));
+        *state.ext.live.running.lock().await = Some(Box::new(running));
         state.ext.live.set_status("running");
         tracing::info!(jobs, speed, gpus = LIVE_GPUS, "live simulator replaying");
         drive(state).await;
     });
+}
+
+/// The replay in the controller's slot (none when the slot holds no replay).
+fn running_mut(slot: &mut Option<Box<dyn Driven>>) -> Option<&mut Running> {
+    slot.as_mut()?.as_any_mut().downcast_mut::<Running>()
 }
 
 async fn drive(state: AppState) {
@@ -522,7 +349,7 @@ async fn drive(state: AppState) {
         let mut busy = Duration::ZERO;
         {
             let mut guard = live.running.lock().await;
-            let Some(Driven::Sim(r)) = guard.as_mut() else {
+            let Some(r) = running_mut(&mut guard) else {
                 break;
             };
             let t = Instant::now();
@@ -555,7 +382,7 @@ async fn drive(state: AppState) {
         };
         // 3. the controller decides and acts
         let mut guard = live.running.lock().await;
-        let Some(Driven::Sim(r)) = guard.as_mut() else {
+        let Some(r) = running_mut(&mut guard) else {
             break;
         };
         for (id, secs) in predictions {
@@ -590,26 +417,6 @@ async fn drive(state: AppState) {
             last_snapshot = p.time;
             pending.push(snapshot_event(&p));
         }
-    }
-}
-
-/// Decisions counted on `/metrics` so far, by (action, reason, outcome).
-pub(super) type Counted = BTreeMap<(&'static str, &'static str, Outcome), u64>;
-
-/// Puts the loop's cluster gauges and its new decisions (since `counted`) on `/metrics`.
-pub(super) fn publish<B: LiveBackend, P: Policy>(
-    metrics: &Metrics,
-    live: &LiveLoop<B, P>,
-    counted: &mut Counted,
-) {
-    let p = live.cluster();
-    metrics.set_cluster(p.utilisation, p.queued, p.queued_gpus, p.running);
-    for (&(action, reason, outcome), &n) in live.decision_counts() {
-        let seen = counted.entry((action, reason, outcome)).or_insert(0);
-        for _ in *seen..n {
-            metrics.observe_action(action, reason, outcome.name());
-        }
-        *seen = n;
     }
 }
 
@@ -679,35 +486,5 @@ mod tests {
             &out[2],
             Event::JobFinished { status: FinishStatus::Failed, duration: Some(d), .. } if *d == 12.5
         ));
-    }
-}
-
-#[cfg(test)]
-mod switch_tests {
-    use super::*;
-
-    #[test]
-    fn switches_survive_a_restart_and_an_unreadable_file_starts_safe() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("operator.json");
-        let live = Live::new(60.0, file.clone());
-        assert_eq!(live.stored_switches(), StoredSwitches::default());
-        let on = StoredSwitches {
-            paused: true,
-            dry_run: true,
-        };
-        live.store_switches(on).unwrap();
-        assert_eq!(Live::new(60.0, file.clone()).stored_switches(), on);
-        live.store_switches(StoredSwitches::default()).unwrap();
-        assert_eq!(
-            Live::new(60.0, file.clone()).stored_switches(),
-            StoredSwitches::default()
-        );
-        std::fs::write(&file, "{not json").unwrap();
-        assert_eq!(Live::new(60.0, file).stored_switches(), on, "safe side");
-        // a switch that cannot be kept is not taken
-        let live = Live::new(60.0, dir.path().join("missing-dir/operator.json"));
-        assert!(live.store_switches(on).is_err());
-        assert_eq!(live.stored_switches(), StoredSwitches::default());
     }
 }

@@ -1,0 +1,251 @@
+//! The Kubernetes cluster's events as store events: the watches' job lifecycle and snapshots
+//! become ingestable [`Event`]s ([`store_events`]), and a new leader keeps only those the
+//! shared log lacks ([`unlogged`]).
+
+use std::sync::Arc;
+
+use augur_autoscaler::kubernetes::{self, ClusterEvent, Outcome};
+use augur_autoscaler::ClusterSnapshot;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::RECONCILE_EVERY;
+use crate::serve::events::{self, Event, FinishStatus, JobProfile};
+use crate::serve::online::Online;
+
+fn profile(job: &kubernetes::JobKey, gpus: Option<u32>, queue: Option<&str>) -> JobProfile {
+    JobProfile {
+        num_gpus: gpus.map(f64::from),
+        group: Some(job.namespace.clone()),
+        job_name: Some(job.name.clone()),
+        cluster: Some("kubernetes".into()),
+        queue: queue.map(str::to_string),
+        ..JobProfile::default()
+    }
+}
+
+/// The store event of a cluster event.
+fn to_event(e: &ClusterEvent) -> Event {
+    match e {
+        ClusterEvent::Submitted {
+            job,
+            time,
+            gpus,
+            queue,
+            ..
+        } => Event::JobSubmitted {
+            job_id: job.to_string(),
+            at: *time,
+            profile: profile(job, *gpus, queue.as_deref()),
+            dag: None,
+        },
+        ClusterEvent::Started { job, time } => Event::JobStarted {
+            job_id: job.to_string(),
+            at: *time,
+        },
+        ClusterEvent::Finished { job, time, outcome } => Event::JobFinished {
+            job_id: job.to_string(),
+            at: *time,
+            status: match outcome {
+                Outcome::Succeeded => FinishStatus::Completed,
+                Outcome::Failed => FinishStatus::Failed,
+                Outcome::Deleted => FinishStatus::Killed,
+            },
+            duration: None,
+        },
+        ClusterEvent::Snapshot(s) => snapshot_event(s),
+    }
+}
+
+pub fn snapshot_event(s: &ClusterSnapshot) -> Event {
+    let healthy = s.healthy_gpus();
+    Event::ClusterSnapshot(events::ClusterSnapshot {
+        at: s.time,
+        total_gpus: f64::from(healthy),
+        busy_gpus: f64::from(healthy.saturating_sub(s.free_gpus())),
+        queued_jobs: Some(s.queued.len() as u64),
+        running_jobs: Some(s.running.len() as u64),
+        nodes: Some(s.nodes.len() as u64),
+    })
+}
+
+/// The events of `batch` the log (as applied to `online`) does not hold yet, in order: a
+/// submit no run of the job has at that time, a start or finish of a run the log has not
+/// started or finished (or of a run submitted earlier in `batch`). Snapshots are kept.
+pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
+    let mut new_runs: std::collections::HashSet<String> = std::collections::HashSet::new();
+    batch
+        .into_iter()
+        .filter(|ev| {
+            let Some(id) = ev.job_id() else {
+                return true;
+            };
+            let current = online.jobs.get(id);
+            let runs = || {
+                current
+                    .into_iter()
+                    .chain(online.earlier_runs.get(id).into_iter().flatten())
+            };
+            match ev {
+                Event::JobSubmitted { at, .. } => {
+                    let fresh = !runs().any(|j| j.submitted_at == Some(*at));
+                    if fresh {
+                        new_runs.insert(id.to_string());
+                    }
+                    fresh
+                }
+                Event::JobStarted { .. } => {
+                    new_runs.contains(id) || current.is_none_or(|j| j.started_at.is_none())
+                }
+                Event::JobFinished { .. } => {
+                    new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
+                }
+                _ => true,
+            }
+        })
+        .collect()
+}
+
+/// The ingestable events of the cluster events received so far: every job lifecycle event,
+/// and the latest snapshot when [`RECONCILE_EVERY`] passed since the last one stored.
+pub fn store_events(
+    rx: &mut UnboundedReceiver<ClusterEvent>,
+    last_snapshot: &mut f64,
+) -> Vec<Event> {
+    let mut batch = Vec::new();
+    let mut latest: Option<Arc<ClusterSnapshot>> = None;
+    while let Ok(e) = rx.try_recv() {
+        match e {
+            ClusterEvent::Snapshot(s) => latest = Some(s),
+            other => batch.push(to_event(&other)),
+        }
+    }
+    if let Some(s) = latest {
+        if s.time >= *last_snapshot + RECONCILE_EVERY.as_secs_f64() {
+            *last_snapshot = s.time;
+            batch.push(snapshot_event(&s));
+        }
+    }
+    batch.retain(|ev| match ev.validate("") {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(error = ?err, "cluster event not ingestable; skipped");
+            false
+        }
+    });
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::online::ServedModels;
+    use crate::serve::store::StoredEvent;
+    use augur_autoscaler::kubernetes::JobKey;
+
+    #[test]
+    fn a_new_leader_ingests_only_the_job_facts_the_log_lacks() {
+        let submit = |id: &str, at: f64| Event::JobSubmitted {
+            job_id: id.into(),
+            at,
+            profile: JobProfile::default(),
+            dag: None,
+        };
+        let start = |id: &str, at: f64| Event::JobStarted {
+            job_id: id.into(),
+            at,
+        };
+        let finish = |id: &str, at: f64| Event::JobFinished {
+            job_id: id.into(),
+            at,
+            status: FinishStatus::Completed,
+            duration: None,
+        };
+        // the log (applied): ml/a submitted and started, ml/c's whole first run
+        let mut online = Online::new(ServedModels::default());
+        let logged = [
+            submit("ml/a", 100.0),
+            start("ml/a", 110.0),
+            submit("ml/c", 50.0),
+            start("ml/c", 60.0),
+            finish("ml/c", 90.0),
+        ];
+        for (i, event) in logged.into_iter().enumerate() {
+            online.apply(&StoredEvent {
+                seq: i as i64 + 1,
+                received_at: 0.0,
+                event,
+            });
+        }
+        // what this replica's watches saw (a deletion's time is each replica's own clock)
+        let seen = vec![
+            submit("ml/a", 100.0),
+            start("ml/a", 110.0),
+            finish("ml/a", 500.0),
+            submit("ml/c", 50.0),
+            start("ml/c", 60.0),
+            finish("ml/c", 91.0),
+            // ml/c submitted again: a new run, started and finished
+            submit("ml/c", 200.0),
+            start("ml/c", 210.0),
+            finish("ml/c", 300.0),
+            submit("ml/d", 400.0),
+        ];
+        let kept = unlogged(&online, seen);
+        assert_eq!(
+            kept,
+            vec![
+                finish("ml/a", 500.0),
+                submit("ml/c", 200.0),
+                start("ml/c", 210.0),
+                finish("ml/c", 300.0),
+                submit("ml/d", 400.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_events_become_ingestable_store_events() {
+        let job = JobKey::pytorchjob("ml", "bert");
+        let evs = [
+            ClusterEvent::Submitted {
+                job: job.clone(),
+                time: 100.0,
+                gpus: Some(8),
+                elastic: Some((4, 16)),
+                queue: Some("team-a".into()),
+            },
+            ClusterEvent::Started {
+                job: job.clone(),
+                time: 160.0,
+            },
+            ClusterEvent::Finished {
+                job: job.clone(),
+                time: 900.0,
+                outcome: Outcome::Deleted,
+            },
+        ];
+        let out: Vec<Event> = evs.iter().map(to_event).collect();
+        for e in &out {
+            e.validate("").expect("ingestable");
+        }
+        match &out[0] {
+            Event::JobSubmitted {
+                job_id, profile, ..
+            } => {
+                assert_eq!(job_id, "ml/bert");
+                assert_eq!(profile.num_gpus, Some(8.0));
+                assert_eq!(profile.group.as_deref(), Some("ml"));
+                assert_eq!(profile.queue.as_deref(), Some("team-a"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            &out[2],
+            Event::JobFinished {
+                status: FinishStatus::Killed,
+                at,
+                ..
+            } if *at == 900.0
+        ));
+    }
+}
