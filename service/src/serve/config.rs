@@ -188,17 +188,20 @@ impl Backend {
     }
 }
 
+/// A backend name that is none of the backends.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend `{0}`: none, sim, kubernetes or slurm")]
+pub struct UnknownBackend(pub String);
+
 impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Backend, String> {
+    type Err = UnknownBackend;
+    fn from_str(s: &str) -> Result<Backend, UnknownBackend> {
         match s {
             "none" => Ok(Backend::None),
             "sim" => Ok(Backend::Sim),
             "kubernetes" => Ok(Backend::Kubernetes),
             "slurm" => Ok(Backend::Slurm),
-            other => Err(format!(
-                "unknown backend `{other}`: none, sim, kubernetes or slurm"
-            )),
+            other => Err(UnknownBackend(other.to_string())),
         }
     }
 }

@@ -112,3 +112,75 @@ pub fn build(config: &ServeConfig) -> Result<Arc<dyn ServeBackend>, BackendError
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::config::KubeOptions;
+
+    fn config(backend: Backend, kubernetes: KubeOptions) -> ServeConfig {
+        ServeConfig {
+            backend,
+            kubernetes,
+            ..ServeConfig::default()
+        }
+    }
+
+    #[test]
+    fn each_backend_is_built_from_the_configuration_with_its_own_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Live::new(60.0, dir.path().join("operator.json"));
+        let none = build(&config(Backend::None, KubeOptions::default())).unwrap();
+        assert_eq!(
+            (none.kind(), none.cluster()),
+            (Backend::None, String::new())
+        );
+        assert_eq!(none.health(&controller), None);
+
+        let sim = build(&config(Backend::Sim, KubeOptions::default())).unwrap();
+        assert_eq!(
+            (sim.kind(), sim.cluster()),
+            (Backend::Sim, "sim:philly".into())
+        );
+        let health = sim.health(&controller).unwrap();
+        assert!(health.up, "loading is not an outage: {health:?}");
+
+        // two Kubernetes backends in one process keep their own options
+        let kube = |namespace: &str| {
+            let opts = KubeOptions {
+                kubeconfig: Some("/etc/augur/kubeconfig".into()),
+                namespace: Some(namespace.into()),
+                dry_run: false,
+            };
+            build(&config(Backend::Kubernetes, opts)).unwrap()
+        };
+        let (ml, ops) = (kube("ml"), kube("ops"));
+        assert_eq!(ml.kind(), Backend::Kubernetes);
+        assert_eq!(
+            ml.cluster(),
+            "kubeconfig=/etc/augur/kubeconfig namespace=ml"
+        );
+        assert_eq!(
+            ops.cluster(),
+            "kubeconfig=/etc/augur/kubeconfig namespace=ops"
+        );
+        assert!(!ml.health(&controller).unwrap().up, "not running yet");
+    }
+
+    #[test]
+    fn the_slurm_backend_names_its_cluster_and_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let controller = Live::new(60.0, dir.path().join("operator.json"));
+        let slurm = slurm::SlurmBackend::new("graham".into(), 15.0);
+        assert_eq!(
+            (slurm.kind(), slurm.cluster()),
+            (Backend::Slurm, "graham".into())
+        );
+        let id = slurm::tracker::store_id("graham", "123_4", 1_700_000_000.0);
+        assert_eq!(slurm.scheduler_id(&id).as_deref(), Some("123_4"));
+        assert_eq!(slurm.scheduler_id("other/123@1700000000"), None);
+        let health = slurm.health(&controller).unwrap();
+        assert_eq!((health.up, health.detail.as_str()), (false, "starting"));
+        assert!(matches!(slurm.cluster_view(), Some(ClusterView::Slurm(_))));
+    }
+}
