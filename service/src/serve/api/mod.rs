@@ -125,7 +125,9 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     checks.push(ReadyCheck {
         name: "store".into(),
         ok: store.is_ok(),
-        detail: store.err().map_or_else(|| "writable".into(), |e| e.to_string()),
+        detail: store
+            .err()
+            .map_or_else(|| "writable".into(), |e| e.to_string()),
     });
     if let Some(h) = state.ext.backend_health(state.config.backend) {
         checks.push(ReadyCheck {

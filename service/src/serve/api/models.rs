@@ -84,7 +84,8 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsVie
     let kinds = blocking(move || {
         let mut kinds = BTreeMap::new();
         for kind in KINDS {
-            let failed = |e: RegistryError| ApiError::internal("the model registry cannot be read", e);
+            let failed =
+                |e: RegistryError| ApiError::internal("the model registry cannot be read", e);
             let versions = registry.versions(kind).map_err(failed)?;
             let promoted = registry.promotion(kind).map_err(failed)?;
             let versions = versions

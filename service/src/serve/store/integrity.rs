@@ -181,7 +181,6 @@ impl HighWater {
     }
 }
 
-
 /// What the verification of a store found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IntegrityReport {
@@ -283,10 +282,7 @@ type RowScan = (Vec<i64>, Vec<(i64, String)>);
 /// A row's receive time, kind, job, body and checksum.
 type RowFields = (f64, String, Option<String>, String, Option<String>);
 
-fn scan_rows(
-    conn: &Connection,
-    parse: &ParseBody,
-) -> Result<RowScan, rusqlite::Error> {
+fn scan_rows(conn: &Connection, parse: &ParseBody) -> Result<RowScan, rusqlite::Error> {
     let sums = if has_row_sums(conn)? { "sum" } else { "NULL" };
     let mut stmt = conn.prepare(&format!(
         "SELECT seq, received_at, kind, job_id, body, {sums} FROM events ORDER BY seq"

@@ -23,11 +23,11 @@
 //! transaction, so a submit and its answers are committed together or not at all (a crash
 //! never leaves a submit whose answers would be issued again by a later model). `apply`
 //! therefore runs after the group's events are written and before their commit. Should
-//! that commit then fail
-//! (a full disk), the online state is ahead of the log: the writer retries that group, with
-//! the same sequence numbers and records, until it commits (its requests wait for it), and
-//! meanwhile refuses every new append at once ([`WriteFailure::Stalled`]); so once there is
-//! space again ingest resumes by itself, with memory and log agreeing.
+//! that commit then fail (a full disk), the online state is ahead of the log: the writer
+//! retries that group, with the same sequence numbers and records, until it commits (its
+//! requests wait for it), and meanwhile refuses every new append at once
+//! ([`WriteFailure::Stalled`]); so once there is space again ingest resumes by itself, with
+//! memory and log agreeing. The writer is [`writer`]; what it calls, [`hooks`].
 //!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
@@ -37,7 +37,9 @@
 //!
 //! **Compaction** ([`compaction`], [`archive`]): the oldest events move to checksummed
 //! archive segments under `<data_dir>/archive/`; reads go through the archive, then the
-//! database, so the log reads the same before and after.
+//! database, so the log reads the same before and after. Ranges recorded as lost are
+//! [`losses`]; the errors, [`error`]; the shared PostgreSQL log with the same promises,
+//! [`postgres`], and the one handle over both, [`EventLog`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
@@ -51,17 +53,17 @@ use super::events::Event;
 
 pub mod archive;
 pub mod compaction;
+mod error;
 pub mod event_log;
 pub mod hooks;
 pub mod integrity;
 pub mod losses;
 pub mod postgres;
 mod probe;
-mod error;
 mod writer;
 
-pub use event_log::EventLog;
 pub use error::{NotWritable, StoreError, WriteFailure};
+pub use event_log::EventLog;
 pub use hooks::{ApplyGroup, GroupHooks};
 use writer::{WriteRequest, Writer};
 

@@ -88,7 +88,12 @@ impl Writer {
 
     /// Records the high-water mark of the committed group (`stored`), tells the hooks, then
     /// answers each request with its sequence numbers.
-    fn acknowledge(&mut self, group: Vec<WriteRequest>, stored: &[StoredEvent], seqs: Vec<Vec<i64>>) {
+    fn acknowledge(
+        &mut self,
+        group: Vec<WriteRequest>,
+        stored: &[StoredEvent],
+        seqs: Vec<Vec<i64>>,
+    ) {
         // the mark goes to disk before any reply: what is acknowledged is below it
         let last = seqs.iter().flatten().copied().max().unwrap_or(0);
         if let Err(e) = self.high_water.record(last) {

@@ -7,7 +7,10 @@ use super::*;
 fn assert_no_internal_text(dir: &Path, v: &Value) {
     assert_eq!(v["error"]["code"], "internal", "{v}");
     let message = v["error"]["message"].as_str().unwrap();
-    assert!(message.ends_with(crate::serve::error::INTERNAL_MESSAGE), "{v}");
+    assert!(
+        message.ends_with(crate::serve::error::INTERNAL_MESSAGE),
+        "{v}"
+    );
     let text = v.to_string().to_lowercase();
     let resolved = std::fs::canonicalize(dir).unwrap();
     for p in [dir, resolved.as_path()] {
