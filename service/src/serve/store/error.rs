@@ -2,6 +2,7 @@
 //! not committed (the answer to an append).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::integrity::IntegrityReport;
 use super::postgres;
@@ -61,30 +62,40 @@ pub enum NotWritable {
     },
 }
 
-/// Why a write was not committed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a write was not committed: the writer's answer to each request of a group (shared:
+/// one failure answers them all).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WriteFailure {
     /// The disk (or the database's size limit) is full.
     #[error("the disk is full ({0}): the events were not stored")]
-    Full(String),
+    Full(Arc<rusqlite::Error>),
     /// The writer retries a commit the service had already applied; no new event is taken
     /// until it succeeds.
-    #[error(
-        "a commit failed ({reason}) and is being retried: no event is taken until it succeeds"
-    )]
-    Stalled { reason: String, full: bool },
+    #[error("a commit failed ({cause}) and is being retried: no event is taken until it succeeds")]
+    Stalled {
+        cause: Arc<rusqlite::Error>,
+        full: bool,
+    },
     /// Any other failure of the write.
     #[error("{0}")]
-    Failed(String),
+    Failed(Arc<rusqlite::Error>),
 }
 
 impl WriteFailure {
     /// The failure of a write that failed with `e`.
-    pub(super) fn of(e: &rusqlite::Error) -> WriteFailure {
-        if is_disk_full(e) {
-            WriteFailure::Full(e.to_string())
+    pub(super) fn of(e: Arc<rusqlite::Error>) -> WriteFailure {
+        if is_disk_full(&e) {
+            WriteFailure::Full(e)
         } else {
-            WriteFailure::Failed(e.to_string())
+            WriteFailure::Failed(e)
+        }
+    }
+
+    /// The writer retries a commit that failed (last) with `e`.
+    pub(super) fn stalled(e: Arc<rusqlite::Error>) -> WriteFailure {
+        WriteFailure::Stalled {
+            full: is_disk_full(&e),
+            cause: e,
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::error::{is_disk_full, WriteFailure};
+use super::error::WriteFailure;
 use super::integrity::{self, HighWater};
 use super::{now_unix, GroupHooks, PredictionRecord, StoredEvent, GROUP_MAX};
 use crate::serve::events::Event;
@@ -57,7 +57,7 @@ impl Writer {
                 Ok((stored, seqs)) => self.acknowledge(group, &stored, seqs),
                 Err(GroupError::Unapplied(e)) => {
                     tracing::error!(store = %self.path.display(), error = %e, "event store commit failed; events not acknowledged");
-                    let failure = WriteFailure::of(&e);
+                    let failure = WriteFailure::of(Arc::new(e));
                     for req in group {
                         let _ = req.reply.send(Err(failure.clone()));
                     }
@@ -69,6 +69,7 @@ impl Writer {
                         records,
                         seqs,
                     } = *applied;
+                    let error = Arc::new(error);
                     tracing::error!(store = %self.path.display(), error = %error, "event store commit failed after the service applied the group: new events are refused and the commit is retried until it succeeds");
                     if self.retry(&mut conn, &error, &stored, &records) {
                         tracing::warn!(store = %self.path.display(), "the stalled commit succeeded: ingest resumes");
@@ -76,7 +77,7 @@ impl Writer {
                     } else {
                         tracing::error!(store = %self.path.display(), "the store closed before the stalled commit succeeded: its events are not acknowledged, and the next start rebuilds the state from the log");
                         for req in group {
-                            let _ = req.reply.send(Err(WriteFailure::of(&error)));
+                            let _ = req.reply.send(Err(WriteFailure::of(error.clone())));
                         }
                         break;
                     }
@@ -110,27 +111,23 @@ impl Writer {
     fn retry(
         &mut self,
         conn: &mut Connection,
-        first: &rusqlite::Error,
+        first: &Arc<rusqlite::Error>,
         stored: &[StoredEvent],
         records: &[PredictionRecord],
     ) -> bool {
-        let stalled = |e: &rusqlite::Error| WriteFailure::Stalled {
-            reason: e.to_string(),
-            full: is_disk_full(e),
-        };
         let set = |f: Option<WriteFailure>| {
             *self.stall.lock().unwrap_or_else(|e| e.into_inner()) = f;
         };
-        set(Some(stalled(first)));
+        set(Some(WriteFailure::stalled(first.clone())));
         let mut wait = STALL_RETRY_FIRST;
         let committed = loop {
             loop {
                 match self.rx.try_recv() {
                     Ok(req) => {
                         let current = self.stall.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        let _ = req
-                            .reply
-                            .send(Err(current.unwrap_or_else(|| stalled(first))));
+                        let _ = req.reply.send(Err(
+                            current.unwrap_or_else(|| WriteFailure::stalled(first.clone()))
+                        ));
                     }
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
@@ -147,7 +144,7 @@ impl Writer {
             wait = (wait * 2).min(STALL_RETRY_MAX);
             match rewrite_group(conn, stored, records) {
                 Ok(()) => break true,
-                Err(e) => set(Some(stalled(&e))),
+                Err(e) => set(Some(WriteFailure::stalled(Arc::new(e)))),
             }
         };
         set(None);
