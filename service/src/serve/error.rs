@@ -16,7 +16,7 @@
 //! | 503 | `overloaded` | every prediction worker is busy (with `Retry-After`) |
 //! | 503 | `store_unavailable` | the store retries a failed commit or has stopped (events not acknowledged) |
 //! | 507 | `insufficient_storage` | the disk is full (events not acknowledged) |
-//! | 500 | `internal` | the store failed otherwise (the event was not acknowledged) |
+//! | 500 | `internal` | the service failed inside (e.g. the store: the event was not acknowledged); the message names what failed, never the internal text, which goes to the log |
 
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
@@ -24,6 +24,9 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+/// What every 500 answer says after naming what failed: the details are in the log only.
+pub const INTERNAL_MESSAGE: &str = "internal error; see the service's log";
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,8 +108,18 @@ impl ApiError {
         )
     }
 
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    /// 500: `what` failed because of `error`, a failure inside the service (the store, a
+    /// worker thread, a model). The log keeps `error` in full (alternate form: an `anyhow`
+    /// error with its causes), inside the request's span, which names its method and path;
+    /// the answer says only `what` failed and never carries the internal text (paths, SQL,
+    /// file names).
+    pub fn internal(what: &'static str, error: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %format_args!("{error:#}"), "{what}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("{what}: {INTERNAL_MESSAGE}"),
+        )
     }
 }
 
@@ -213,6 +226,16 @@ fn json_error(path: &str, e: &serde_json::Error) -> ApiError {
 /// (see `events::Event`'s `TryFrom<Value>`): "field `PATH`: MESSAGE".
 pub const FIELD_MARK: &str = "field `";
 
+/// The error of such a nested deserialisation: serde carries it on as its text
+/// ([`FIELD_MARK`]), which [`field_and_message`] reads back.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("field `{field}`: {message}")]
+pub struct FieldError {
+    /// The path of the field at fault, from the nested value (empty: the value itself).
+    pub field: String,
+    pub message: String,
+}
+
 /// The field at fault and the message, from serde_path_to_error's `path` and serde's
 /// message. serde names missing fields in backticks while the path stops at their parent;
 /// for unknown fields the path already ends with the key.
@@ -265,6 +288,18 @@ mod tests {
     struct Item {
         id: String,
         n: f64,
+    }
+
+    #[test]
+    fn a_field_error_reads_back_as_its_field() {
+        let e = FieldError {
+            field: "profile.num_gpus".into(),
+            message: "must be at least 0".into(),
+        };
+        assert!(e.to_string().starts_with(FIELD_MARK), "{e}");
+        let (field, message) = field_and_message("events[2]", &e.to_string());
+        assert_eq!(field, "events[2].profile.num_gpus");
+        assert_eq!(message, "must be at least 0");
     }
 
     #[test]

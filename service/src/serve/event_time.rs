@@ -23,12 +23,22 @@ pub fn wall_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// A string that is not an RFC 3339 time.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a time: give epoch seconds or an RFC 3339 string such as 2024-05-01T12:00:00Z ({source})")]
+pub struct NotATime {
+    text: String,
+    #[source]
+    source: chrono::ParseError,
+}
+
 /// Reads an RFC 3339 time (`2024-05-01T12:00:00Z`) as epoch seconds.
-pub fn parse_rfc3339(s: &str) -> Result<f64, String> {
+pub fn parse_rfc3339(s: &str) -> Result<f64, NotATime> {
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp() as f64 + f64::from(t.timestamp_subsec_nanos()) * 1e-9)
-        .map_err(|e| {
-            format!("`{s}` is not a time: give epoch seconds or an RFC 3339 string such as 2024-05-01T12:00:00Z ({e})")
+        .map_err(|source| NotATime {
+            text: s.to_string(),
+            source,
         })
 }
 

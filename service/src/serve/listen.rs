@@ -355,59 +355,9 @@ pub async fn serve(
         let (id, tracked) = conns.add(now_ms());
         let conns = conns.clone();
         let app = app.clone();
-        let mut stop = stop_rx.clone();
+        let stop = stop_rx.clone();
         tasks.spawn(async move {
-            let service = {
-                let tracked = tracked.clone();
-                tower::service_fn(move |req: axum::extract::Request<hyper::body::Incoming>| {
-                    tracked.in_flight.fetch_add(1, Ordering::SeqCst);
-                    tracked.last_active_ms.store(now_ms(), Ordering::SeqCst);
-                    let body = |b| {
-                        let b = DeadlineBody::new(b, limits.body_deadline, tracked.clone(), now_ms());
-                        axum::body::Body::new(b)
-                    };
-                    let tracked = tracked.clone();
-                    let answer = app.clone().oneshot(req.map(body));
-                    async move {
-                        let resp = answer.await;
-                        // a body the handler left unread is not an upload any more
-                        *lock(&tracked.upload) = None;
-                        tracked.in_flight.fetch_sub(1, Ordering::SeqCst);
-                        tracked.last_active_ms.store(now_ms(), Ordering::SeqCst);
-                        resp
-                    }
-                })
-            };
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-                .with_upgrades();
-            tokio::pin!(conn);
-            let mut stopping = *stop.borrow();
-            if stopping {
-                conn.as_mut().graceful_shutdown();
-            }
-            loop {
-                tokio::select! {
-                    _ = conn.as_mut() => break,
-                    () = tracked.evict.notified() => {
-                        // idle, or asked while uploading too slowly to finish in time
-                        if tracked.in_flight.load(Ordering::SeqCst) == 0 || tracked.uploading() {
-                            tracing::debug!(uploading = tracked.uploading(), "connection closed to make room at the cap");
-                            break;
-                        }
-                        // busy again since it was asked: it may be asked again when idle
-                        tracked.evicting.store(false, Ordering::SeqCst);
-                    }
-                    changed = stop.changed(), if !stopping => {
-                        stopping = true;
-                        if changed.is_ok() {
-                            conn.as_mut().graceful_shutdown();
-                        }
-                    }
-                }
-            }
+            serve_connection(stream, app, limits, tracked, stop, started).await;
             conns.remove(id);
         });
     }
@@ -420,6 +370,71 @@ pub async fn serve(
     let abandoned = if drained.is_ok() { 0 } else { tasks.len() };
     tasks.abort_all();
     Stopped { abandoned }
+}
+
+/// Serves one connection until it closes, is asked to make room at the cap, or the service
+/// stops (then gracefully: the request in flight is finished). `started` is the clock the
+/// connections' activity is timed by.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    limits: ConnectionLimits,
+    tracked: Arc<Tracked>,
+    mut stop: watch::Receiver<bool>,
+    started: Instant,
+) {
+    let now_ms = move || u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let service = {
+        let tracked = tracked.clone();
+        tower::service_fn(move |req: axum::extract::Request<hyper::body::Incoming>| {
+            tracked.in_flight.fetch_add(1, Ordering::SeqCst);
+            tracked.last_active_ms.store(now_ms(), Ordering::SeqCst);
+            let body = |b| {
+                let b = DeadlineBody::new(b, limits.body_deadline, tracked.clone(), now_ms());
+                axum::body::Body::new(b)
+            };
+            let tracked = tracked.clone();
+            let answer = app.clone().oneshot(req.map(body));
+            async move {
+                let resp = answer.await;
+                // a body the handler left unread is not an upload any more
+                *lock(&tracked.upload) = None;
+                tracked.in_flight.fetch_sub(1, Ordering::SeqCst);
+                tracked.last_active_ms.store(now_ms(), Ordering::SeqCst);
+                resp
+            }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+        .with_upgrades();
+    tokio::pin!(conn);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            () = tracked.evict.notified() => {
+                // idle, or asked while uploading too slowly to finish in time
+                if tracked.in_flight.load(Ordering::SeqCst) == 0 || tracked.uploading() {
+                    tracing::debug!(uploading = tracked.uploading(), "connection closed to make room at the cap");
+                    break;
+                }
+                // busy again since it was asked: it may be asked again when idle
+                tracked.evicting.store(false, Ordering::SeqCst);
+            }
+            changed = stop.changed(), if !stopping => {
+                stopping = true;
+                if changed.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //!   (ingest, jobs, predictions, models), [`backends::endpoints`] (the cluster and the
 //!   controller's switches), [`status`] (the status page) and [`metrics`] (`/metrics`); [`openapi`]
 //!   generates the document of every route.
+//! - [`ingest`] is the ingest pipeline, step by step (validate, store, apply to the online
+//!   state, commit, broadcast, reply) and why in that order.
 //! - [`run()`] opens the data folder (event [`store`], model registry, auth token), loads or
 //!   trains the models, serves until SIGTERM/SIGINT and then finishes the requests in flight.
 //!
@@ -24,6 +26,7 @@ pub mod events;
 pub mod heap;
 pub mod housekeeping;
 pub mod identity;
+pub mod ingest;
 pub mod listen;
 pub mod metrics;
 pub mod model_gate;
@@ -238,38 +241,7 @@ impl AppState {
         online.not_trained = training::load_not_trained(&registry);
         let online = Arc::new(RwLock::new(online));
         let (events_tx, _) = broadcast::channel(4096);
-        let on_commit = {
-            let online = online.clone();
-            let tx = events_tx.clone();
-            Box::new(move |stored: &[store::StoredEvent]| {
-                let mut outcomes = Vec::new();
-                let records = {
-                    let mut o = write(&online);
-                    for e in stored {
-                        if let Some(out) = o.apply(e) {
-                            outcomes.push(out);
-                        }
-                    }
-                    o.take_issued()
-                };
-                if tx.receiver_count() > 0 {
-                    if let Some(first) = stored.first() {
-                        let _ = tx.send(ServeEvent::Ingested {
-                            first_seq: first.seq,
-                            kinds: stored.iter().map(|e| e.event.kind()).collect(),
-                        });
-                    }
-                    for out in outcomes {
-                        let _ = tx.send(ServeEvent::JobFinished(Arc::new(out)));
-                    }
-                }
-                records
-            })
-        };
-        let on_records = {
-            let online = online.clone();
-            Box::new(move |r: &[store::PredictionRecord]| write(&online).use_records(r))
-        };
+        let pipeline = ingest::Pipeline::new(online.clone(), events_tx.clone());
         let owner = store::event_log::Owner {
             backend: config.backend.name(),
             cluster: &cluster,
@@ -280,8 +252,7 @@ impl AppState {
             config.store.as_deref(),
             &store_path,
             owner,
-            on_commit,
-            on_records,
+            Box::new(pipeline),
         )?;
         snapshot::check_log_reaches(&ext.snapshots, &store)?;
         let (snapshot, replayed) = {

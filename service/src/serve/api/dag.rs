@@ -297,7 +297,7 @@ fn from_dag_model(
     let a = Arc::clone(model)
         .online(version)
         .predict_dag(job)
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| ApiError::internal("the DAG model could not answer", e))?;
     let (_, cp) = critical_path(dag, order, &a.stage_seconds);
     let stages = dag
         .stages

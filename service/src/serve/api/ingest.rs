@@ -45,8 +45,7 @@ pub struct EventPage {
 /// store's path or internal text.
 fn store_error(e: StoreError) -> ApiError {
     use axum::http::StatusCode;
-    tracing::error!(error = %e, "storing events failed");
-    match &e {
+    let answer = match &e {
         StoreError::Write { failure, .. } if failure.is_disk_full() => ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
             "insufficient_storage",
@@ -65,8 +64,15 @@ fn store_error(e: StoreError) -> ApiError {
             "store_unavailable",
             "the event store has stopped: the events were not stored (not acknowledged)",
         ),
-        _ => ApiError::internal("the events were not stored (not acknowledged): the store failed (see the service's log)"),
-    }
+        _ => {
+            return ApiError::internal(
+                "the events were not stored (not acknowledged): the store failed",
+                e,
+            )
+        }
+    };
+    tracing::error!(error = %e, "storing events failed");
+    answer
 }
 
 /// The window the events' times must fall in: on a live backend from 2000-01-01 to the wall
@@ -276,8 +282,8 @@ pub async fn list_events(
     let store = state.store.clone();
     let events = tokio::task::spawn_blocking(move || store.read_after(q.after, limit))
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| ApiError::internal("reading the events failed", e))?
+        .map_err(|e| ApiError::internal("reading the events failed", e))?;
     let next_after = events.last().map(|e| e.seq);
     Ok(Json(EventPage { events, next_after }))
 }

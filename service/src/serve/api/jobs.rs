@@ -127,11 +127,18 @@ async fn not_held(state: &AppState, id: String, horizon: Option<f64>) -> ApiErro
     let days = state.config.retention_days;
     let store = state.store.clone();
     let key = id.clone();
-    let stored = tokio::task::spawn_blocking(move || store.job_events(&key))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .flatten();
+    // the answer is a 404 either way: a failed read only loses where the events are
+    let stored = match tokio::task::spawn_blocking(move || store.job_events(&key)).await {
+        Ok(Ok(stored)) => stored,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "reading a job's events from the store failed");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading a job's events from the store failed");
+            None
+        }
+    };
     match stored {
         Some((first, last, n)) => ApiError::not_found(format!(
             "job `{id}` finished before the retention window ({days} days of job time) and left memory; its {n} events are in the store at seq {first}..={last} (GET /v1/events?after={})",

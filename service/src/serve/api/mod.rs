@@ -118,14 +118,16 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     let log = state.store.clone();
     let store = tokio::task::spawn_blocking(move || {
         store_writable(&dir)?;
-        log.check_writable()
+        Ok(log.check_writable()?)
     })
     .await
-    .unwrap_or_else(|e| Err(e.to_string()));
+    .unwrap_or_else(|e| Err(StoreNotReady::Check(e)));
     checks.push(ReadyCheck {
         name: "store".into(),
         ok: store.is_ok(),
-        detail: store.err().unwrap_or_else(|| "writable".into()),
+        detail: store
+            .err()
+            .map_or_else(|| "writable".into(), |e| e.to_string()),
     });
     if let Some(h) = state.ext.backend_health() {
         checks.push(ReadyCheck {
@@ -165,9 +167,26 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     (status, Json(body))
 }
 
+/// Why `/readyz` calls the store not ready (its `store` check says it to the operator).
+#[derive(Debug, thiserror::Error)]
+enum StoreNotReady {
+    #[error("the data folder {} takes no writes: {source}", .dir.display())]
+    FolderNotWritable {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the data folder {} has {free} bytes free, under the floor of {MIN_FREE_BYTES}", .dir.display())]
+    LowSpace { dir: std::path::PathBuf, free: u64 },
+    #[error(transparent)]
+    Log(#[from] crate::serve::store::event_log::LogNotWritable),
+    #[error("the store check did not finish: {0}")]
+    Check(tokio::task::JoinError),
+}
+
 /// Whether the data folder takes a write (a probe file created, synced and removed) and its
 /// file system has [`MIN_FREE_BYTES`] free; the error says which and why.
-fn store_writable(dir: &std::path::Path) -> Result<(), String> {
+fn store_writable(dir: &std::path::Path) -> Result<(), StoreNotReady> {
     use std::io::Write;
     let probe = dir.join(".readyz-probe");
     let written = std::fs::File::create(&probe).and_then(|mut f| {
@@ -175,13 +194,16 @@ fn store_writable(dir: &std::path::Path) -> Result<(), String> {
         f.sync_all()
     });
     let _ = std::fs::remove_file(&probe);
-    written.map_err(|e| format!("the data folder {} takes no writes: {e}", dir.display()))?;
+    written.map_err(|source| StoreNotReady::FolderNotWritable {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     if let Some(free) = free_bytes(dir) {
         if free < MIN_FREE_BYTES {
-            return Err(format!(
-                "the data folder {} has {free} bytes free, under the floor of {MIN_FREE_BYTES}",
-                dir.display()
-            ));
+            return Err(StoreNotReady::LowSpace {
+                dir: dir.to_path_buf(),
+                free,
+            });
         }
     }
     Ok(())
@@ -219,11 +241,13 @@ pub async fn no_such_route(uri: Uri) -> ApiError {
     )
 }
 
-/// Runs `f` on the blocking thread pool (registry reads and writes, model swaps).
+/// Runs `f` on the blocking thread pool (registry reads and writes, model swaps), inside
+/// the request's span (what `f` logs names the request).
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| ApiError::internal("a blocking task failed", e))?
 }

@@ -84,10 +84,8 @@ pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsVie
     let kinds = blocking(move || {
         let mut kinds = BTreeMap::new();
         for kind in KINDS {
-            let failed = |e: RegistryError| {
-                tracing::error!(error = %e, "reading the model registry failed");
-                ApiError::internal("the model registry cannot be read (see the service's log)")
-            };
+            let failed =
+                |e: RegistryError| ApiError::internal("the model registry cannot be read", e);
             let versions = registry.versions(kind).map_err(failed)?;
             let promoted = registry.promotion(kind).map_err(failed)?;
             let versions = versions
@@ -233,10 +231,8 @@ pub async fn promote(
             .registry
             .promote(kind, body.version)
             .map_err(registry_error("version", &dir))?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
-            tracing::error!(error = %format!("{e:#}"), "loading the promoted models failed");
-            ApiError::internal("the promoted models could not be loaded (see the service's log)")
-        })?;
+        let models = training::load_serving(&st.registry, &st.ext.metrics)
+            .map_err(|e| ApiError::internal("the promoted models could not be loaded", e))?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
     })
@@ -278,8 +274,7 @@ pub async fn rollback(
             .rollback(kind)
             .map_err(registry_error("kind", &dir))?;
         let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
-            tracing::error!(error = %format!("{e:#}"), "loading the models after a rollback failed");
-            ApiError::internal("the models could not be loaded after the rollback (see the service's log)")
+            ApiError::internal("the models could not be loaded after the rollback", e)
         })?;
         st.swap_models(models);
         Ok(Json(Promoted { kind, promoted: p }))
@@ -338,10 +333,7 @@ fn registry_error(
             RegistryError::UnknownVersion { .. } | RegistryError::Empty { .. } => {
                 ApiError::invalid(field, why)
             }
-            _ => {
-                tracing::error!(error = %e, "the model registry failed");
-                ApiError::internal("the model registry failed (see the service's log)")
-            }
+            _ => ApiError::internal("the model registry failed", e),
         }
     }
 }

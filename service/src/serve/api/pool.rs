@@ -45,13 +45,14 @@ impl PredictionPool {
         let permit = tokio::time::timeout(QUEUE_WAIT, self.permits.clone().acquire_owned())
             .await
             .map_err(|_| ApiError::overloaded(self.workers))?
-            .map_err(|_| ApiError::internal("the prediction pool is closed"))?;
+            .map_err(|e| ApiError::internal("the prediction pool is closed", e))?;
+        let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            work()
+            span.in_scope(work)
         })
         .await
-        .map_err(|e| ApiError::internal(format!("a prediction batch failed: {e}")))?
+        .map_err(|e| ApiError::internal("a prediction batch failed", e))?
     }
 }
 

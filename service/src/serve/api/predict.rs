@@ -185,7 +185,7 @@ pub(super) fn predict_error(e: PredictError) -> ApiError {
         PredictError::CannotFit { field, reason } => {
             ApiError::invalid(format!("profile.{field}"), reason)
         }
-        PredictError::Internal(m) => ApiError::internal(m),
+        PredictError::Internal(m) => ApiError::internal("the prediction failed", m),
     }
 }
 

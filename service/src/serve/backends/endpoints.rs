@@ -301,12 +301,8 @@ pub async fn pause(State(state): State<AppState>) -> Result<Json<ControllerView>
 
 /// Sets and keeps the switches; the change is acknowledged only once it is on disk.
 fn keep(live: &Live, new: StoredSwitches) -> Result<(), ApiError> {
-    live.store_switches(new).map_err(|e| {
-        tracing::error!(error = %e, "could not keep the operator's switches; unchanged");
-        ApiError::internal(format!(
-            "the switch could not be kept on disk ({e}); nothing changed"
-        ))
-    })
+    live.store_switches(new)
+        .map_err(|e| ApiError::internal("the switch could not be kept on disk; nothing changed", e))
 }
 
 /// `POST /v1/autoscaler/resume`.

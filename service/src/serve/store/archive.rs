@@ -25,7 +25,7 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::integrity::LostRange;
+use super::losses::LostRange;
 use super::{StoreError, StoredEvent};
 use crate::serve::events::Event;
 

@@ -77,41 +77,7 @@ impl Store {
             )
             .map_err(sql)?;
         while from < upto {
-            let rows = stmt
-                .query_map(params![from, upto, SEGMENT_EVENTS], |r| {
-                    Ok((
-                        Line {
-                            seq: r.get(0)?,
-                            received_at: r.get(1)?,
-                            body: r.get(2)?,
-                        },
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                    ))
-                })
-                .map_err(sql)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
-            // a row changed on disk is not archived as if sound
-            let mut lines = Vec::with_capacity(rows.len());
-            for (line, kind, job_id, sum) in rows {
-                if let Some(reason) = integrity::sum_mismatch(
-                    line.seq,
-                    line.received_at,
-                    &kind,
-                    job_id.as_deref(),
-                    &line.body,
-                    sum.as_deref(),
-                ) {
-                    return Err(StoreError::BadRow {
-                        path: self.path.clone(),
-                        seq: line.seq,
-                        reason,
-                    });
-                }
-                lines.push(line);
-            }
+            let lines = self.next_lines(&mut stmt, from, upto)?;
             let Some(last) = lines.last().map(|l| l.seq) else {
                 break;
             };
@@ -141,6 +107,55 @@ impl Store {
             "store compacted: events moved to the archive"
         );
         Ok(report)
+    }
+
+    /// The rows after `from` up to `upto`, at most a segment's worth, each checked against
+    /// its checksum: a row changed on disk is not archived as if sound.
+    fn next_lines(
+        &self,
+        stmt: &mut rusqlite::Statement<'_>,
+        from: i64,
+        upto: i64,
+    ) -> Result<Vec<Line>, StoreError> {
+        let sql = |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let rows = stmt
+            .query_map(params![from, upto, SEGMENT_EVENTS], |r| {
+                Ok((
+                    Line {
+                        seq: r.get(0)?,
+                        received_at: r.get(1)?,
+                        body: r.get(2)?,
+                    },
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                ))
+            })
+            .map_err(sql)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql)?;
+        let mut lines = Vec::with_capacity(rows.len());
+        for (line, kind, job_id, sum) in rows {
+            if let Some(reason) = integrity::sum_mismatch(
+                line.seq,
+                line.received_at,
+                &kind,
+                job_id.as_deref(),
+                &line.body,
+                sum.as_deref(),
+            ) {
+                return Err(StoreError::BadRow {
+                    path: self.path.clone(),
+                    seq: line.seq,
+                    reason,
+                });
+            }
+            lines.push(line);
+        }
+        Ok(lines)
     }
 
     /// The highest sequence number in the archive (0 when nothing is archived).

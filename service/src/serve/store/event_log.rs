@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::compaction::CompactionReport;
-use super::postgres::{OnRecords, PgStore};
-use super::{OnCommit, PredictionRecord, Store, StoreError, StoredEvent};
+use super::postgres::{PgStore, PgStoreError};
+use super::{GroupHooks, NotWritable, PredictionRecord, Store, StoreError, StoredEvent};
 use crate::serve::events::Event;
 
 /// Handle to the service's event log (cheap to clone).
@@ -16,6 +16,15 @@ use crate::serve::events::Event;
 pub enum EventLog {
     Sqlite(Store),
     Postgres(PgStore),
+}
+
+/// Why the log takes no writes now (readiness: `/readyz` shows it to the operator).
+#[derive(Debug, thiserror::Error)]
+pub enum LogNotWritable {
+    #[error(transparent)]
+    Sqlite(#[from] NotWritable),
+    #[error("the database takes no writes: {0}")]
+    Postgres(PgStoreError),
 }
 
 /// Whom a PostgreSQL log belongs to (checked at open).
@@ -29,25 +38,21 @@ impl EventLog {
     /// Opens the log without reading it: `url` `None` is the SQLite store at `sqlite_path`,
     /// else a `postgres://` connection string. Replay the stored events page by page with
     /// [`EventLog::read_after`] (the SQLite store reads its archive, then its database),
-    /// then call [`EventLog::follow`].
+    /// then call [`EventLog::follow`]. `hooks` sees each group committed from now on (the
+    /// service's ingest pipeline, [`crate::serve::ingest`]).
     pub fn open_unread(
         url: Option<&str>,
         sqlite_path: &Path,
         owner: Owner<'_>,
-        on_commit: OnCommit,
-        on_records: OnRecords,
+        hooks: Box<dyn GroupHooks>,
     ) -> Result<EventLog, StoreError> {
         match url {
-            None => Ok(EventLog::Sqlite(Store::open_unread(
-                sqlite_path,
-                on_commit,
-            )?)),
+            None => Ok(EventLog::Sqlite(Store::open_unread(sqlite_path, hooks)?)),
             Some(url) => Ok(EventLog::Postgres(PgStore::open_unread(
                 url,
                 owner.backend,
                 owner.cluster,
-                on_commit,
-                on_records,
+                hooks,
             )?)),
         }
     }
@@ -152,12 +157,10 @@ impl EventLog {
 
     /// Readiness of the log itself (blocking): it must take a write transaction now (and the
     /// SQLite store's writer thread must be running).
-    pub fn check_writable(&self) -> Result<(), String> {
+    pub fn check_writable(&self) -> Result<(), LogNotWritable> {
         match self {
-            EventLog::Sqlite(s) => s.check_writable(),
-            EventLog::Postgres(s) => s
-                .check_writable()
-                .map_err(|e| format!("the database takes no writes: {e}")),
+            EventLog::Sqlite(s) => Ok(s.check_writable()?),
+            EventLog::Postgres(s) => s.check_writable().map_err(LogNotWritable::Postgres),
         }
     }
 

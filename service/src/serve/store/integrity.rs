@@ -23,7 +23,13 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
+pub use super::losses::LostRange;
+use super::losses::{gaps, recorded_losses};
 use super::StoreError;
+
+/// Checks one stored event body: the reason it is not an event (the store's parser, or one
+/// that accepts any body when only the numbers are checked).
+pub type ParseBody = dyn Fn(&str) -> Result<(), serde_json::Error>;
 
 /// The checksum of one stored row (lowercase hex SHA-256).
 pub fn row_sum(seq: i64, received_at: f64, kind: &str, job_id: Option<&str>, body: &str) -> String {
@@ -175,14 +181,6 @@ impl HighWater {
     }
 }
 
-/// A range of sequence numbers a repair found missing and recorded as lost.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LostRange {
-    pub first_seq: i64,
-    pub last_seq: i64,
-    pub reason: String,
-}
-
 /// What the verification of a store found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IntegrityReport {
@@ -278,82 +276,13 @@ fn open_read_only(db: &Path) -> Result<Connection, rusqlite::Error> {
     )
 }
 
-/// Ranges of sequence numbers in `1..=upto` absent from `present` (sorted ascending) and not
-/// covered by `losses`.
-fn gaps(present: &[i64], upto: i64, losses: &[LostRange]) -> Vec<(i64, i64)> {
-    let covered = |s: i64| losses.iter().any(|l| l.first_seq <= s && s <= l.last_seq);
-    let mut out: Vec<(i64, i64)> = Vec::new();
-    let mut push = |a: i64, b: i64| {
-        // split [a, b] around the recorded losses
-        let mut s = a;
-        while s <= b {
-            if covered(s) {
-                s += 1;
-                continue;
-            }
-            let start = s;
-            while s <= b && !covered(s) {
-                s += 1;
-            }
-            out.push((start, s - 1));
-        }
-    };
-    let mut next = 1;
-    for &seq in present {
-        if seq > next {
-            push(next, seq - 1);
-        }
-        next = next.max(seq + 1);
-    }
-    if upto >= next {
-        push(next, upto);
-    }
-    out
-}
-
-/// The ranges of `from..=to` not covered by `losses`.
-pub fn unrecorded(from: i64, to: i64, losses: &[LostRange]) -> Vec<(i64, i64)> {
-    gaps(&[], to, losses)
-        .into_iter()
-        .filter(|&(_, b)| b >= from)
-        .map(|(a, b)| (a.max(from), b))
-        .collect()
-}
-
-/// Reads the recorded losses (none when the table does not exist yet).
-fn recorded_losses(conn: &Connection) -> Result<Vec<LostRange>, rusqlite::Error> {
-    let exists: Option<String> = conn
-        .query_row(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'losses'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if exists.is_none() {
-        return Ok(Vec::new());
-    }
-    let mut stmt =
-        conn.prepare("SELECT first_seq, last_seq, reason FROM losses ORDER BY first_seq")?;
-    let rows = stmt.query_map([], |r| {
-        Ok(LostRange {
-            first_seq: r.get(0)?,
-            last_seq: r.get(1)?,
-            reason: r.get(2)?,
-        })
-    })?;
-    rows.collect()
-}
-
 /// Every row's sequence number, and the rows whose event does not parse.
 type RowScan = (Vec<i64>, Vec<(i64, String)>);
 
 /// A row's receive time, kind, job, body and checksum.
 type RowFields = (f64, String, Option<String>, String, Option<String>);
 
-fn scan_rows(
-    conn: &Connection,
-    parse: &dyn Fn(&str) -> Result<(), String>,
-) -> Result<RowScan, rusqlite::Error> {
+fn scan_rows(conn: &Connection, parse: &ParseBody) -> Result<RowScan, rusqlite::Error> {
     let sums = if has_row_sums(conn)? { "sum" } else { "NULL" };
     let mut stmt = conn.prepare(&format!(
         "SELECT seq, received_at, kind, job_id, body, {sums} FROM events ORDER BY seq"
@@ -372,7 +301,7 @@ fn scan_rows(
                 {
                     bad.push((seq, why));
                 } else if let Err(e) = parse(&body) {
-                    bad.push((seq, e));
+                    bad.push((seq, e.to_string()));
                 }
             }
             Err(e) => bad.push((seq, e.to_string())),
@@ -387,7 +316,7 @@ fn scan_rows(
 pub fn verify(
     db: &Path,
     quick_check: bool,
-    parse: &dyn Fn(&str) -> Result<(), String>,
+    parse: &ParseBody,
 ) -> Result<IntegrityReport, StoreError> {
     let mut report = IntegrityReport {
         path: db.to_path_buf(),
@@ -425,6 +354,25 @@ pub fn verify(
     Ok(report)
 }
 
+/// Moves the damaged database `db` (with its WAL files) aside as `<db>.damaged-<stamp>` and
+/// the repaired copy `fresh` in its place; returns where the damaged one went.
+fn swap_in(db: &Path, fresh: &Path, stamp: u64) -> Result<PathBuf, StoreError> {
+    let aside = PathBuf::from(format!("{}.damaged-{stamp}", db.display()));
+    let mv = |from: &Path, to: &Path| -> Result<(), StoreError> {
+        match std::fs::rename(from, to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(from, e)),
+        }
+    };
+    let suffixed = |p: &Path, s: &str| PathBuf::from(format!("{}{s}", p.display()));
+    mv(db, &aside)?;
+    mv(&suffixed(db, "-wal"), &suffixed(&aside, "-wal"))?;
+    mv(&suffixed(db, "-shm"), &suffixed(&aside, "-shm"))?;
+    mv(fresh, db)?;
+    Ok(aside)
+}
+
 /// What a repair did.
 #[derive(Debug, Clone, Serialize)]
 pub struct RepairReport {
@@ -454,7 +402,7 @@ pub struct RepairInputs {
 /// looked up one by one up to `upto` so a corrupt page loses only its own rows.
 type Row = (i64, f64, String, Option<String>, String);
 
-fn salvage(db: &Path, upto: i64, parse: &dyn Fn(&str) -> Result<(), String>) -> (Vec<Row>, i64) {
+fn salvage(db: &Path, upto: i64, parse: &ParseBody) -> (Vec<Row>, i64) {
     let Ok(conn) = open_read_only(db) else {
         return (Vec::new(), 0);
     };
@@ -524,7 +472,7 @@ fn salvage_predictions(db: &Path, kept: &[i64]) -> Vec<(i64, String, String)> {
 /// not be open.
 pub fn repair(
     db: &Path,
-    parse: &dyn Fn(&str) -> Result<(), String>,
+    parse: &ParseBody,
     create_schema: &dyn Fn(&Connection) -> Result<(), rusqlite::Error>,
     inputs: RepairInputs,
 ) -> Result<RepairReport, StoreError> {
@@ -606,19 +554,7 @@ pub fn repair(
         conn.pragma_update(None, "journal_mode", "DELETE")
             .map_err(sql)?;
     }
-    let aside = PathBuf::from(format!("{}.damaged-{stamp}", db.display()));
-    let mv = |from: &Path, to: &Path| -> Result<(), StoreError> {
-        match std::fs::rename(from, to) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::io(from, e)),
-        }
-    };
-    let suffixed = |p: &Path, s: &str| PathBuf::from(format!("{}{s}", p.display()));
-    mv(db, &aside)?;
-    mv(&suffixed(db, "-wal"), &suffixed(&aside, "-wal"))?;
-    mv(&suffixed(db, "-shm"), &suffixed(&aside, "-shm"))?;
-    mv(&fresh, db)?;
+    let aside = swap_in(db, &fresh, stamp)?;
     let mut hw = HighWater::open(db, 0)?;
     hw.record(upto)?;
     Ok(RepairReport {

@@ -10,22 +10,24 @@
 //!
 //! **Group commit.** One writer thread owns the write connection. Requests queue on a
 //! channel; the writer takes every request waiting (up to [`GROUP_MAX`]), writes them in one
-//! transaction, commits (one fsync for the group), hands the stored events to the
-//! `on_commit` callback in sequence order (the service applies them to its online state
-//! there, so memory follows the log's order), and then answers each request. A request's
-//! events are stored together or not at all.
+//! transaction, hands the stored events to [`GroupHooks::apply`] in sequence order (the
+//! service applies them to its online state there, so memory follows the log's order),
+//! commits (one fsync for the group), tells [`GroupHooks::committed`], and then answers each
+//! request. A request's events are stored together or not at all. The service's side of
+//! these steps is [`crate::serve::ingest`].
 //!
 //! **Predictions at submit.** What the served predictors answered when a job was submitted
-//! is a record, not a value recomputed later: `on_commit` returns the answers it issued for
-//! the group's submits ([`PredictionRecord`], keyed by the submit's sequence number) and the
-//! writer stores them in the `predictions` table in the group's own transaction, so a submit
-//! and its answers are committed together or not at all (a crash never leaves a submit
-//! whose answers would be issued again by a later model). `on_commit` therefore runs after
-//! the group's events are written and before their commit. Should that commit then fail
-//! (a full disk), the online state is ahead of the log: the writer retries that group, with
-//! the same sequence numbers and records, until it commits (its requests wait for it), and
-//! meanwhile refuses every new append at once ([`WriteFailure::Stalled`]); so once there is
-//! space again ingest resumes by itself, with memory and log agreeing.
+//! is a record, not a value recomputed later: [`GroupHooks::apply`] returns the answers
+//! issued for the group's submits ([`PredictionRecord`], keyed by the submit's sequence
+//! number) and the writer stores them in the `predictions` table in the group's own
+//! transaction, so a submit and its answers are committed together or not at all (a crash
+//! never leaves a submit whose answers would be issued again by a later model). `apply`
+//! therefore runs after the group's events are written and before their commit. Should
+//! that commit then fail (a full disk), the online state is ahead of the log: the writer
+//! retries that group, with the same sequence numbers and records, until it commits (its
+//! requests wait for it), and meanwhile refuses every new append at once
+//! ([`WriteFailure::Stalled`]); so once there is space again ingest resumes by itself, with
+//! memory and log agreeing. The writer is [`writer`]; what it calls, [`hooks`].
 //!
 //! **Integrity** ([`integrity`]): the highest acknowledged sequence number is kept durably
 //! beside the database; a log that lost acknowledged events, holds unreadable rows or fails
@@ -35,13 +37,15 @@
 //!
 //! **Compaction** ([`compaction`], [`archive`]): the oldest events move to checksummed
 //! archive segments under `<data_dir>/archive/`; reads go through the archive, then the
-//! database, so the log reads the same before and after.
+//! database, so the log reads the same before and after. Ranges recorded as lost are
+//! [`losses`]; the errors, [`error`]; the shared PostgreSQL log with the same promises,
+//! [`postgres`], and the one handle over both, [`EventLog`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -49,106 +53,24 @@ use super::events::Event;
 
 pub mod archive;
 pub mod compaction;
+mod error;
 pub mod event_log;
+pub mod hooks;
 pub mod integrity;
+pub mod losses;
 pub mod postgres;
 mod probe;
+mod writer;
 
+pub use error::{NotWritable, StoreError, WriteFailure};
 pub use event_log::EventLog;
+pub use hooks::{ApplyGroup, GroupHooks};
+use writer::{WriteRequest, Writer};
 
 use integrity::{HighWater, IntegrityReport, MarkState, RepairReport};
 
 /// Most requests written in one transaction.
 pub const GROUP_MAX: usize = 512;
-
-/// Errors of the store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("event store {path}: {source}")]
-    Sqlite {
-        path: PathBuf,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("event store {path}: row seq {seq} holds an event that cannot be read: {reason} (see `augur store check`; `augur store repair` keeps every intact event)")]
-    BadRow {
-        path: PathBuf,
-        seq: i64,
-        reason: String,
-    },
-    #[error("event store {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The log lost acknowledged events or is damaged: refused until repaired.
-    #[error("event store {} is damaged and was not opened:\n  {}\nrun `augur store check` for the full report and `augur store repair` to keep every intact event and record what was lost", .0.path.display(), .0.problems().join("\n  "))]
-    Damaged(Box<IntegrityReport>),
-    #[error("the event store's writer has stopped")]
-    Closed,
-    /// Archive segments are missing or damaged: refused until repaired.
-    #[error("event store archive {} is damaged and the store was not opened:\n  {}\nrun `augur store check` for the full report and `augur store repair` to record these ranges as lost and go on", .dir.display(), .problems.join("\n  "))]
-    ArchiveDamaged { dir: PathBuf, problems: Vec<String> },
-    /// A write that was not committed (not acknowledged), and why.
-    #[error("event store {}: {failure}", .path.display())]
-    Write {
-        path: PathBuf,
-        failure: WriteFailure,
-    },
-    #[error(transparent)]
-    Postgres(#[from] postgres::PgStoreError),
-}
-
-/// Why a write was not committed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WriteFailure {
-    /// The disk (or the database's size limit) is full.
-    #[error("the disk is full ({0}): the events were not stored")]
-    Full(String),
-    /// The writer retries a commit the service had already applied; no new event is taken
-    /// until it succeeds.
-    #[error(
-        "a commit failed ({reason}) and is being retried: no event is taken until it succeeds"
-    )]
-    Stalled { reason: String, full: bool },
-    /// Any other failure of the write.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl WriteFailure {
-    /// The failure of a write that failed with `e`.
-    fn of(e: &rusqlite::Error) -> WriteFailure {
-        if is_disk_full(e) {
-            WriteFailure::Full(e.to_string())
-        } else {
-            WriteFailure::Failed(e.to_string())
-        }
-    }
-
-    /// Whether it is a full disk, stalled or not.
-    pub fn is_disk_full(&self) -> bool {
-        matches!(
-            self,
-            WriteFailure::Full(_) | WriteFailure::Stalled { full: true, .. }
-        )
-    }
-}
-
-/// Whether `e` is SQLite's "database or disk is full".
-fn is_disk_full(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
-}
-
-impl StoreError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> StoreError {
-        StoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
 
 /// The marker of a clean shutdown beside the database: present, the start skips SQLite's
 /// structural check.
@@ -183,10 +105,8 @@ fn create_schema(conn: &Connection) -> Result<(), rusqlite::Error> {
 }
 
 /// Checks one stored event body.
-fn parse_body(body: &str) -> Result<(), String> {
-    serde_json::from_str::<Event>(body)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+fn parse_body(body: &str) -> Result<(), serde_json::Error> {
+    serde_json::from_str::<Event>(body).map(|_| ())
 }
 
 /// Verifies the store at `path` without changing it (SQLite's structural check, every row
@@ -203,7 +123,7 @@ pub fn check(path: &Path, witnessed: i64) -> Result<IntegrityReport, StoreError>
         .max(report.max_seq)
         .max(archived);
     if witnessed > upto {
-        report.missing.extend(integrity::unrecorded(
+        report.missing.extend(losses::unrecorded(
             upto + 1,
             witnessed,
             &report.recorded_losses,
@@ -308,13 +228,6 @@ pub struct StoredEvent {
     pub event: Event,
 }
 
-type Reply = oneshot::Sender<Result<Vec<i64>, WriteFailure>>;
-
-struct WriteRequest {
-    events: Vec<Event>,
-    reply: Reply,
-}
-
 /// The answers issued at a job's submit, stored with it: the submit event's sequence
 /// number, the job and the answers as JSON (their shape belongs to the online state).
 #[derive(Debug, Clone, PartialEq)]
@@ -323,11 +236,6 @@ pub struct PredictionRecord {
     pub job_id: String,
     pub body: String,
 }
-
-/// Called by the writer with each group, in sequence order, inside the group's transaction
-/// (after its events are written, before the commit); returns the predictions issued at the
-/// group's submits, committed with them.
-pub type OnCommit = Box<dyn FnMut(&[StoredEvent]) -> Vec<PredictionRecord> + Send>;
 
 /// Handle to the store (cheap to clone).
 #[derive(Clone)]
@@ -377,26 +285,27 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
 
 impl Store {
     /// Opens (creating if needed) the store at `path`; returns the store and every event
-    /// already in it, in sequence order. `on_commit` sees each group the writer commits
-    /// from now on.
-    pub fn open(path: &Path, on_commit: OnCommit) -> Result<(Store, Vec<StoredEvent>), StoreError> {
-        let store = Store::open_unread(path, on_commit)?;
+    /// already in it, in sequence order. `apply` sees each group the writer commits from
+    /// now on (before its commit: [`GroupHooks::apply`]).
+    pub fn open(path: &Path, apply: ApplyGroup) -> Result<(Store, Vec<StoredEvent>), StoreError> {
+        let hooks = hooks::Closures {
+            apply,
+            use_records: None,
+        };
+        let store = Store::open_unread(path, Box::new(hooks))?;
         let existing = store.read_after(0, i64::MAX)?;
         Ok((store, existing))
     }
 
     /// [`Store::open`] without reading the stored events (replay them page by page with
     /// [`Store::read_after`]).
-    pub fn open_unread(path: &Path, on_commit: OnCommit) -> Result<Store, StoreError> {
+    pub fn open_unread(path: &Path, hooks: Box<dyn GroupHooks>) -> Result<Store, StoreError> {
         let err = |source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
         };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sqlite {
-                path: path.to_path_buf(),
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
-            })?;
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
         }
         let archive = archive::Archive::open(&archive::dir_of(path))?;
         let floor = verify_at_open(path, archive.last_seq())?;
@@ -417,7 +326,7 @@ impl Store {
         let writer = Writer {
             path: wpath,
             rx,
-            on_commit,
+            hooks,
             high_water,
             stall: stall.clone(),
             closing: closing.clone(),
@@ -425,10 +334,7 @@ impl Store {
         let handle = std::thread::Builder::new()
             .name("augur-store-writer".into())
             .spawn(move || writer.run(conn))
-            .map_err(|e| StoreError::Sqlite {
-                path: store_path.clone(),
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
-            })?;
+            .map_err(|e| StoreError::io(&store_path, e))?;
         Ok(Store {
             path: store_path,
             tx,
@@ -572,7 +478,7 @@ impl Store {
 
     /// Whether ingest can commit now (blocking): the writer thread runs and the database
     /// takes a write transaction ([`probe`]); the reason otherwise.
-    pub fn check_writable(&self) -> Result<(), String> {
+    pub fn check_writable(&self) -> Result<(), NotWritable> {
         let stopped = self
             .writer
             .lock()
@@ -580,13 +486,15 @@ impl Store {
             .as_ref()
             .is_none_or(JoinHandle::is_finished);
         if stopped {
-            return Err("the store's writer has stopped: nothing can be ingested".into());
+            return Err(NotWritable::WriterStopped);
         }
         if let Some(stalled) = self.stalled() {
-            return Err(stalled.to_string());
+            return Err(NotWritable::Stalled(stalled));
         }
-        probe::write_probe(&self.path)
-            .map_err(|e| format!("the database {} takes no writes: {e}", self.path.display()))
+        probe::write_probe(&self.path).map_err(|source| NotWritable::Database {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Stops the writer after the requests already queued (call when every other handle
@@ -703,268 +611,6 @@ pub(crate) fn now_unix() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The next commit group: the first request to arrive and every one waiting behind it, up
-/// to [`GROUP_MAX`]; `None` once every sender is gone.
-fn next_group<T>(rx: &mpsc::Receiver<T>) -> Option<Vec<T>> {
-    let mut group = vec![rx.recv().ok()?];
-    while group.len() < GROUP_MAX {
-        match rx.try_recv() {
-            Ok(r) => group.push(r),
-            Err(_) => break,
-        }
-    }
-    Some(group)
-}
-
-/// The writer thread's side of the store.
-struct Writer {
-    path: PathBuf,
-    rx: mpsc::Receiver<WriteRequest>,
-    on_commit: OnCommit,
-    high_water: HighWater,
-    stall: Arc<Mutex<Option<WriteFailure>>>,
-    closing: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// First and longest wait between two attempts at a stalled commit.
-const STALL_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
-const STALL_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
-
-impl Writer {
-    fn run(mut self, mut conn: Connection) {
-        while let Some(group) = next_group(&self.rx) {
-            let received_at = now_unix();
-            match write_group(&mut conn, &group, received_at, &mut self.on_commit) {
-                Ok(seqs) => self.acknowledge(group, seqs),
-                Err(GroupError::Unapplied(e)) => {
-                    tracing::error!(store = %self.path.display(), error = %e, "event store commit failed; events not acknowledged");
-                    let failure = WriteFailure::of(&e);
-                    for req in group {
-                        let _ = req.reply.send(Err(failure.clone()));
-                    }
-                }
-                Err(GroupError::Applied(applied)) => {
-                    let AppliedGroup {
-                        error,
-                        stored,
-                        records,
-                        seqs,
-                    } = *applied;
-                    tracing::error!(store = %self.path.display(), error = %error, "event store commit failed after the service applied the group: new events are refused and the commit is retried until it succeeds");
-                    if self.retry(&mut conn, &error, &stored, &records) {
-                        tracing::warn!(store = %self.path.display(), "the stalled commit succeeded: ingest resumes");
-                        self.acknowledge(group, seqs);
-                    } else {
-                        tracing::error!(store = %self.path.display(), "the store closed before the stalled commit succeeded: its events are not acknowledged, and the next start rebuilds the state from the log");
-                        for req in group {
-                            let _ = req.reply.send(Err(WriteFailure::of(&error)));
-                        }
-                        break;
-                    }
-                }
-            }
-        }
-        tracing::debug!(store = %self.path.display(), "event store writer stopped");
-    }
-
-    /// Records the high-water mark, then answers each request with its sequence numbers.
-    fn acknowledge(&mut self, group: Vec<WriteRequest>, seqs: Vec<Vec<i64>>) {
-        // the mark goes to disk before any reply: what is acknowledged is below it
-        let last = seqs.iter().flatten().copied().max().unwrap_or(0);
-        if let Err(e) = self.high_water.record(last) {
-            tracing::error!(store = %self.path.display(), error = %e, "could not sync the high-water mark; events are committed, but losing them later would go unnoticed");
-        }
-        for (req, s) in group.into_iter().zip(seqs) {
-            let _ = req.reply.send(Ok(s));
-        }
-    }
-
-    /// Retries writing an applied group (`stored`, `records`) until it commits (true) or
-    /// the store closes (false); meanwhile every request waiting is refused at once.
-    fn retry(
-        &mut self,
-        conn: &mut Connection,
-        first: &rusqlite::Error,
-        stored: &[StoredEvent],
-        records: &[PredictionRecord],
-    ) -> bool {
-        let stalled = |e: &rusqlite::Error| WriteFailure::Stalled {
-            reason: e.to_string(),
-            full: is_disk_full(e),
-        };
-        let set = |f: Option<WriteFailure>| {
-            *self.stall.lock().unwrap_or_else(|e| e.into_inner()) = f;
-        };
-        set(Some(stalled(first)));
-        let mut wait = STALL_RETRY_FIRST;
-        let committed = loop {
-            loop {
-                match self.rx.try_recv() {
-                    Ok(req) => {
-                        let current = self.stall.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        let _ = req
-                            .reply
-                            .send(Err(current.unwrap_or_else(|| stalled(first))));
-                    }
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => {
-                        self.closing
-                            .store(true, std::sync::atomic::Ordering::SeqCst);
-                        break;
-                    }
-                }
-            }
-            if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
-                break false;
-            }
-            std::thread::sleep(wait);
-            wait = (wait * 2).min(STALL_RETRY_MAX);
-            match rewrite_group(conn, stored, records) {
-                Ok(()) => break true,
-                Err(e) => set(Some(stalled(&e))),
-            }
-        };
-        set(None);
-        committed
-    }
-}
-
-/// Why a group was not committed: before `on_commit` saw it (nothing changed), or after
-/// (the service's state holds events the log does not: what it must still commit).
-enum GroupError {
-    Unapplied(rusqlite::Error),
-    Applied(Box<AppliedGroup>),
-}
-
-/// A group the service applied whose commit failed: what is still to be committed.
-struct AppliedGroup {
-    error: rusqlite::Error,
-    stored: Vec<StoredEvent>,
-    records: Vec<PredictionRecord>,
-    seqs: Vec<Vec<i64>>,
-}
-
-/// Writes a group's events, hands them to `on_commit` and writes the prediction records it
-/// returns, all in one transaction; returns each request's sequence numbers once committed.
-fn write_group(
-    conn: &mut Connection,
-    group: &[WriteRequest],
-    received_at: f64,
-    on_commit: &mut OnCommit,
-) -> Result<Vec<Vec<i64>>, GroupError> {
-    // IMMEDIATE: the group reads the next sequence number, then writes; begun deferred, a
-    // compaction committing in between made the write fail at once ("database is locked",
-    // no busy wait: the read snapshot is stale), and the batch was refused
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(GroupError::Unapplied)?;
-    let seqs = insert_events(&tx, group, received_at).map_err(GroupError::Unapplied)?;
-    let mut stored = Vec::new();
-    for (req, s) in group.iter().zip(&seqs) {
-        for (ev, &seq) in req.events.iter().zip(s) {
-            stored.push(StoredEvent {
-                seq,
-                received_at,
-                event: ev.clone(),
-            });
-        }
-    }
-    let records = on_commit(&stored);
-    if let Err(error) = insert_predictions(&tx, &records).and_then(|()| tx.commit()) {
-        return Err(GroupError::Applied(Box::new(AppliedGroup {
-            error,
-            stored,
-            records,
-            seqs,
-        })));
-    }
-    Ok(seqs)
-}
-
-/// Writes an applied group again, under the sequence numbers it was given, with its
-/// prediction records, in one transaction (after rolling back whatever the failed attempt
-/// left open).
-fn rewrite_group(
-    conn: &mut Connection,
-    stored: &[StoredEvent],
-    records: &[PredictionRecord],
-) -> Result<(), rusqlite::Error> {
-    if !conn.is_autocommit() {
-        conn.execute_batch("ROLLBACK")?;
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    {
-        let mut stmt = tx.prepare_cached(INSERT_ROW)?;
-        for e in stored {
-            insert_row(&mut stmt, e.seq, e.received_at, &e.event)?;
-        }
-    }
-    insert_predictions(&tx, records)?;
-    tx.commit()
-}
-
-fn insert_predictions(
-    tx: &rusqlite::Transaction<'_>,
-    records: &[PredictionRecord],
-) -> Result<(), rusqlite::Error> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT OR IGNORE INTO predictions (submit_seq, job_id, body) VALUES (?1, ?2, ?3)",
-    )?;
-    for r in records {
-        stmt.execute(params![r.submit_seq, r.job_id, r.body])?;
-    }
-    Ok(())
-}
-
-/// The next sequence number `AUTOINCREMENT` would hand out (the writer numbers its rows
-/// itself, as each row's checksum covers its number).
-fn next_seq(tx: &rusqlite::Transaction<'_>) -> Result<i64, rusqlite::Error> {
-    let sequence: i64 = tx.query_row(
-        "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)",
-        [],
-        |r| r.get(0),
-    )?;
-    let max: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))?;
-    Ok(sequence.max(max) + 1)
-}
-
-/// Inserts one row numbered `seq`, with its checksum.
-fn insert_row(
-    stmt: &mut rusqlite::CachedStatement<'_>,
-    seq: i64,
-    received_at: f64,
-    ev: &Event,
-) -> Result<(), rusqlite::Error> {
-    let body = serde_json::to_string(ev)
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    let sum = integrity::row_sum(seq, received_at, ev.kind(), ev.job_id(), &body);
-    stmt.execute(params![seq, received_at, ev.kind(), ev.job_id(), body, sum])?;
-    Ok(())
-}
-
-const INSERT_ROW: &str =
-    "INSERT INTO events (seq, received_at, kind, job_id, body, sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-
-fn insert_events(
-    tx: &rusqlite::Transaction<'_>,
-    group: &[WriteRequest],
-    received_at: f64,
-) -> Result<Vec<Vec<i64>>, rusqlite::Error> {
-    let mut all = Vec::with_capacity(group.len());
-    let mut next = next_seq(tx)?;
-    let mut stmt = tx.prepare_cached(INSERT_ROW)?;
-    for req in group {
-        let mut seqs = Vec::with_capacity(req.events.len());
-        for ev in &req.events {
-            insert_row(&mut stmt, next, received_at, ev)?;
-            seqs.push(next);
-            next += 1;
-        }
-        all.push(seqs);
-    }
-    Ok(all)
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! the committed log has no gaps.
 //!
 //! **Every replica applies the whole log in order.** One applier per process (under a lock)
-//! hands the committed events after the last one applied to `on_commit`, reading them back
+//! hands the committed events after the last one applied to the hooks ([`GroupHooks`]: the
+//! service's ingest pipeline), reading them back
 //! from the log: the writer thread after each of its commits (before acknowledging, as on
 //! SQLite), and a tail thread woken by `LISTEN augur_events` (every append sends a `NOTIFY` at
 //! commit) or every [`TAIL_POLL`] as a fallback, for the events other replicas append. An event
@@ -43,7 +44,9 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use tokio::sync::oneshot;
 
-use super::{next_group, now_unix, OnCommit, PredictionRecord, StoredEvent};
+use super::hooks::{Closures, GroupHooks, UseRecords};
+use super::writer::next_group;
+use super::{now_unix, ApplyGroup, PredictionRecord, StoredEvent};
 use crate::serve::events::Event;
 
 /// Longest wait of the tail thread between two reads when no notification arrives.
@@ -54,9 +57,6 @@ const PAGE: i64 = 10_000;
 const CHANNEL: &str = "augur_events";
 /// Key of the advisory lock that serialises schema creation between replicas starting at once.
 const SCHEMA_LOCK: i64 = 0x0061_7567_7572;
-
-/// Called with the prediction records stored for events about to be applied from the log.
-pub type OnRecords = Box<dyn FnMut(&[PredictionRecord]) + Send>;
 
 /// Errors of the PostgreSQL store.
 #[derive(Debug, thiserror::Error)]
@@ -90,8 +90,27 @@ pub enum PgStoreError {
         present: i64,
         max_seq: i64,
     },
-    #[error("event store {url}: {reason}")]
-    Other { url: String, reason: String },
+    #[error("event store {url}: no connection")]
+    NoConnection { url: String },
+    #[error("event store {url}: cannot start the {thread} thread: {source}")]
+    Thread {
+        url: String,
+        thread: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("event store {url}: the writer has stopped")]
+    Closed { url: String },
+    #[error("event store {url}: cannot encode an event: {source}")]
+    Encode {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The commit of the group a request was written in failed (each request of it gets
+    /// the one error).
+    #[error(transparent)]
+    Commit(Arc<PgStoreError>),
 }
 
 /// A connection string without its password, for messages and logs.
@@ -147,9 +166,8 @@ impl Conn {
             self.client = Some(self.cfg.connect(NoTls).map_err(|e| self.err(e))?);
         }
         let Some(client) = self.client.as_mut() else {
-            return Err(PgStoreError::Other {
+            return Err(PgStoreError::NoConnection {
                 url: self.url.clone(),
-                reason: "no connection".into(),
             });
         };
         let out = f(client, &self.url);
@@ -339,8 +357,7 @@ fn write_records(
 /// What this process has applied from the log, and who it hands events to.
 struct Applier {
     applied: i64,
-    on_commit: OnCommit,
-    on_records: OnRecords,
+    hooks: Box<dyn GroupHooks>,
     /// Sequence ranges this process appended whose prediction records it still owes.
     own: Vec<(i64, i64)>,
 }
@@ -356,9 +373,9 @@ impl Applier {
             };
             let stored = read_records(client, url, self.applied, last)?;
             if !stored.is_empty() {
-                (self.on_records)(&stored);
+                self.hooks.use_records(&stored);
             }
-            let issued = (self.on_commit)(&page);
+            let issued = self.hooks.apply(&page);
             self.applied = last;
             let own = &self.own;
             let mine: Vec<PredictionRecord> = issued
@@ -369,6 +386,7 @@ impl Applier {
                 tracing::error!(error = %e, records = mine.len(), "storing the predictions issued at submit failed; they are issued again on the next replay");
             }
             self.own.retain(|&(_, b)| b > last);
+            self.hooks.committed(&page);
             if (page.len() as i64) < PAGE {
                 return Ok(());
             }
@@ -380,7 +398,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-type Reply = oneshot::Sender<Result<Vec<i64>, String>>;
+/// Each request of a group gets the group's sequence numbers, or the one error that failed
+/// its commit.
+type Reply = oneshot::Sender<Result<Vec<i64>, Arc<PgStoreError>>>;
 
 struct WriteRequest {
     events: Vec<Event>,
@@ -415,10 +435,14 @@ impl PgStore {
         url: &str,
         backend: &str,
         cluster: &str,
-        on_commit: OnCommit,
-        on_records: OnRecords,
+        apply: ApplyGroup,
+        use_records: UseRecords,
     ) -> Result<(PgStore, Vec<StoredEvent>), PgStoreError> {
-        let store = PgStore::open_unread(url, backend, cluster, on_commit, on_records)?;
+        let hooks = Closures {
+            apply,
+            use_records: Some(use_records),
+        };
+        let store = PgStore::open_unread(url, backend, cluster, Box::new(hooks))?;
         let mut existing: Vec<StoredEvent> = Vec::new();
         loop {
             let after = existing.last().map_or(0, |e| e.seq);
@@ -439,14 +463,13 @@ impl PgStore {
     /// Connects to the database at `url` (creating the tables if needed) and claims it for
     /// `backend` and `cluster`, without reading the log: the caller replays it page by page
     /// ([`PgStore::read_after`]) up to at least its highest sequence number at this open.
-    /// The writer applies its own commits through `on_commit` from now on; the events other
+    /// The writer applies its own commits through `hooks` from now on; the events other
     /// replicas append are applied once [`PgStore::follow`] is called.
     pub fn open_unread(
         url: &str,
         backend: &str,
         cluster: &str,
-        on_commit: OnCommit,
-        on_records: OnRecords,
+        hooks: Box<dyn GroupHooks>,
     ) -> Result<PgStore, PgStoreError> {
         let mut cfg: postgres::Config =
             url.parse()
@@ -467,8 +490,7 @@ impl PgStore {
         let highest = writer.with(verify)?;
         let applier = Arc::new(Mutex::new(Applier {
             applied: highest,
-            on_commit,
-            on_records,
+            hooks,
             own: Vec::new(),
         }));
         let (tx, rx) = mpsc::channel::<WriteRequest>();
@@ -476,9 +498,10 @@ impl PgStore {
         let handle = std::thread::Builder::new()
             .name("augur-store-writer".into())
             .spawn(move || writer_loop(writer, rx, &wa))
-            .map_err(|e| PgStoreError::Other {
+            .map_err(|source| PgStoreError::Thread {
                 url: redacted.clone(),
-                reason: format!("cannot start the writer thread: {e}"),
+                thread: "writer",
+                source,
             })?;
         let store = PgStore(Arc::new(Inner {
             url: redacted,
@@ -510,9 +533,10 @@ impl PgStore {
         let handle = std::thread::Builder::new()
             .name("augur-store-tail".into())
             .spawn(move || tail_loop(conn, &applier, &stop))
-            .map_err(|e| PgStoreError::Other {
+            .map_err(|source| PgStoreError::Thread {
                 url: self.0.url.clone(),
-                reason: format!("cannot start the tail thread: {e}"),
+                thread: "tail",
+                source,
             })?;
         *tail = Some(handle);
         Ok(())
@@ -520,9 +544,8 @@ impl PgStore {
 
     /// Stores `events` durably (all or none); returns their sequence numbers once committed.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<i64>, PgStoreError> {
-        let closed = || PgStoreError::Other {
+        let closed = || PgStoreError::Closed {
             url: self.0.url.clone(),
-            reason: "the writer has stopped".into(),
         };
         let sender = lock(&self.0.tx).clone().ok_or_else(closed)?;
         let (reply, rx) = oneshot::channel();
@@ -531,10 +554,7 @@ impl PgStore {
             .map_err(|_| closed())?;
         match rx.await {
             Ok(Ok(seqs)) => Ok(seqs),
-            Ok(Err(reason)) => Err(PgStoreError::Other {
-                url: self.0.url.clone(),
-                reason,
-            }),
+            Ok(Err(failed)) => Err(PgStoreError::Commit(failed)),
             Err(_) => Err(closed()),
         }
     }
@@ -653,8 +673,9 @@ fn writer_loop(mut conn: Conn, rx: mpsc::Receiver<WriteRequest>, applier: &Mutex
             }
             Err(e) => {
                 tracing::error!(error = %e, "event store commit failed; events not acknowledged");
+                let e = Arc::new(e);
                 for req in group {
-                    let _ = req.reply.send(Err(e.to_string()));
+                    let _ = req.reply.send(Err(e.clone()));
                 }
             }
         }
@@ -682,9 +703,9 @@ fn write_group(
         kinds.push(ev.kind());
         jobs.push(ev.job_id());
         bodies.push(
-            serde_json::to_string(ev).map_err(|err| PgStoreError::Other {
+            serde_json::to_string(ev).map_err(|source| PgStoreError::Encode {
                 url: url.to_string(),
-                reason: format!("cannot encode an event: {err}"),
+                source,
             })?,
         );
     }

@@ -43,7 +43,7 @@ mod tests {
         let other = Connection::open(&path).unwrap();
         other.execute_batch("BEGIN EXCLUSIVE;").unwrap();
         let err = store.check_writable().unwrap_err();
-        assert!(err.contains("locked"), "{err}");
+        assert!(err.to_string().contains("locked"), "{err}");
         other.execute_batch("COMMIT;").unwrap();
         assert_eq!(store.check_writable(), Ok(()));
         store.close();

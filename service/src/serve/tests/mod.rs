@@ -17,7 +17,8 @@
 //! - [`readiness`]: `/readyz` checks and the backend's health in metrics and `/v1/cluster`;
 //! - [`retention`]: the retention window, compaction to the archive, restart over it;
 //! - [`snapshot`]: a start from a snapshot of the online state answers as a full replay;
-//!   damaged, stale and foreign snapshots are refused.
+//!   damaged, stale and foreign snapshots are refused;
+//! - [`store_errors`]: a failing store answers 500 without its path or SQL text.
 
 mod answers;
 mod auth;
@@ -35,6 +36,7 @@ mod retention;
 mod retrain;
 mod routes;
 mod snapshot;
+mod store_errors;
 mod time_identity;
 
 use std::path::{Path, PathBuf};
