@@ -83,7 +83,7 @@ async fn promote_and_rollback_refuse_a_version_that_does_not_load() {
     let registry = training::open_registry(dir.path()).unwrap();
     assert_eq!(registry.promotion("runtime").unwrap().unwrap().version, 1);
     assert_eq!(
-        state.online().models.runtime.as_ref().unwrap().meta.version,
+        state.online().models.runtime().unwrap().meta.version,
         1
     );
 
@@ -93,8 +93,7 @@ async fn promote_and_rollback_refuse_a_version_that_does_not_load() {
             &*state
                 .online()
                 .models
-                .runtime
-                .as_ref()
+                .runtime()
                 .unwrap()
                 .model
                 .clone(),
@@ -131,7 +130,7 @@ async fn a_corrupt_promoted_version_at_start_serves_the_previous_good_one() {
     };
     let (state, _info) = AppState::open(config).expect("starts despite the corrupt version");
     assert_eq!(
-        state.online().models.runtime.as_ref().unwrap().meta.version,
+        state.online().models.runtime().unwrap().meta.version,
         1
     );
     let text = state.ext.metrics.encode().unwrap();
