@@ -399,10 +399,8 @@ impl AppState {
             fresh.keep_answers_of(&o);
             *o = fresh;
         }
-        self.ready.store(
-            versions.contains_key(&ModelKind::Runtime),
-            Ordering::SeqCst,
-        );
+        self.ready
+            .store(versions.contains_key(&ModelKind::Runtime), Ordering::SeqCst);
         tracing::info!(?versions, "serving models swapped");
         let _ = self.events.send(ServeEvent::ModelsSwapped { versions });
         // the snapshot on disk was built with the models served before

@@ -19,8 +19,7 @@ use augur_predictor::contract::MetricPoint as EventPoint;
 use augur_predictor::convergence::ConvergenceOnline;
 use augur_predictor::failure::FailureOnline;
 use augur_predictor::{
-    JobEvent, JobQuery, ModelKind, OnlinePredictor, PredictorError, QueueWaitOnline,
-    RuntimeOnline,
+    JobEvent, JobQuery, ModelKind, OnlinePredictor, PredictorError, QueueWaitOnline, RuntimeOnline,
 };
 use serde::{Deserialize, Serialize};
 
@@ -142,7 +141,7 @@ pub struct Online {
     wall_clock: bool,
     /// Why a kind has no served model when its training was skipped, by kind (e.g. the
     /// history has no start times, so no queue waits).
-    pub not_trained: BTreeMap<String, String>,
+    pub not_trained: BTreeMap<ModelKind, String>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     /// The most GPUs any cluster snapshot reported: a job asking for more cannot fit.
@@ -574,7 +573,7 @@ impl Online {
 
     /// Why `kind` cannot answer: the reason its training was skipped, when known.
     fn not_available(&self, kind: ModelKind) -> PredictError {
-        match self.not_trained.get(kind.name()) {
+        match self.not_trained.get(&kind) {
             Some(reason) => PredictError::NotTrained {
                 kind: kind.name(),
                 reason: reason.clone(),

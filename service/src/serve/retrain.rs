@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use augur_datasets::JobRecord;
+use augur_predictor::ModelKind;
 use serde::Serialize;
 
 use super::kinds;
@@ -291,8 +292,8 @@ fn run(
                 .insert("rebuild".to_string(), t.elapsed().as_secs_f64());
         }
         let mut o = st.online_mut();
-        for kind in report.verdicts.iter().map(|v| &v.kind) {
-            o.not_trained.remove(kind);
+        for kind in report.verdicts.iter().filter_map(|v| ModelKind::from_name(&v.kind)) {
+            o.not_trained.remove(&kind);
         }
         for v in not_retrained {
             report.kept.push(format!("{}: {}", v.kind, v.reason));

@@ -222,7 +222,7 @@ fn bootstrap_bundled(state: &AppState, kind: augur_predictor::ModelKind) {
             eprintln!("augur serve:   not trained: {kind}: {why}");
             let not_trained = {
                 let mut o = state.online_mut();
-                o.not_trained.insert(kind.to_string(), why.to_string());
+                o.not_trained.insert(kind, why.to_string());
                 o.not_trained.clone()
             };
             if let Err(e) = training::save_not_trained(&state.registry, &not_trained) {
@@ -251,7 +251,7 @@ pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
                     training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
                 match report
                     .not_trained
-                    .get(augur_predictor::ModelKind::Runtime.name())
+                    .get(&augur_predictor::ModelKind::Runtime)
                 {
                     // without a runtime model nothing is served: the bundled trace instead
                     Some(why) => eprintln!(

@@ -40,7 +40,8 @@ pub struct TrainReport {
     pub skipped: Vec<String>,
     /// The same by kind.
     #[serde(default)]
-    pub not_trained: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub not_trained: BTreeMap<ModelKind, String>,
     /// Trained and saved but not promoted, with the reason (`kind vN: why`).
     #[serde(default)]
     pub kept: Vec<String>,
@@ -95,7 +96,10 @@ pub struct LoadError {
 /// yet is not served. A version that does not load is logged as an ERROR and counted in
 /// `augur_model_load_failures_total`, and the previous good one is served instead (the
 /// versions promoted before it, newest first, then the other saved versions).
-pub fn load_serving(registry: &ModelRegistry, metrics: &Metrics) -> Result<ServedModels, LoadError> {
+pub fn load_serving(
+    registry: &ModelRegistry,
+    metrics: &Metrics,
+) -> Result<ServedModels, LoadError> {
     let mut models = ServedModels::default();
     for spec in kinds::registered() {
         if let Some(m) = load_good(*spec, registry, metrics, &mut models.unloadable)? {
@@ -359,7 +363,7 @@ fn record(
                 None => why.to_string(),
             };
             report.skipped.push(format!("{kind}: {why}"));
-            report.not_trained.insert(kind.to_string(), why);
+            report.not_trained.insert(spec.kind(), why);
             None
         }
     }
@@ -416,7 +420,7 @@ fn not_trained_path(registry: &ModelRegistry) -> std::path::PathBuf {
 /// Keeps `not_trained` (kind → reason) beside the registry.
 pub fn save_not_trained(
     registry: &ModelRegistry,
-    not_trained: &BTreeMap<String, String>,
+    not_trained: &BTreeMap<ModelKind, String>,
 ) -> anyhow::Result<()> {
     let path = not_trained_path(registry);
     std::fs::write(&path, serde_json::to_vec_pretty(not_trained)?)
@@ -424,19 +428,22 @@ pub fn save_not_trained(
 }
 
 /// The reasons kept by [`save_not_trained`], for the kinds that still have no version
-/// (none when there is no such file or it cannot be read).
-pub fn load_not_trained(registry: &ModelRegistry) -> BTreeMap<String, String> {
+/// (none when there is no such file or it cannot be read; a kind this build does not know
+/// is left out).
+pub fn load_not_trained(registry: &ModelRegistry) -> BTreeMap<ModelKind, String> {
     let Ok(bytes) = std::fs::read(not_trained_path(registry)) else {
         return BTreeMap::new();
     };
-    let mut map: BTreeMap<String, String> = serde_json::from_slice(&bytes).unwrap_or_default();
-    map.retain(|kind, _| {
-        registry
-            .version_numbers(kind)
-            .map(|v| v.is_empty())
-            .unwrap_or(false)
-    });
-    map
+    let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).unwrap_or_default();
+    map.into_iter()
+        .filter_map(|(name, why)| Some((ModelKind::from_name(&name)?, why)))
+        .filter(|(kind, _)| {
+            registry
+                .version_numbers(kind.name())
+                .map(|v| v.is_empty())
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 /// Opens the registry under the data folder.

@@ -215,7 +215,7 @@ fn model_input<'a>(
     let job = model_job(id, dag, at)?;
     match o.models.dag() {
         Some(s) => Ok((&s.model, s.meta.version, job)),
-        None => Err(match o.not_trained.get(ModelKind::Dag.name()) {
+        None => Err(match o.not_trained.get(&ModelKind::Dag) {
             Some(why) => format!("the dag model is not trained: {why}"),
             None => "no dag model is served yet (first-start training still running, or it failed: see the logs and GET /v1/models)".to_string(),
         }),

@@ -177,7 +177,10 @@ pub struct Promoted {
 /// The registered kind named `kind` (listed, promoted and rolled back).
 fn check_kind(kind: &str) -> Result<ModelKind, ApiError> {
     kinds::by_name(kind).map(|k| k.kind()).ok_or_else(|| {
-        let names: Vec<&str> = kinds::registered().iter().map(|k| k.kind().name()).collect();
+        let names: Vec<&str> = kinds::registered()
+            .iter()
+            .map(|k| k.kind().name())
+            .collect();
         ApiError::not_found(format!(
             "no model kind `{kind}`; kinds: {}",
             names.join(", ")

@@ -59,8 +59,7 @@ impl ServedKind for Convergence {
             Err(e) => return Ok(Err(e.into())),
         };
         let metrics = convergence_metrics(&eval);
-        let notes: BTreeMap<String, String> =
-            notes(&trainer.trees.to_string(), eval.n_test_runs);
+        let notes: BTreeMap<String, String> = notes(&trainer.trees.to_string(), eval.n_test_runs);
         let meta = save_artifact(
             registry,
             &predictor,

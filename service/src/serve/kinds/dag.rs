@@ -11,8 +11,8 @@ use augur_predictor::registry::Selector;
 use augur_predictor::{ArtifactMeta, ModelKind, ModelRegistry, RegistryError};
 
 use super::{
-    CannotTrain, KindModel, KindOnline, Served, ServedKind, ServedModel, ServedModels,
-    TrainError, TrainedOn,
+    CannotTrain, KindModel, KindOnline, Served, ServedKind, ServedModel, ServedModels, TrainError,
+    TrainedOn,
 };
 use crate::model_store::save_artifact;
 use crate::serve::model_gate::{Verdict, MAKESPAN_MAE_LOG};

@@ -173,7 +173,9 @@ pub trait ServedModel: Send + Sync + std::fmt::Debug {
     /// ingested history sees the log from that history's first event on (the span its
     /// features were trained on), a model trained on a trace the whole log.
     fn feeds(&self, seq: i64) -> bool {
-        self.meta().history_from_seq.is_none_or(|first| seq >= first)
+        self.meta()
+            .history_from_seq
+            .is_none_or(|first| seq >= first)
     }
 }
 
@@ -374,14 +376,7 @@ impl HistoryRun<'_> {
         notes: BTreeMap<String, String>,
         scores: &Scores,
     ) -> Result<Judged, TrainError> {
-        let meta = save_artifact(
-            self.registry,
-            predictor,
-            self.source,
-            rows,
-            metrics,
-            notes,
-        )?;
+        let meta = save_artifact(self.registry, predictor, self.source, rows, metrics, notes)?;
         let verdict = Verdict::judge(T::KIND, meta.version, scores, self.promotion.gate());
         if verdict.promoted {
             self.registry.promote(T::KIND, meta.version)?;
@@ -438,10 +433,7 @@ impl Shared {
                 None => return None,
                 Some(Some(model)) => return model.clone(),
                 Some(None) => {
-                    done = self
-                        .changed
-                        .wait(done)
-                        .unwrap_or_else(|e| e.into_inner());
+                    done = self.changed.wait(done).unwrap_or_else(|e| e.into_inner());
                 }
             }
         }

@@ -89,9 +89,11 @@ impl ServedKind for QueueWait {
     }
 
     fn missing_field(&self, jobs: &[JobRecord]) -> Option<String> {
-        mostly_missing(jobs, "start times (a queue wait is start − submit)", |j| {
-            known_wait(j).is_some()
-        })
+        mostly_missing(
+            jobs,
+            "start times (a queue wait is start − submit)",
+            |j| known_wait(j).is_some(),
+        )
     }
 }
 

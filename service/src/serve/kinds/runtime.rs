@@ -65,7 +65,8 @@ impl ServedKind for Runtime {
         let metrics = runtime_metrics(&eval);
         let gated = run.gated();
         let jobs = run.jobs;
-        let score = |m: &RuntimePredictor| gated.then(|| runtime_mae_log_on_newest(m, jobs)).flatten();
+        let score =
+            |m: &RuntimePredictor| gated.then(|| runtime_mae_log_on_newest(m, jobs)).flatten();
         let (new, served_now) = run.score_new_and_served(&predictor, score);
         let scores = Scores {
             metric: MAE_LOG,
@@ -85,9 +86,11 @@ impl ServedKind for Runtime {
     }
 
     fn missing_field(&self, jobs: &[JobRecord]) -> Option<String> {
-        mostly_missing(jobs, "run times (a duration, or start and end times)", |j| {
-            j.duration.is_some_and(f64::is_finite)
-        })
+        mostly_missing(
+            jobs,
+            "run times (a duration, or start and end times)",
+            |j| j.duration.is_some_and(f64::is_finite),
+        )
     }
 }
 

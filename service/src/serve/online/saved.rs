@@ -18,8 +18,8 @@ use super::retention::Retention;
 use super::{
     AnswersAtSubmit, EventCounts, FailureAnswer, JobInfo, Label, Online, RuntimeAnswer, WaitAnswer,
 };
-use crate::serve::kinds::KindOnline;
 use crate::serve::events::{FinishStatus, JobProfile, MetricPoint};
+use crate::serve::kinds::KindOnline;
 
 /// Why a saved state could not be made or used.
 #[derive(Debug, thiserror::Error)]

@@ -82,7 +82,9 @@ fn copy_version_1(registry: &ModelRegistry, kind: ModelKind) -> u32 {
 }
 
 /// The versions the next `ModelsSwapped` on `rx` announces.
-async fn swapped(rx: &mut tokio::sync::broadcast::Receiver<ServeEvent>) -> BTreeMap<ModelKind, u32> {
+async fn swapped(
+    rx: &mut tokio::sync::broadcast::Receiver<ServeEvent>,
+) -> BTreeMap<ModelKind, u32> {
     let deadline = std::time::Duration::from_secs(60);
     loop {
         match tokio::time::timeout(deadline, rx.recv()).await {
@@ -109,9 +111,17 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(trained_models(), &dir.path().join("models"));
     let (state, info) = open(dir.path());
-    assert!(!info.needs_bootstrap && info.needs_bundled.is_empty(), "{info:?}");
+    assert!(
+        !info.needs_bootstrap && info.needs_bundled.is_empty(),
+        "{info:?}"
+    );
     for k in kinds::registered() {
-        assert_eq!(state.online().models.version(k.kind()), Some(1), "{} loaded at start", k.kind());
+        assert_eq!(
+            state.online().models.version(k.kind()),
+            Some(1),
+            "{} loaded at start",
+            k.kind()
+        );
     }
 
     // events for every kind's online state: submits, starts, finishes, metric points
@@ -124,9 +134,11 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
         .map(|e| e["job_id"].clone())
         .unwrap();
     let at = events.last().unwrap()["at"].as_f64().unwrap();
-    events.push(json!({ "type": "metric_points", "job_id": running, "points": [
-        { "step": 1, "loss": 2.5, "at": at }, { "step": 2, "loss": 1.5, "at": at },
-    ]}));
+    events.push(
+        json!({ "type": "metric_points", "job_id": running, "points": [
+            { "step": 1, "loss": 2.5, "at": at }, { "step": 2, "loss": 1.5, "at": at },
+        ]}),
+    );
     ingest(&state, &events).await;
     let sizes = saved_sizes(&state);
     let with_state: Vec<ModelKind> = kinds::registered()
@@ -156,7 +168,11 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
     let (state, info) = open(dir.path());
     assert_eq!(info.snapshot, LoadOutcome::Stale);
     assert_eq!(info.events_replayed, events.len());
-    assert_eq!(saved_sizes(&state), sizes, "every kind's state rebuilt from the log");
+    assert_eq!(
+        saved_sizes(&state),
+        sizes,
+        "every kind's state rebuilt from the log"
+    );
 
     // listed
     let (st, m) = call(&state, "GET", "/v1/models", None, false).await;
@@ -164,7 +180,10 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
     for k in kinds::registered() {
         let name = k.kind().name();
         assert_eq!(m["serving"][name], 1, "{name} served: {m}");
-        assert_eq!(m["kinds"][name]["versions"][0]["version"], 1, "{name} listed: {m}");
+        assert_eq!(
+            m["kinds"][name]["versions"][0]["version"], 1,
+            "{name} listed: {m}"
+        );
     }
 
     // promoted and rolled back, each swap announced with every kind's version
@@ -176,7 +195,11 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
         let path = format!("/v1/models/{kind}/promote");
         let (st, v) = call(&state, "POST", &path, Some(json!({ "version": v2 })), true).await;
         assert_eq!(st, StatusCode::OK, "{kind}: {v}");
-        assert_eq!(state.online().models.version(kind), Some(v2), "{kind} promoted");
+        assert_eq!(
+            state.online().models.version(kind),
+            Some(v2),
+            "{kind} promoted"
+        );
         let versions = swapped(&mut rx).await;
         assert_eq!(versions.get(&kind), Some(&v2), "{kind} in ModelsSwapped");
         assert_eq!(versions.len(), kinds::registered().len(), "{versions:?}");
@@ -184,8 +207,16 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
         let path = format!("/v1/models/{kind}/rollback");
         let (st, v) = call(&state, "POST", &path, None, true).await;
         assert_eq!(st, StatusCode::OK, "{kind}: {v}");
-        assert_eq!(state.online().models.version(kind), Some(1), "{kind} rolled back");
-        assert_eq!(swapped(&mut rx).await.get(&kind), Some(&1), "{kind} in ModelsSwapped");
+        assert_eq!(
+            state.online().models.version(kind),
+            Some(1),
+            "{kind} rolled back"
+        );
+        assert_eq!(
+            swapped(&mut rx).await.get(&kind),
+            Some(&1),
+            "{kind} in ModelsSwapped"
+        );
     }
     stop(state);
 }

@@ -86,15 +86,33 @@ fn trained_models() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         let registry = training::open_registry(&dir).unwrap();
-        training::train_kind(ModelKind::Runtime, &registry, "philly", &philly()[..TRAIN_JOBS], Some(15))
-            .unwrap()
-            .unwrap();
-        training::train_kind(ModelKind::QueueWait, &registry, "mira", &mira()[..TRAIN_JOBS], Some(15))
-            .unwrap()
-            .unwrap();
-        training::train_kind(ModelKind::Failure, &registry, "openb", &openb()[..TRAIN_JOBS], Some(15))
-            .unwrap()
-            .unwrap();
+        training::train_kind(
+            ModelKind::Runtime,
+            &registry,
+            "philly",
+            &philly()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
+        training::train_kind(
+            ModelKind::QueueWait,
+            &registry,
+            "mira",
+            &mira()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
+        training::train_kind(
+            ModelKind::Failure,
+            &registry,
+            "openb",
+            &openb()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
         training::train_bundled(ModelKind::Convergence, &registry, Some(15))
             .unwrap()
             .unwrap();

@@ -58,10 +58,7 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     )
     .await;
     assert_eq!(st, StatusCode::OK, "{v}");
-    assert_eq!(
-        state.online().models.runtime().unwrap().meta.version,
-        v2
-    );
+    assert_eq!(state.online().models.runtime().unwrap().meta.version, v2);
     assert_eq!(
         at_submit(&state, "rec-1").await,
         before,
