@@ -292,7 +292,11 @@ fn run(
                 .insert("rebuild".to_string(), t.elapsed().as_secs_f64());
         }
         let mut o = st.online_mut();
-        for kind in report.verdicts.iter().filter_map(|v| ModelKind::from_name(&v.kind)) {
+        for kind in report
+            .verdicts
+            .iter()
+            .filter_map(|v| ModelKind::from_name(&v.kind))
+        {
             o.not_trained.remove(&kind);
         }
         for v in not_retrained {

@@ -407,7 +407,7 @@ pub fn train_bundled(
 ) -> Result<Result<ArtifactMeta, CannotTrain>, TrainError> {
     match kinds::spec(kind) {
         Some(spec) => spec.train_bundled(registry, trees),
-        None => Ok(Err(CannotTrain::NotFromHistory { kind })),
+        None => Ok(Err(CannotTrain::NotBundled { kind })),
     }
 }
 

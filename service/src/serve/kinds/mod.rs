@@ -24,8 +24,9 @@
 //!    [`super::online::JobInfo`] when `GET /v1/jobs/{id}` shows it); if it has a predict
 //!    endpoint, its handler in `api/`.
 //!
-//! `kinds_test` (in `serve/tests/kinds.rs`) then checks it is loaded or trained at start,
-//! snapshotted and restored, listed, promoted, rolled back and in `ModelsSwapped`.
+//! The tests in `serve/tests/kinds.rs` loop over this list: they then check the new kind
+//! is loaded at start, snapshotted and restored, listed, promoted, rolled back and in
+//! `ModelsSwapped`.
 
 pub mod convergence;
 pub mod dag;
@@ -91,9 +92,12 @@ pub enum CannotTrain {
     Predictor(#[from] PredictorError),
     #[error(transparent)]
     Data(#[from] augur_datasets::DatasetError),
-    /// The kind is not trained from this source.
+    /// The kind is not trained on a job history.
     #[error("{kind} is not trained on a job history")]
     NotFromHistory { kind: ModelKind },
+    /// The kind is not trained on bundled data.
+    #[error("{kind} is not trained on bundled data")]
+    NotBundled { kind: ModelKind },
 }
 
 /// Why a training run failed (not the data: the registry).
@@ -136,7 +140,7 @@ pub trait ServedKind: Sync {
         trees: Option<usize>,
     ) -> Result<Result<ArtifactMeta, CannotTrain>, TrainError> {
         let _ = (registry, trees);
-        Ok(Err(CannotTrain::NotFromHistory { kind: self.kind() }))
+        Ok(Err(CannotTrain::NotBundled { kind: self.kind() }))
     }
 
     /// What `jobs` lack for this kind when they lack a field entirely or mostly (fewer than
@@ -478,4 +482,37 @@ pub fn mostly_missing(
     let n = jobs.len();
     let have = jobs.iter().filter(|j| has(j)).count();
     (have * 10 < n.max(1)).then(|| format!("only {have} of {n} jobs have {field}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_waits_for_what_another_publishes_and_never_for_a_kind_not_training() {
+        let shared = Shared::new([ModelKind::Runtime, ModelKind::QueueWait]);
+        assert!(
+            shared.wait(ModelKind::Failure).is_none(),
+            "not training here"
+        );
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                shared
+                    .wait(ModelKind::Runtime)
+                    .and_then(|m| m.downcast_ref::<u32>().copied())
+            });
+            shared.publish(ModelKind::Runtime, Arc::new(7u32));
+            shared.finish(ModelKind::Runtime);
+            assert_eq!(waiter.join().unwrap(), Some(7));
+        });
+        // a kind that ends (or panics) without publishing releases its waiters with nothing
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| shared.wait(ModelKind::QueueWait).is_none());
+            drop(FinishOnDrop {
+                shared: &shared,
+                kind: ModelKind::QueueWait,
+            });
+            assert!(waiter.join().unwrap());
+        });
+    }
 }
