@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The kinds of model the registry stores, and the folder name of each. Adding a predictor
 /// kind is adding it here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelKind {
     Runtime,

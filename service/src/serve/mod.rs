@@ -27,6 +27,7 @@ pub mod heap;
 pub mod housekeeping;
 pub mod identity;
 pub mod ingest;
+pub mod kinds;
 pub mod listen;
 pub mod metrics;
 pub mod model_gate;
@@ -50,8 +51,10 @@ mod tests;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use std::collections::BTreeMap;
+
 use anyhow::Context;
-use augur_predictor::ModelRegistry;
+use augur_predictor::{ModelKind, ModelRegistry};
 use tokio::sync::{broadcast, watch};
 
 pub use config::ServeConfig;
@@ -80,12 +83,9 @@ pub enum ServeEvent {
         count: usize,
         seconds: f64,
     },
-    /// The served models changed (first load, retrain, promote, roll back).
-    ModelsSwapped {
-        runtime: Option<u32>,
-        queue_wait: Option<u32>,
-        failure: Option<u32>,
-    },
+    /// The served models changed (first load, retrain, promote, roll back): the version
+    /// served now of every kind served.
+    ModelsSwapped { versions: BTreeMap<ModelKind, u32> },
 }
 
 /// State owned by the parts of the service around the API: metrics, the status page's
@@ -193,10 +193,8 @@ pub struct OpenInfo {
     pub snapshot: snapshot::LoadOutcome,
     /// The registry had no model: they must be trained (see [`run`]).
     pub needs_bootstrap: bool,
-    /// The registry has no convergence model: train it on the bundled MLPerf runs.
-    pub needs_convergence: bool,
-    /// The registry has no DAG model: train it on the bundled DAG sets.
-    pub needs_dag: bool,
+    /// The kinds trained on bundled data the registry has no version of: train them.
+    pub needs_bundled: Vec<ModelKind>,
     /// Sends `true` to [`AppState::shutdown`].
     pub shutdown_tx: watch::Sender<bool>,
 }
@@ -229,11 +227,10 @@ impl AppState {
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
         let registry = training::open_registry(&config.data_dir)?;
         let needs_bootstrap = training::registry_is_empty(&registry)?;
-        let needs_convergence = training::needs_convergence(&registry)?;
-        let needs_dag = training::needs_dag(&registry)?;
+        let needs_bundled = training::needs_bundled(&registry)?;
         let ext = Arc::new(Extensions::new(&config, backend));
         let models = training::load_serving(&registry, &ext.metrics)?;
-        let ready = models.runtime.is_some();
+        let ready = models.get(ModelKind::Runtime).is_some();
         let live = config.backend.is_live();
         let mut online = Online::new(models)
             .with_wall_clock(live)
@@ -293,8 +290,7 @@ impl AppState {
                 events_replayed: replayed,
                 snapshot,
                 needs_bootstrap,
-                needs_convergence,
-                needs_dag,
+                needs_bundled,
                 shutdown_tx,
             },
         ))
@@ -320,9 +316,7 @@ impl AppState {
     /// state already has). Requests are served throughout; none is dropped. Blocking (call
     /// from a blocking context).
     pub fn swap_models(&self, models: ServedModels) {
-        let runtime = models.runtime.as_ref().map(|s| s.meta.version);
-        let queue_wait = models.queue_wait.as_ref().map(|s| s.meta.version);
-        let failure = models.failure.as_ref().map(|s| s.meta.version);
+        let versions = models.versions();
         let upto = self.online().last_seq;
         let mut fresh = Online::new(models)
             .with_wall_clock(self.config.backend.is_live())
@@ -358,13 +352,10 @@ impl AppState {
             fresh.keep_answers_of(&o);
             *o = fresh;
         }
-        self.ready.store(runtime.is_some(), Ordering::SeqCst);
-        let _ = self.events.send(ServeEvent::ModelsSwapped {
-            runtime,
-            queue_wait,
-            failure,
-        });
-        tracing::info!(?runtime, ?queue_wait, ?failure, "serving models swapped");
+        self.ready
+            .store(versions.contains_key(&ModelKind::Runtime), Ordering::SeqCst);
+        tracing::info!(?versions, "serving models swapped");
+        let _ = self.events.send(ServeEvent::ModelsSwapped { versions });
         // the snapshot on disk was built with the models served before
         snapshot::write_logged(self, "model swap");
     }

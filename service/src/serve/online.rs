@@ -13,21 +13,19 @@
 //! record ([`super::store::PredictionRecord`]) that replays and swaps keep.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
 use augur_predictor::contract::MetricPoint as EventPoint;
 use augur_predictor::convergence::ConvergenceOnline;
-use augur_predictor::dag::DagPredictor;
 use augur_predictor::failure::FailureOnline;
 use augur_predictor::{
-    ArtifactMeta, ConvergencePredictor, FailurePredictor, JobEvent, JobQuery, OnlinePredictor,
-    PredictorError, QueueWaitOnline, QueueWaitPredictor, RuntimeOnline, RuntimePredictor,
+    JobEvent, JobQuery, ModelKind, OnlinePredictor, PredictorError, QueueWaitOnline, RuntimeOnline,
 };
 use serde::{Deserialize, Serialize};
 
 use super::event_time::wall_now;
 use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, MetricPoint};
+use super::kinds::{AnswersAtSubmit, KindOnline};
 use super::store::{PredictionRecord, StoredEvent};
 
 mod answers;
@@ -35,56 +33,8 @@ mod fit;
 pub mod retention;
 pub mod saved;
 
+pub use super::kinds::{Served, ServedModels};
 pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
-pub use fit::Kind;
-
-/// A model being served and its registry metadata.
-#[derive(Debug, Clone)]
-pub struct Served<T> {
-    pub model: Arc<T>,
-    pub meta: ArtifactMeta,
-}
-
-/// The models being served (each `None` until trained or loaded).
-#[derive(Debug, Clone, Default)]
-pub struct ServedModels {
-    pub runtime: Option<Served<RuntimePredictor>>,
-    pub queue_wait: Option<Served<QueueWaitPredictor>>,
-    pub failure: Option<Served<FailurePredictor>>,
-    pub convergence: Option<Served<ConvergencePredictor>>,
-    pub dag: Option<Served<DagPredictor>>,
-    /// The kinds with saved versions none of which loads, and why (a checksum mismatch,
-    /// another feature schema, ...).
-    pub unloadable: std::collections::BTreeMap<&'static str, String>,
-}
-
-impl ServedModels {
-    /// Which served models' online states take the event numbered `seq`: a model trained
-    /// on the ingested history sees the log from that history's first event on (the span
-    /// its features were trained on), a model trained on a trace the whole log.
-    fn feeds(&self, seq: i64) -> Feeds {
-        fn from<T>(s: &Option<Served<T>>, seq: i64) -> bool {
-            s.as_ref()
-                .and_then(|s| s.meta.history_from_seq)
-                .is_none_or(|first| seq >= first)
-        }
-        Feeds {
-            runtime: from(&self.runtime, seq),
-            queue_wait: from(&self.queue_wait, seq),
-            failure: from(&self.failure, seq),
-            convergence: from(&self.convergence, seq),
-        }
-    }
-}
-
-/// See [`ServedModels::feeds`].
-#[derive(Debug, Clone, Copy)]
-struct Feeds {
-    runtime: bool,
-    queue_wait: bool,
-    failure: bool,
-    convergence: bool,
-}
 
 /// Why a convergence prediction could not be made.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,14 +129,8 @@ impl From<PredictorError> for PredictError {
 /// See the module docs.
 pub struct Online {
     pub models: ServedModels,
-    /// The served runtime predictor's online state.
-    runtime: Option<RuntimeOnline>,
-    /// The served queue-wait predictor's online state.
-    queue_wait: Option<QueueWaitOnline>,
-    /// The served failure predictor's online state.
-    failure: Option<FailureOnline>,
-    /// The served convergence predictor's online state.
-    convergence: Option<ConvergenceOnline>,
+    /// The online state of each served model that keeps one, by kind.
+    states: BTreeMap<ModelKind, Box<dyn KindOnline>>,
     /// The latest run of every job id.
     pub jobs: HashMap<String, JobInfo>,
     /// Earlier runs of job ids submitted again after they finished, oldest first.
@@ -197,7 +141,7 @@ pub struct Online {
     wall_clock: bool,
     /// Why a kind has no served model when its training was skipped, by kind (e.g. the
     /// history has no start times, so no queue waits).
-    pub not_trained: BTreeMap<String, String>,
+    pub not_trained: BTreeMap<ModelKind, String>,
     pub last_seq: i64,
     pub last_snapshot: Option<ClusterSnapshot>,
     /// The most GPUs any cluster snapshot reported: a job asking for more cannot fit.
@@ -219,28 +163,13 @@ pub struct Online {
 impl Online {
     /// An empty state serving `models`.
     pub fn new(models: ServedModels) -> Online {
-        let runtime = models
-            .runtime
-            .as_ref()
-            .map(|s| Arc::clone(&s.model).online(s.meta.version));
-        let queue_wait = models
-            .queue_wait
-            .as_ref()
-            .map(|s| Arc::clone(&s.model).online(s.meta.version));
-        let failure = models
-            .failure
-            .as_ref()
-            .map(|s| Arc::clone(&s.model).online(s.meta.version));
-        let convergence = models
-            .convergence
-            .as_ref()
-            .map(|s| Arc::clone(&s.model).online(s.meta.version));
+        let states = models
+            .iter()
+            .filter_map(|m| Some((m.kind(), m.online()?)))
+            .collect();
         Online {
-            failure,
-            convergence,
             models,
-            runtime,
-            queue_wait,
+            states,
             jobs: HashMap::new(),
             earlier_runs: HashMap::new(),
             clock: None,
@@ -505,11 +434,6 @@ impl Online {
     /// the job's current run (`predictor_id`); returns the answers they issued when it is a
     /// submit.
     fn route(&mut self, seq: i64, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
-        let feeds = self.models.feeds(seq);
-        let requested_time = match event {
-            Event::JobSubmitted { profile, .. } => profile.requested_time,
-            _ => None,
-        };
         let record;
         let points: Vec<EventPoint>;
         let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
@@ -555,33 +479,13 @@ impl Online {
             }
             Event::ClusterSnapshot(s) => JobEvent::Clock { at: s.at },
         };
-        if let Some(o) = self.convergence.as_mut().filter(|_| feeds.convergence) {
-            // the convergence state records curves and answers nothing at a submit
-            let _ = o.observe(&job_event);
+        let mut answers = AnswersAtSubmit::default();
+        for (kind, state) in &mut self.states {
+            if self.models.get(*kind).is_some_and(|m| m.feeds(seq)) {
+                state.observe(&job_event, &mut answers);
+            }
         }
-        AnswersAtSubmit {
-            runtime: self
-                .runtime
-                .as_mut()
-                .filter(|_| feeds.runtime)
-                .and_then(|o| o.observe(&job_event))
-                .and_then(Result::ok)
-                .map(|a| RuntimeAnswer::from(a).within_limit(requested_time)),
-            queue_wait: self
-                .queue_wait
-                .as_mut()
-                .filter(|_| feeds.queue_wait)
-                .and_then(|o| o.observe(&job_event))
-                .and_then(Result::ok)
-                .map(WaitAnswer::from),
-            failure: self
-                .failure
-                .as_mut()
-                .filter(|_| feeds.failure)
-                .and_then(|o| o.observe(&job_event))
-                .and_then(Result::ok)
-                .map(FailureAnswer::from),
-        }
+        answers
     }
 
     /// Keeps what was answered at a submit to be stored, also when nothing was (no model
@@ -668,14 +572,19 @@ impl Online {
     }
 
     /// Why `kind` cannot answer: the reason its training was skipped, when known.
-    fn not_available(&self, kind: &'static str) -> PredictError {
-        match self.not_trained.get(kind) {
+    fn not_available(&self, kind: ModelKind) -> PredictError {
+        match self.not_trained.get(&kind) {
             Some(reason) => PredictError::NotTrained {
-                kind,
+                kind: kind.name(),
                 reason: reason.clone(),
             },
-            None => PredictError::NotAvailable(kind),
+            None => PredictError::NotAvailable(kind.name()),
         }
+    }
+
+    /// The online state of `kind`, typed.
+    fn state<S: 'static>(&self, kind: ModelKind) -> Option<&S> {
+        self.states.get(&kind)?.as_any().downcast_ref()
     }
 
     /// The id the predictors know `job_id`'s latest run by (`job_id` itself when unknown).
@@ -695,9 +604,8 @@ impl Online {
         at: f64,
     ) -> Result<RuntimeAnswer, PredictError> {
         let online = self
-            .runtime
-            .as_ref()
-            .ok_or_else(|| self.not_available("runtime"))?;
+            .state::<RuntimeOnline>(ModelKind::Runtime)
+            .ok_or_else(|| self.not_available(ModelKind::Runtime))?;
         self.check_fits(profile)?;
         let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
@@ -713,9 +621,8 @@ impl Online {
         at: f64,
     ) -> Result<FailureAnswer, PredictError> {
         let online = self
-            .failure
-            .as_ref()
-            .ok_or_else(|| self.not_available("failure"))?;
+            .state::<FailureOnline>(ModelKind::Failure)
+            .ok_or_else(|| self.not_available(ModelKind::Failure))?;
         self.check_fits(profile)?;
         let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
@@ -730,10 +637,9 @@ impl Online {
         job_id: &str,
     ) -> Result<ConvergenceAnswer, ConvergenceFailure> {
         let online = self
-            .convergence
-            .as_ref()
+            .state::<ConvergenceOnline>(ModelKind::Convergence)
             .ok_or(ConvergenceFailure::Predict(PredictError::NotAvailable(
-                "convergence",
+                ModelKind::Convergence.name(),
             )))?;
         online
             .predict_job(job_id)
@@ -752,9 +658,8 @@ impl Online {
         at: f64,
     ) -> Result<WaitAnswer, PredictError> {
         let online = self
-            .queue_wait
-            .as_ref()
-            .ok_or_else(|| self.not_available("queue_wait"))?;
+            .state::<QueueWaitOnline>(ModelKind::QueueWait)
+            .ok_or_else(|| self.not_available(ModelKind::QueueWait))?;
         self.check_fits(profile)?;
         let record = profile.to_record(&self.predictor_id(job_id), at);
         let answer = online.predict(&JobQuery { job: &record, at })?;
@@ -764,22 +669,9 @@ impl Online {
     /// The queue-wait risk-split bound's online state (None when the served model has none).
     #[cfg(test)]
     pub fn wait_risk_state(&self) -> Option<&augur_predictor::RiskSplitState> {
-        self.queue_wait
-            .as_ref()
+        self.state::<QueueWaitOnline>(ModelKind::QueueWait)
             .and_then(QueueWaitOnline::risk_state)
     }
-}
-
-/// The answers the served predictors issued for a job at its submit (stored as its
-/// prediction record).
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct AnswersAtSubmit {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    runtime: Option<RuntimeAnswer>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    queue_wait: Option<WaitAnswer>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    failure: Option<FailureAnswer>,
 }
 
 /// A service metric point as the predictors' contract carries it.

@@ -16,7 +16,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::api::{dag, eta, ingest, jobs, models, predict};
 use super::error::ErrorBody;
-use super::{api, backends, metrics, routes, status, AppState};
+use super::{api, backends, kinds, metrics, routes, status, AppState};
 
 /// The generated document (see the module docs).
 #[derive(OpenApi)]
@@ -59,7 +59,7 @@ use super::{api, backends, metrics, routes, status, AppState};
         metrics::scrape,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&BearerScheme, &ErrorAnswers),
+    modifiers(&BearerScheme, &ErrorAnswers, &ModelKinds),
     tags(
         (name = "ops", description = "Health, readiness, metrics and this document"),
         (name = "ingest", description = "Job events, stored durably"),
@@ -141,6 +141,36 @@ impl Modify for ErrorAnswers {
                     .responses
                     .entry("default".to_string())
                     .or_insert_with(|| error.clone());
+            }
+        }
+    }
+}
+
+/// Lists the registered model kinds ([`kinds::registered`]) as the enum of every `{kind}`
+/// path parameter (promote, rollback).
+struct ModelKinds;
+
+impl Modify for ModelKinds {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let names: Vec<&str> = kinds::registered()
+            .iter()
+            .map(|k| k.kind().name())
+            .collect();
+        let schema = utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(names))
+            .build();
+        for item in doc.paths.paths.values_mut() {
+            let params = item.parameters.iter_mut().flatten();
+            let ops: [&mut Option<Operation>; 3] = [&mut item.get, &mut item.post, &mut item.put];
+            let op_params = ops
+                .into_iter()
+                .flatten()
+                .flat_map(|op| op.parameters.iter_mut().flatten());
+            for p in params.chain(op_params) {
+                if p.name == "kind" && p.parameter_in == utoipa::openapi::path::ParameterIn::Path {
+                    p.schema = Some(RefOr::T(schema.clone().into()));
+                }
             }
         }
     }

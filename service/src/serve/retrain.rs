@@ -25,10 +25,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use augur_datasets::JobRecord;
-use augur_predictor::ArtifactMeta;
+use augur_predictor::ModelKind;
 use serde::Serialize;
 
-use super::model_gate::Gate;
+use super::kinds;
+use super::model_gate::{Gate, Verdict};
 use super::online::ServedModels;
 use super::training::{self, Promotion};
 use super::{lock, AppState, RetrainStatus};
@@ -169,14 +170,18 @@ fn newest<T>(mut jobs: Vec<T>, max: usize, retention_days: f64) -> (Vec<T>, Hist
 /// Starts a retrain on the ingested history in the background (blocking thread pool): the
 /// new versions are saved, promoted when they pass the gate, and the served models swapped.
 pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
-    let (jobs, finished_events, served, dag_jobs) = {
+    let (jobs, finished_events, served, not_retrained) = {
         let o = state.online();
-        let dag_jobs = o.jobs.values().filter(|j| j.dag.is_some()).count();
+        // the verdicts of the kinds the history does not train, on the state now
+        let not_retrained: Vec<Verdict> = kinds::registered()
+            .iter()
+            .filter_map(|k| k.not_retrained(&o))
+            .collect();
         (
             o.history(),
             o.counts.job_finished,
             o.models.clone(),
-            dag_jobs,
+            not_retrained,
         )
     };
     let (jobs, mut window) = newest(
@@ -241,7 +246,7 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
         name: "ingested",
         history_from_seq,
     };
-    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, source, &served, dag_jobs));
+    tokio::task::spawn_blocking(move || run(&st, trigger, &jobs, source, &served, not_retrained));
     Ok(Started {
         jobs: n,
         finished,
@@ -250,15 +255,15 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
 }
 
 /// Runs a started retrain on `jobs` (blocking): trains, saves, promotes what beats the
-/// `served` models, swaps the served models, and records the outcome (with why the DAG
-/// model, `dag_jobs` ingested jobs having a DAG, is kept).
+/// `served` models, swaps the served models, and records the outcome (with the verdicts of
+/// the kinds the history does not train, `not_retrained`: why they are kept).
 fn run(
     st: &AppState,
     trigger: Trigger,
     jobs: &[JobRecord],
     source: Source<'_>,
     served: &ServedModels,
-    dag_jobs: usize,
+    not_retrained: Vec<Verdict>,
 ) {
     let stats = &st.retrain_stats;
     let now_running = stats.running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -279,7 +284,7 @@ fn run(
         let models = training::load_serving(&st.registry, &st.ext.metrics)?;
         // nothing promoted: the online state already serves these versions, and a swap
         // would only rebuild it for the same answers
-        if versions(&models) != versions(&st.online().models) {
+        if models.versions() != st.online().models.versions() {
             let t = std::time::Instant::now();
             st.swap_models(models);
             report
@@ -287,13 +292,17 @@ fn run(
                 .insert("rebuild".to_string(), t.elapsed().as_secs_f64());
         }
         let mut o = st.online_mut();
-        for kind in report.verdicts.iter().map(|v| &v.kind) {
-            o.not_trained.remove(kind);
+        for kind in report
+            .verdicts
+            .iter()
+            .filter_map(|v| ModelKind::from_name(&v.kind))
+        {
+            o.not_trained.remove(&kind);
         }
-        let dag =
-            training::dag_not_retrained(served.dag.as_ref().map(|s| s.meta.version), dag_jobs);
-        report.kept.push(format!("{}: {}", dag.kind, dag.reason));
-        report.verdicts.push(dag);
+        for v in not_retrained {
+            report.kept.push(format!("{}: {}", v.kind, v.reason));
+            report.verdicts.push(v);
+        }
         Ok(report)
     })();
     let status = match result {
@@ -330,27 +339,18 @@ fn run(
     *lock(&st.retrain) = status;
 }
 
-/// The registry version served for each kind (None: none served).
-fn versions(m: &ServedModels) -> [Option<u32>; 5] {
-    [
-        m.runtime.as_ref().map(|s| s.meta.version),
-        m.queue_wait.as_ref().map(|s| s.meta.version),
-        m.failure.as_ref().map(|s| s.meta.version),
-        m.convergence.as_ref().map(|s| s.meta.version),
-        m.dag.as_ref().map(|s| s.meta.version),
-    ]
-}
-
 /// Logs what a retrain trained, skipped and kept back.
 fn log_report(trigger: Trigger, report: &training::TrainReport, seconds: f64) {
-    let v = |m: &Option<ArtifactMeta>| m.as_ref().map(|m| m.version);
+    let trained: std::collections::BTreeMap<_, _> = report
+        .trained
+        .iter()
+        .map(|(k, m)| (k.name(), m.as_ref().map(|m| m.version)))
+        .collect();
     tracing::info!(
         ?trigger,
         jobs = report.jobs,
         seconds,
-        runtime = ?v(&report.runtime),
-        queue_wait = ?v(&report.queue_wait),
-        failure = ?v(&report.failure),
+        ?trained,
         phase_seconds = ?report.seconds,
         "retrained on the ingested history"
     );

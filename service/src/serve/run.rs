@@ -163,7 +163,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
         snapshot = info.snapshot.label(),
         "event store opened and replayed"
     );
-    if info.needs_bootstrap || info.needs_convergence || info.needs_dag {
+    if info.needs_bootstrap || !info.needs_bundled.is_empty() {
         spawn_bootstrap(state.clone(), &info);
     }
     if !info.needs_bootstrap && !state.ready.load(Ordering::SeqCst) {
@@ -180,12 +180,13 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
 }
 
 /// Trains the models from the bundled sample in the background and serves them: the
-/// job-trace models (`dataset`) when the registry has none, the convergence model (bundled
-/// MLPerf runs) and the DAG model (bundled TPC-H and WfCommons DAGs) when it has none.
+/// job-trace models (`dataset`) when the registry has none, and each kind trained on
+/// bundled data (the convergence model on MLPerf runs, the DAG model on TPC-H and
+/// WfCommons DAGs) when it has none.
 fn spawn_bootstrap(state: AppState, info: &super::OpenInfo) {
     let dataset = state.config.bootstrap_dataset.clone();
-    let (dataset_models, convergence, dag) =
-        (info.needs_bootstrap, info.needs_convergence, info.needs_dag);
+    let dataset_models = info.needs_bootstrap;
+    let bundled = info.needs_bundled.clone();
     if dataset_models {
         eprintln!(
             "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
@@ -198,40 +199,26 @@ fn spawn_bootstrap(state: AppState, info: &super::OpenInfo) {
             bootstrap_dataset_models(&state, &dataset);
             state.retrain_stats.set_bootstrapping(false);
         }
-        let trees = state.config.trees;
-        if convergence {
-            bootstrap_bundled(
-                &state,
-                training::CONVERGENCE_KIND,
-                "the bundled MLPerf runs",
-                || training::train_convergence(&state.registry, trees),
-            );
-        }
-        if dag {
-            bootstrap_bundled(
-                &state,
-                training::DAG_KIND,
-                "the bundled TPC-H and WfCommons DAGs",
-                || training::train_bundled_dag(&state.registry, trees),
-            );
+        for kind in bundled {
+            bootstrap_bundled(&state, kind);
         }
     });
 }
 
-/// Trains the `kind` model with `train` (on bundled data, `what`) and serves it; logs how
-/// long it took, or why it was not trained (kept, so its answers can say why).
-fn bootstrap_bundled(
-    state: &AppState,
-    kind: &str,
-    what: &str,
-    train: impl FnOnce() -> anyhow::Result<Result<augur_predictor::ArtifactMeta, String>>,
-) {
+/// Trains the `kind` model on its bundled data and serves it; logs how long it took, or
+/// why it was not trained (kept, so its answers can say why).
+fn bootstrap_bundled(state: &AppState, kind: augur_predictor::ModelKind) {
+    let what = match super::kinds::spec(kind).map(|k| k.trained_on()) {
+        Some(super::kinds::TrainedOn::Bundled { what }) => what,
+        _ => "bundled data",
+    };
     let started = std::time::Instant::now();
-    let result = train().and_then(|r| {
+    let result = (|| -> anyhow::Result<_> {
+        let r = training::train_bundled(kind, &state.registry, state.config.trees)?;
         let models = training::load_serving(&state.registry, &state.ext.metrics)?;
         state.swap_models(models);
         Ok(r)
-    });
+    })();
     match result {
         Ok(Ok(meta)) => eprintln!(
             "augur serve: {kind} model v{} trained on {what} in {:.1} s",
@@ -242,7 +229,7 @@ fn bootstrap_bundled(
             eprintln!("augur serve:   not trained: {kind}: {why}");
             let not_trained = {
                 let mut o = state.online_mut();
-                o.not_trained.insert(kind.to_string(), why);
+                o.not_trained.insert(kind, why.to_string());
                 o.not_trained.clone()
             };
             if let Err(e) = training::save_not_trained(&state.registry, &not_trained) {
@@ -266,7 +253,10 @@ pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
             if let Some((source, jobs)) = history {
                 let report =
                     training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
-                match report.not_trained.get(training::RUNTIME_KIND) {
+                match report
+                    .not_trained
+                    .get(&augur_predictor::ModelKind::Runtime)
+                {
                     // without a runtime model nothing is served: the bundled trace instead
                     Some(why) => eprintln!(
                         "augur serve: the Slurm accounting history did not train the runtime model ({why}); training on the bundled trace"
@@ -292,18 +282,20 @@ pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
         })();
         match result {
             Ok(report) => {
-                let version = |m: &Option<augur_predictor::ArtifactMeta>| {
-                    m.as_ref()
-                        .map_or("not trained".to_string(), |m| format!("v{}", m.version))
-                };
+                let versions: Vec<String> = report
+                    .trained
+                    .iter()
+                    .map(|(kind, m)| match m {
+                        Some(m) => format!("{kind} v{}", m.version),
+                        None => format!("{kind} not trained"),
+                    })
+                    .collect();
                 eprintln!(
-                    "augur serve: models trained on {} ({} jobs) in {:.1} s: runtime {}, queue_wait {}, failure {}",
+                    "augur serve: models trained on {} ({} jobs) in {:.1} s: {}",
                     report.source,
                     report.jobs,
                     started.elapsed().as_secs_f64(),
-                    version(&report.runtime),
-                    version(&report.queue_wait),
-                    version(&report.failure),
+                    versions.join(", "),
                 );
                 for why in &report.skipped {
                     tracing::warn!("not trained at first start: {why}");

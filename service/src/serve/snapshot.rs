@@ -47,8 +47,10 @@ use super::{lock, metrics::Metrics, AppState};
 
 /// The snapshot file inside `<data_dir>/snapshot/`.
 pub const FILE: &str = "online.bin";
-/// Bumped when the layout or the body's encoding changes: another version is not read.
-pub const FORMAT_VERSION: u32 = 2;
+/// Bumped when the layout or the body's encoding changes: another version is not read
+/// (the whole log is replayed instead). 3: each kind's online state as its own bytes, by
+/// kind name (2 had one field per kind).
+pub const FORMAT_VERSION: u32 = 3;
 const MAGIC: &[u8; 8] = b"AUGURSNP";
 /// Magic, format version, header length.
 const PREFIX: usize = 8 + 4 + 4;
@@ -164,24 +166,19 @@ impl Snapshots {
 
 /// The stamps of the served models that have an online state.
 pub fn stamps(models: &ServedModels) -> BTreeMap<String, ModelStamp> {
-    let mut out = BTreeMap::new();
-    let mut add = |kind: &str, meta: Option<&augur_predictor::ArtifactMeta>| {
-        if let Some(m) = meta {
-            out.insert(
-                kind.to_string(),
-                ModelStamp {
-                    version: m.version,
-                    payload_sha256: m.payload_sha256.clone(),
-                    feature_schema_version: m.feature_schema_version,
-                },
-            );
-        }
-    };
-    add("runtime", models.runtime.as_ref().map(|s| &s.meta));
-    add("queue_wait", models.queue_wait.as_ref().map(|s| &s.meta));
-    add("failure", models.failure.as_ref().map(|s| &s.meta));
-    add("convergence", models.convergence.as_ref().map(|s| &s.meta));
-    out
+    models
+        .iter()
+        .filter(|m| m.has_online())
+        .map(|m| {
+            let meta = m.meta();
+            let stamp = ModelStamp {
+                version: meta.version,
+                payload_sha256: meta.payload_sha256.clone(),
+                feature_schema_version: meta.feature_schema_version,
+            };
+            (m.kind().name().to_string(), stamp)
+        })
+        .collect()
 }
 
 /// SHA-256 of the log's event at `seq` (its seq, receive time and stored body), or `None`

@@ -10,6 +10,7 @@
 use augur_autoscaler::kubernetes::{JobKey, JobPhase, JobPredictions, KubeBackend, Span};
 use augur_autoscaler::live::{LiveDecision, Outcome};
 use augur_autoscaler::Action;
+use augur_predictor::ModelKind;
 
 use super::online::Online;
 use super::AppState;
@@ -33,7 +34,8 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
                 coverage: r.coverage,
             },
         ));
-        p.model_versions.push(("runtime", r.model_version));
+        p.model_versions
+            .push((ModelKind::Runtime.name(), r.model_version));
     }
     if phase == JobPhase::Queued {
         if let Some(w) = job.queue_wait_at_submit {
@@ -45,7 +47,8 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
                     coverage: w.coverage,
                 },
             ));
-            p.model_versions.push(("queue_wait", w.model_version));
+            p.model_versions
+                .push((ModelKind::QueueWait.name(), w.model_version));
         }
     }
     let began = match phase {
@@ -55,7 +58,8 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
     p.eta = began.zip(p.runtime).map(|(s, (r, _))| s + r);
     if let Some(f) = job.failure_at_submit {
         p.failure_probability = Some(f.probability);
-        p.model_versions.push(("failure", f.model_version));
+        p.model_versions
+            .push((ModelKind::Failure.name(), f.model_version));
     }
     Some(p)
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use augur_datasets::dag::{edges_of, DagJob, DagStage as ModelStage, TaskResources};
+use augur_predictor::ModelKind;
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
@@ -26,7 +27,6 @@ use super::predict::{
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile};
 use crate::serve::online::{Online, RuntimeAnswer};
-use crate::serve::training::DAG_KIND;
 use crate::serve::AppState;
 
 /// `source` of an answer from the DAG model.
@@ -132,8 +132,8 @@ pub async fn predict_dag(
             .sum()
     };
     let version = |o: &Online| {
-        let dag = o.models.dag.as_ref().map(|s| s.meta.version);
-        dag.or_else(|| o.models.runtime.as_ref().map(|s| s.meta.version))
+        let dag = o.models.version(ModelKind::Dag);
+        dag.or_else(|| o.models.version(ModelKind::Runtime))
     };
     predict_in_pool(&state, "dag_makespan", req, cost, version, makespan).await
 }
@@ -148,7 +148,7 @@ fn makespan(
 ) -> Result<MakespanAnswer, ApiError> {
     // the DAG model reads no profile: a DAG it can answer is a complete request
     let with_profile;
-    let model_answers = |d: &Dag| o.models.dag.is_some() && model_job("", d, "").is_ok();
+    let model_answers = |d: &Dag| o.models.dag().is_some() && model_job("", d, "").is_ok();
     let j =
         if j.profile.is_none() && j.job_id.is_none() && j.dag.as_ref().is_some_and(model_answers) {
             with_profile = PredictJob {
@@ -189,7 +189,7 @@ fn makespan(
     let (seconds, cp) = critical_path(dag, &order, &mid);
     let (lower, _) = critical_path(dag, &order, &lo);
     let (upper, _) = critical_path(dag, &order, &hi);
-    let runtime_version = o.models.runtime.as_ref().map(|s| s.meta.version);
+    let runtime_version = o.models.version(ModelKind::Runtime);
     Ok(MakespanAnswer {
         source: RUNTIME_CRITICAL_PATH,
         fallback_reason: Some(reason),
@@ -213,9 +213,9 @@ fn model_input<'a>(
     at: &str,
 ) -> Result<(&'a Arc<augur_predictor::dag::DagPredictor>, u32, DagJob), String> {
     let job = model_job(id, dag, at)?;
-    match &o.models.dag {
+    match o.models.dag() {
         Some(s) => Ok((&s.model, s.meta.version, job)),
-        None => Err(match o.not_trained.get(DAG_KIND) {
+        None => Err(match o.not_trained.get(&ModelKind::Dag) {
             Some(why) => format!("the dag model is not trained: {why}"),
             None => "no dag model is served yet (first-start training still running, or it failed: see the logs and GET /v1/models)".to_string(),
         }),

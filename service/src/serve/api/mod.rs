@@ -18,6 +18,7 @@ pub mod predict;
 
 use std::sync::atomic::Ordering;
 
+use augur_predictor::ModelKind;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::Json;
@@ -25,7 +26,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use super::training::RUNTIME_KIND;
 use super::AppState;
 
 /// The process is up.
@@ -97,9 +97,9 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     let (runtime, queue_wait, runtime_unloadable) = {
         let o = state.online();
         (
-            o.models.runtime.as_ref().map(|s| s.meta.version),
-            o.models.queue_wait.as_ref().map(|s| s.meta.version),
-            o.models.unloadable.get(RUNTIME_KIND).cloned(),
+            o.models.version(ModelKind::Runtime),
+            o.models.version(ModelKind::QueueWait),
+            o.models.unloadable.get(&ModelKind::Runtime).cloned(),
         )
     };
     let model_ok = state.ready.load(Ordering::SeqCst) && runtime.is_some();

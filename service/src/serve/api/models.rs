@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use augur_predictor::registry::Promotion;
-use augur_predictor::{ArtifactMeta, RegistryError};
+use augur_predictor::{ArtifactMeta, ModelKind, RegistryError};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -14,21 +14,13 @@ use utoipa::ToSchema;
 
 use super::blocking;
 use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::kinds;
 use crate::serve::retrain::{self, Trigger};
-use crate::serve::training::{
-    self, CONVERGENCE_KIND, DAG_KIND, FAILURE_KIND, QUEUE_WAIT_KIND, RUNTIME_KIND,
-};
+use crate::serve::training;
 use crate::serve::{lock, AppState, RetrainStatus};
 
-/// The served version of each kind (none while a kind has no model).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ServedVersions {
-    pub runtime: Option<u32>,
-    pub queue_wait: Option<u32>,
-    pub failure: Option<u32>,
-    pub convergence: Option<u32>,
-    pub dag: Option<u32>,
-}
+/// The served version of each registered kind (`null` while a kind has no model), by kind.
+pub type ServedVersions = BTreeMap<ModelKind, Option<u32>>;
 
 /// A saved version: its registry metadata, or why it cannot be read.
 #[derive(Debug, Serialize, ToSchema)]
@@ -56,6 +48,8 @@ pub struct KindVersions {
 /// Every kind's saved versions and which are served.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelsView {
+    /// The served version of each kind (`null` while a kind has no model).
+    #[schema(value_type = BTreeMap<String, Option<u32>>)]
     pub serving: ServedVersions,
     /// By kind: `runtime`, `queue_wait`, `failure`, `convergence`, `dag`.
     pub kinds: BTreeMap<String, KindVersions>,
@@ -70,20 +64,17 @@ pub struct ModelsView {
     responses((status = 200, description = "`{serving, kinds}`", body = ModelsView))
 )]
 pub async fn list_models(State(state): State<AppState>) -> Result<Json<ModelsView>, ApiError> {
-    let serving = {
+    let serving: ServedVersions = {
         let o = state.online();
-        ServedVersions {
-            runtime: o.models.runtime.as_ref().map(|s| s.meta.version),
-            queue_wait: o.models.queue_wait.as_ref().map(|s| s.meta.version),
-            failure: o.models.failure.as_ref().map(|s| s.meta.version),
-            convergence: o.models.convergence.as_ref().map(|s| s.meta.version),
-            dag: o.models.dag.as_ref().map(|s| s.meta.version),
-        }
+        kinds::registered()
+            .iter()
+            .map(|k| (k.kind(), o.models.version(k.kind())))
+            .collect()
     };
     let registry = state.registry.clone();
     let kinds = blocking(move || {
         let mut kinds = BTreeMap::new();
-        for kind in KINDS {
+        for kind in kinds::registered().iter().map(|k| k.kind().name()) {
             let failed =
                 |e: RegistryError| ApiError::internal("the model registry cannot be read", e);
             let versions = registry.versions(kind).map_err(failed)?;
@@ -181,20 +172,16 @@ pub struct Promoted {
     pub promoted: Promotion,
 }
 
-/// The kinds the service serves, listed, promoted and rolled back.
-const KINDS: [&str; 5] = [
-    RUNTIME_KIND,
-    QUEUE_WAIT_KIND,
-    FAILURE_KIND,
-    CONVERGENCE_KIND,
-    DAG_KIND,
-];
-
-fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
-    KINDS.into_iter().find(|k| *k == kind).ok_or_else(|| {
+/// The registered kind named `kind` (listed, promoted and rolled back).
+fn check_kind(kind: &str) -> Result<ModelKind, ApiError> {
+    kinds::by_name(kind).map(|k| k.kind()).ok_or_else(|| {
+        let names: Vec<&str> = kinds::registered()
+            .iter()
+            .map(|k| k.kind().name())
+            .collect();
         ApiError::not_found(format!(
             "no model kind `{kind}`; kinds: {}",
-            KINDS.join(", ")
+            names.join(", ")
         ))
     })
 }
@@ -204,8 +191,8 @@ fn check_kind(kind: &str) -> Result<&'static str, ApiError> {
     post,
     path = "/v1/models/{kind}/promote",
     tag = "models",
-    summary = "Serve a saved version of `runtime`, `queue_wait`, `failure`, `convergence` or `dag`",
-    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure`, `convergence` or `dag`")),
+    summary = "Serve a saved version of a model kind",
+    params(("kind" = String, Path, description = "A model kind (the served kinds are listed in the schema's enum)")),
     request_body = PromoteBody,
     security(("bearer" = [])),
     responses(
@@ -229,12 +216,15 @@ pub async fn promote(
         ))?;
         let p = st
             .registry
-            .promote(kind, body.version)
+            .promote(kind.name(), body.version)
             .map_err(registry_error("version", &dir))?;
         let models = training::load_serving(&st.registry, &st.ext.metrics)
             .map_err(|e| ApiError::internal("the promoted models could not be loaded", e))?;
         st.swap_models(models);
-        Ok(Json(Promoted { kind, promoted: p }))
+        Ok(Json(Promoted {
+            kind: kind.name(),
+            promoted: p,
+        }))
     })
     .await
 }
@@ -245,7 +235,7 @@ pub async fn promote(
     path = "/v1/models/{kind}/rollback",
     tag = "models",
     summary = "Serve the previously promoted version again",
-    params(("kind" = String, Path, description = "`runtime`, `queue_wait`, `failure`, `convergence` or `dag`")),
+    params(("kind" = String, Path, description = "A model kind (the served kinds are listed in the schema's enum)")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "`{kind, promoted}`", body = Promoted),
@@ -263,7 +253,7 @@ pub async fn rollback(
         let dir = st.config.data_dir.clone();
         let previous = st
             .registry
-            .promotion(kind)
+            .promotion(kind.name())
             .map_err(registry_error("kind", &dir))?
             .and_then(|p| p.history.last().copied());
         if let Some(v) = previous {
@@ -271,13 +261,16 @@ pub async fn rollback(
         }
         let p = st
             .registry
-            .rollback(kind)
+            .rollback(kind.name())
             .map_err(registry_error("kind", &dir))?;
         let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
             ApiError::internal("the models could not be loaded after the rollback", e)
         })?;
         st.swap_models(models);
-        Ok(Json(Promoted { kind, promoted: p }))
+        Ok(Json(Promoted {
+            kind: kind.name(),
+            promoted: p,
+        }))
     })
     .await
 }
@@ -298,7 +291,7 @@ pub fn without_data_dir(text: &str, data_dir: &std::path::Path) -> String {
 
 /// A version that does not load is refused (422) before the pointer is touched.
 fn unloadable(
-    kind: &'static str,
+    kind: ModelKind,
     version: u32,
     data_dir: &std::path::Path,
 ) -> impl Fn(RegistryError) -> ApiError {

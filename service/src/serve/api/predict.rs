@@ -10,13 +10,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use augur_features::OutOfRange;
+use augur_predictor::ModelKind;
 
 use crate::serve::bounds;
 use crate::serve::error::{ApiError, ApiJson};
 use crate::serve::events::{Dag, JobProfile, MAX_STRING};
 use crate::serve::online::{
-    ConvergenceAnswer, ConvergenceFailure, FailureAnswer, Kind, Online, PredictError,
-    RuntimeAnswer, WaitAnswer,
+    ConvergenceAnswer, ConvergenceFailure, FailureAnswer, Online, PredictError, RuntimeAnswer,
+    WaitAnswer,
 };
 use crate::serve::{AppState, ServeEvent};
 
@@ -276,13 +277,13 @@ where
 async fn predict_profiles<T: Serialize + Send + 'static>(
     state: AppState,
     req: PredictRequest,
-    kind: Kind,
+    kind: ModelKind,
     version: fn(&Online) -> Option<u32>,
     predict: fn(&Online, &str, &JobProfile, f64) -> Result<T, PredictError>,
 ) -> Result<Json<Predictions<Checked<T>>>, ApiError> {
     predict_in_pool(
         &state,
-        kind,
+        kind.name(),
         req,
         <[_]>::len,
         version,
@@ -325,8 +326,8 @@ pub async fn predict_runtime(
     predict_profiles(
         state,
         req,
-        "runtime",
-        |o| o.models.runtime.as_ref().map(|s| s.meta.version),
+        ModelKind::Runtime,
+        |o| o.models.version(ModelKind::Runtime),
         Online::predict_runtime,
     )
     .await
@@ -352,8 +353,8 @@ pub async fn predict_queue_wait(
     predict_profiles(
         state,
         req,
-        "queue_wait",
-        |o| o.models.queue_wait.as_ref().map(|s| s.meta.version),
+        ModelKind::QueueWait,
+        |o| o.models.version(ModelKind::QueueWait),
         Online::predict_wait,
     )
     .await
@@ -379,8 +380,8 @@ pub async fn predict_failure(
     predict_profiles(
         state,
         req,
-        "failure",
-        |o| o.models.failure.as_ref().map(|s| s.meta.version),
+        ModelKind::Failure,
+        |o| o.models.version(ModelKind::Failure),
         Online::predict_failure,
     )
     .await
@@ -412,10 +413,10 @@ pub async fn predict_convergence(
             })
             .sum()
     };
-    let version = |o: &Online| o.models.convergence.as_ref().map(|s| s.meta.version);
+    let version = |o: &Online| o.models.version(ModelKind::Convergence);
     predict_in_pool(
         &state,
-        "convergence",
+        ModelKind::Convergence.name(),
         req,
         cost,
         version,

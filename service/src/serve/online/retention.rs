@@ -7,7 +7,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use augur_predictor::OnlinePredictor;
 use serde::{Deserialize, Serialize};
 
 use super::{run_id, JobInfo, Online};
@@ -131,17 +130,8 @@ impl Online {
             }
             self.retention.evicted += 1;
             let pid = run_id(&id, run);
-            if let Some(o) = self.runtime.as_mut() {
-                o.forget(&pid);
-            }
-            if let Some(o) = self.queue_wait.as_mut() {
-                o.forget(&pid);
-            }
-            if let Some(o) = self.failure.as_mut() {
-                o.forget(&pid);
-            }
-            if let Some(o) = self.convergence.as_mut() {
-                o.forget(&pid);
+            for state in self.states.values_mut() {
+                state.forget(&pid);
             }
         }
     }

@@ -1,18 +1,15 @@
 //! The online state's serialised form, a snapshot's body ([`super::super::snapshot`]): what
-//! the events taught it — the predictors' online states without their models, the job
+//! the events taught it — the predictors' online states without their models (each kind's
+//! as its own bytes, by kind name: [`crate::serve::kinds::KindOnline::save`]), the job
 //! table, the clock, counts and retention — encoded with bincode (compact, fast, and
 //! already built for the MLP crate). bincode is not self-describing, so the types whose
 //! HTTP shape skips empty fields or reads times leniently (answers at submit, metric points,
 //! DAGs, the cluster snapshot) get a plain form here or go as JSON text.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 
-use augur_predictor::{
-    ConvergenceOnlineState, FailureOnlineState, PredictorError, QueueWaitOnlineState, RiskGroup,
-    RuntimeOnlineState,
-};
+use augur_predictor::{ModelKind, PredictorError, RiskGroup};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -22,6 +19,7 @@ use super::{
     AnswersAtSubmit, EventCounts, FailureAnswer, JobInfo, Label, Online, RuntimeAnswer, WaitAnswer,
 };
 use crate::serve::events::{FinishStatus, JobProfile, MetricPoint};
+use crate::serve::kinds::KindOnline;
 
 /// Why a saved state could not be made or used.
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +38,13 @@ pub enum SavedError {
     /// or lacks one for a model served now.
     #[error("the saved state {saved} a {kind} state, and a {kind} model is {served}")]
     Presence {
-        kind: &'static str,
+        kind: ModelKind,
         saved: &'static str,
         served: &'static str,
     },
+    /// The saved state has the state of a kind this build does not serve.
+    #[error("the saved state has a state of `{name}`, a kind this build does not serve")]
+    UnknownKind { name: String },
     /// A predictor's saved state does not fit the model served now.
     #[error(transparent)]
     Mismatch(#[from] PredictorError),
@@ -255,10 +256,8 @@ where
     J: Iterator<Item = &'a JobInfo> + Clone,
     E: Iterator<Item = &'a JobInfo> + Clone,
 {
-    runtime: Option<&'a RuntimeOnlineState>,
-    queue_wait: Option<&'a QueueWaitOnlineState>,
-    failure: Option<&'a FailureOnlineState>,
-    convergence: Option<&'a ConvergenceOnlineState>,
+    /// Each served kind's online state: (kind name, its bytes).
+    predictors: Vec<(&'static str, Vec<u8>)>,
     jobs: RunsOut<'a, J>,
     /// Every earlier run, each id's runs oldest first.
     earlier_runs: RunsOut<'a, E>,
@@ -276,10 +275,7 @@ where
 /// The body as read back.
 #[derive(Deserialize)]
 struct BodyIn {
-    runtime: Option<RuntimeOnlineState>,
-    queue_wait: Option<QueueWaitOnlineState>,
-    failure: Option<FailureOnlineState>,
-    convergence: Option<ConvergenceOnlineState>,
+    predictors: Vec<(String, Vec<u8>)>,
     jobs: Vec<JobSaved<'static>>,
     earlier_runs: Vec<JobSaved<'static>>,
     clock: Option<f64>,
@@ -289,29 +285,6 @@ struct BodyIn {
     counts: EventCounts,
     recorded: Vec<(i64, String)>,
     retention: Retention,
-}
-
-/// Restores a predictor's saved state onto the model served now (`None` both: nothing).
-fn pair<M, S, O>(
-    kind: &'static str,
-    served: Option<&super::Served<M>>,
-    saved: Option<S>,
-    restore: impl FnOnce(Arc<M>, u32, S) -> Result<O, PredictorError>,
-) -> Result<Option<O>, SavedError> {
-    match (served, saved) {
-        (None, None) => Ok(None),
-        (Some(m), Some(s)) => Ok(Some(restore(Arc::clone(&m.model), m.meta.version, s)?)),
-        (Some(_), None) => Err(SavedError::Presence {
-            kind,
-            saved: "lacks",
-            served: "served",
-        }),
-        (None, Some(_)) => Err(SavedError::Presence {
-            kind,
-            saved: "has",
-            served: "not served",
-        }),
-    }
 }
 
 impl Online {
@@ -324,10 +297,11 @@ impl Online {
             .map(|(seq, a)| Ok((*seq, serde_json::to_string(a)?)))
             .collect::<Result<Vec<_>, serde_json::Error>>()?;
         let body = BodyOut {
-            runtime: self.runtime.as_ref().map(|o| o.state()),
-            queue_wait: self.queue_wait.as_ref().map(|o| o.state()),
-            failure: self.failure.as_ref().map(|o| o.state()),
-            convergence: self.convergence.as_ref().map(|o| o.state()),
+            predictors: self
+                .states
+                .iter()
+                .map(|(kind, state)| Ok((kind.name(), state.save()?)))
+                .collect::<Result<_, SavedError>>()?,
             jobs: RunsOut {
                 runs: self.jobs.values(),
                 len: self.jobs.len(),
@@ -368,25 +342,7 @@ impl Online {
                 now: self.retention.window(),
             });
         }
-        let m = &self.models;
-        let runtime = pair("runtime", m.runtime.as_ref(), body.runtime, |p, v, s| {
-            p.online_from(v, s)
-        })?;
-        let queue_wait = pair(
-            "queue_wait",
-            m.queue_wait.as_ref(),
-            body.queue_wait,
-            |p, v, s| p.online_from(v, s),
-        )?;
-        let failure = pair("failure", m.failure.as_ref(), body.failure, |p, v, s| {
-            p.online_from(v, s)
-        })?;
-        let convergence = pair(
-            "convergence",
-            m.convergence.as_ref(),
-            body.convergence,
-            |p, v, s| Ok(p.online_from(v, s)),
-        )?;
+        let states = self.restore_states(body.predictors)?;
         let mut jobs = HashMap::with_capacity(body.jobs.len());
         for j in body.jobs {
             let j = j.into_job()?;
@@ -406,10 +362,7 @@ impl Online {
             .as_deref()
             .map(serde_json::from_str)
             .transpose()?;
-        self.runtime = runtime;
-        self.queue_wait = queue_wait;
-        self.failure = failure;
-        self.convergence = convergence;
+        self.states = states;
         self.jobs = jobs;
         self.earlier_runs = earlier_runs;
         self.clock = body.clock;
@@ -421,5 +374,49 @@ impl Online {
         self.issued.clear();
         self.retention = body.retention;
         Ok(())
+    }
+}
+
+impl Online {
+    /// The saved states (kind name, bytes) restored onto the models served now: each
+    /// served kind with an online state must have one, and no other kind.
+    fn restore_states(
+        &self,
+        saved: Vec<(String, Vec<u8>)>,
+    ) -> Result<BTreeMap<ModelKind, Box<dyn KindOnline>>, SavedError> {
+        let mut saved: BTreeMap<String, Vec<u8>> = saved.into_iter().collect();
+        let mut states = BTreeMap::new();
+        for m in self.models.iter().filter(|m| m.has_online()) {
+            let Some(bytes) = saved.remove(m.kind().name()) else {
+                return Err(SavedError::Presence {
+                    kind: m.kind(),
+                    saved: "lacks",
+                    served: "served",
+                });
+            };
+            states.insert(m.kind(), m.restore(&bytes)?);
+        }
+        if let Some(name) = saved.into_keys().next() {
+            return Err(match ModelKind::from_name(&name) {
+                Some(kind) => SavedError::Presence {
+                    kind,
+                    saved: "has",
+                    served: "not served",
+                },
+                None => SavedError::UnknownKind { name },
+            });
+        }
+        Ok(states)
+    }
+}
+
+#[cfg(test)]
+impl Online {
+    /// Each kind with an online state and the size of its saved form.
+    pub fn saved_sizes(&self) -> Result<BTreeMap<ModelKind, usize>, SavedError> {
+        self.states
+            .iter()
+            .map(|(kind, state)| Ok((*kind, state.save()?.len())))
+            .collect()
     }
 }

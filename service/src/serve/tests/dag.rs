@@ -225,7 +225,7 @@ async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_ref
     );
 
     // a second good version (a copy of the served one): promoted, then served
-    let model = state.online().models.dag.as_ref().unwrap().model.clone();
+    let model = state.online().models.dag().unwrap().model.clone();
     let v2 = registry
         .save(&*model, NewArtifact::new("copy", 1))
         .unwrap()
@@ -251,7 +251,7 @@ async fn dag_is_listed_promoted_and_rolled_back_and_an_unloadable_version_is_ref
     assert_promote_refused(&state, "dag", bad).await;
     let p = registry.promotion("dag").unwrap().unwrap();
     assert_eq!((p.version, p.history.clone()), (v2, vec![1]));
-    assert_eq!(state.online().models.dag.as_ref().unwrap().meta.version, v2);
+    assert_eq!(state.online().models.dag().unwrap().meta.version, v2);
 
     // rollback: v1 served again
     let (st, v) = call(&state, "POST", "/v1/models/dag/rollback", None, true).await;

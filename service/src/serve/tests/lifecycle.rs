@@ -82,22 +82,12 @@ async fn promote_and_rollback_refuse_a_version_that_does_not_load() {
     assert_promote_refused(&state, "runtime", bad).await;
     let registry = training::open_registry(dir.path()).unwrap();
     assert_eq!(registry.promotion("runtime").unwrap().unwrap().version, 1);
-    assert_eq!(
-        state.online().models.runtime.as_ref().unwrap().meta.version,
-        1
-    );
+    assert_eq!(state.online().models.runtime().unwrap().meta.version, 1);
 
     // a pointer whose previous version does not load: the rollback is refused too
     let good = registry
         .save(
-            &*state
-                .online()
-                .models
-                .runtime
-                .as_ref()
-                .unwrap()
-                .model
-                .clone(),
+            &*state.online().models.runtime().unwrap().model.clone(),
             NewArtifact::new("copy", 1),
         )
         .unwrap()
@@ -130,10 +120,7 @@ async fn a_corrupt_promoted_version_at_start_serves_the_previous_good_one() {
         ..ServeConfig::default()
     };
     let (state, _info) = AppState::open(config).expect("starts despite the corrupt version");
-    assert_eq!(
-        state.online().models.runtime.as_ref().unwrap().meta.version,
-        1
-    );
+    assert_eq!(state.online().models.runtime().unwrap().meta.version, 1);
     let text = state.ext.metrics.encode().unwrap();
     let line = r#"augur_model_load_failures_total{kind="runtime"} 1"#;
     assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");

@@ -18,12 +18,15 @@
 //! - [`retention`]: the retention window, compaction to the archive, restart over it;
 //! - [`snapshot`]: a start from a snapshot of the online state answers as a full replay;
 //!   damaged, stale and foreign snapshots are refused;
-//! - [`store_errors`]: a failing store answers 500 without its path or SQL text.
+//! - [`store_errors`]: a failing store answers 500 without its path or SQL text;
+//! - [`kinds`]: every registered kind is loaded, snapshotted and restored, listed, promoted,
+//!   rolled back and announced.
 
 mod answers;
 mod auth;
 mod dag;
 mod inputs;
+mod kinds;
 mod lifecycle;
 /// A throwaway PostgreSQL 15 (the harness the end-to-end tests use too).
 #[path = "../../../../tests/common/postgres.rs"]
@@ -44,6 +47,7 @@ use std::sync::OnceLock;
 
 use augur_datasets::JobRecord;
 use augur_features::TraceEvent;
+use augur_predictor::ModelKind;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
@@ -84,19 +88,37 @@ fn trained_models() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         let registry = training::open_registry(&dir).unwrap();
-        training::train_runtime(&registry, "philly", &philly()[..TRAIN_JOBS], Some(15))
+        training::train_kind(
+            ModelKind::Runtime,
+            &registry,
+            "philly",
+            &philly()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
+        training::train_kind(
+            ModelKind::QueueWait,
+            &registry,
+            "mira",
+            &mira()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
+        training::train_kind(
+            ModelKind::Failure,
+            &registry,
+            "openb",
+            &openb()[..TRAIN_JOBS],
+            Some(15),
+        )
+        .unwrap()
+        .unwrap();
+        training::train_bundled(ModelKind::Convergence, &registry, Some(15))
             .unwrap()
             .unwrap();
-        training::train_queue_wait(&registry, "mira", &mira()[..TRAIN_JOBS], Some(15))
-            .unwrap()
-            .unwrap();
-        training::train_failure(&registry, "openb", &openb()[..TRAIN_JOBS], Some(15))
-            .unwrap()
-            .unwrap();
-        training::train_convergence(&registry, Some(15))
-            .unwrap()
-            .unwrap();
-        training::train_dag(&registry, dag_sample(), Some(15), 1)
+        crate::serve::kinds::dag::train_dag(&registry, dag_sample(), Some(15), 1)
             .unwrap()
             .unwrap();
         dir.join("models")

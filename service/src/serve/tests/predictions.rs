@@ -18,7 +18,7 @@ async fn online_predictions_equal_offline_on_a_real_trace_slice() {
 
     let model: std::sync::Arc<RuntimePredictor> = {
         let o = state.online();
-        o.models.runtime.as_ref().unwrap().model.clone()
+        o.models.runtime().unwrap().model.clone()
     };
     // offline: the batch feature replay over the same jobs, same schema, same model
     let x = batch_features(&jobs, &model.schema);
@@ -244,13 +244,10 @@ fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
         seed_scores: Vec::new(),
     };
     model.risk = Some(split.clone());
-    let mut online = Online::new(ServedModels {
-        queue_wait: Some(Served {
-            model: std::sync::Arc::new(model),
-            meta,
-        }),
-        ..ServedModels::default()
-    });
+    let mut online = Online::new(ServedModels::default().with(Served {
+        model: std::sync::Arc::new(model),
+        meta,
+    }));
     // the 800 Mira jobs after the fixture's training slice: submits and starts in time order
     let jobs = &mira()[TRAIN_JOBS..TRAIN_JOBS + 800];
     let mut events: Vec<(f64, u8, Event)> = Vec::new();

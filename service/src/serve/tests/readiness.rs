@@ -76,7 +76,7 @@ async fn kinds_skipped_at_first_start_name_the_field_the_history_lacks() {
     })
     .await
     .unwrap();
-    assert!(state.online().models.runtime.is_some(), "runtime trained");
+    assert!(state.online().models.runtime().is_some(), "runtime trained");
     let probe = serde_json::json!({ "job": { "profile": { "num_gpus": 1, "user": "u1" } } });
     for (kind, lacks) in [
         ("queue-wait", "jobs have start times"),

@@ -45,7 +45,7 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     // a second runtime version, trained on other jobs, is served from now on
     let registry = training::open_registry(dir.path()).unwrap();
     let jobs = &philly()[TRAIN_JOBS..TRAIN_JOBS + 1200];
-    let v2 = training::train_runtime(&registry, "philly", jobs, Some(15))
+    let v2 = training::train_kind(ModelKind::Runtime, &registry, "philly", jobs, Some(15))
         .unwrap()
         .unwrap()
         .version;
@@ -58,10 +58,7 @@ async fn the_answer_at_submit_survives_a_model_swap_and_a_restart() {
     )
     .await;
     assert_eq!(st, StatusCode::OK, "{v}");
-    assert_eq!(
-        state.online().models.runtime.as_ref().unwrap().meta.version,
-        v2
-    );
+    assert_eq!(state.online().models.runtime().unwrap().meta.version, v2);
     assert_eq!(
         at_submit(&state, "rec-1").await,
         before,
@@ -94,7 +91,7 @@ async fn no_answer_at_submit_appears_from_a_model_served_only_later() {
     copy_dir(trained_models(), &dir.path().join("models"));
     let registry = training::open_registry(dir.path()).unwrap();
     let models = training::load_serving(&registry, &state.ext.metrics).unwrap();
-    assert!(models.runtime.is_some() && models.queue_wait.is_some());
+    assert!(models.runtime().is_some() && models.queue_wait().is_some());
     let swap = state.clone();
     tokio::task::spawn_blocking(move || swap.swap_models(models))
         .await

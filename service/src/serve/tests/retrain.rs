@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::*;
-use crate::serve::online::{Online, ServedModels};
+use crate::serve::online::{Online, Served, ServedModels};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
@@ -134,7 +134,7 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
     assert!(versions.contains(&1), "{versions:?}");
     // the online state was rebuilt for the swapped model: still knows every job
     let o = state.online();
-    assert_eq!(o.models.runtime.as_ref().unwrap().meta.version, 2);
+    assert_eq!(o.models.runtime().unwrap().meta.version, 2);
     assert_eq!(o.jobs.len(), 1200 + acked.len());
     for id in &acked {
         assert!(o.jobs[id].submitted_at.is_some(), "{id} lost by a swap");
@@ -371,13 +371,18 @@ async fn a_promoted_model_learns_online_from_the_history_it_was_trained_on() {
         0,
         "answers unlike a state fed from {first}"
     );
-    let mut whole_log = models.clone();
-    for meta in [
-        &mut whole_log.runtime.as_mut().unwrap().meta,
-        &mut whole_log.queue_wait.as_mut().unwrap().meta,
-    ] {
+    fn from_start<T>(s: &Served<T>) -> Served<T> {
+        let mut meta = s.meta.clone();
         meta.history_from_seq = None;
+        Served {
+            model: s.model.clone(),
+            meta,
+        }
     }
+    let whole_log = models
+        .clone()
+        .with(from_start(models.runtime().unwrap()))
+        .with(from_start(models.queue_wait().unwrap()));
     let whole = answers(&replayed(1, whole_log));
     let n = differ(&served, &whole);
     assert!(n > 100, "{n} of 900 answers differ from the whole log's");

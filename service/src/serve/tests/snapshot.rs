@@ -305,9 +305,15 @@ async fn a_damaged_snapshot_is_not_used_and_changes_no_answer() {
 async fn a_model_changed_between_stop_and_start_makes_the_snapshot_stale() {
     let (dir, live, days, n) = scenario().await;
     let registry = training::open_registry(dir.path()).unwrap();
-    let meta = training::train_runtime(&registry, "philly", &philly()[..TRAIN_JOBS], Some(5))
-        .unwrap()
-        .unwrap();
+    let meta = training::train_kind(
+        ModelKind::Runtime,
+        &registry,
+        "philly",
+        &philly()[..TRAIN_JOBS],
+        Some(5),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(meta.version, 2);
     let (state, info, log) = open(dir.path(), days);
     assert_eq!(info.snapshot, LoadOutcome::Stale, "{log}");
