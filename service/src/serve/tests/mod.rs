@@ -24,10 +24,6 @@ mod auth;
 mod dag;
 mod inputs;
 mod lifecycle;
-/// A throwaway PostgreSQL 15 (the harness the end-to-end tests use too).
-#[path = "../../../../tests/common/postgres.rs"]
-#[allow(dead_code)]
-pub(crate) mod pg_harness;
 mod predictions;
 mod readiness;
 mod records;
