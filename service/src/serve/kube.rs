@@ -42,7 +42,7 @@ use augur_autoscaler::kubernetes::{
     LeaderGate, LeaseConfig, Outcome, RuntimeHint, Safety,
 };
 use augur_autoscaler::live::{LiveConfig, LiveLoop};
-use augur_autoscaler::{ClusterSnapshot, ElasticController, ElasticParams, ScalingModel};
+use augur_autoscaler::{ClusterState, ElasticController, ElasticParams, ScalingModel};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::config::Backend;
@@ -203,7 +203,7 @@ fn to_event(e: &ClusterEvent) -> Event {
     }
 }
 
-fn snapshot_event(s: &ClusterSnapshot) -> Event {
+fn snapshot_event(s: &ClusterState) -> Event {
     let healthy = s.healthy_gpus();
     Event::ClusterSnapshot(events::ClusterSnapshot {
         at: s.time,
@@ -489,7 +489,7 @@ async fn control(state: &AppState, wall: Duration, counted: &mut Counted) -> boo
 /// and the latest snapshot when [`RECONCILE_EVERY`] passed since the last one stored.
 fn store_events(rx: &mut UnboundedReceiver<ClusterEvent>, last_snapshot: &mut f64) -> Vec<Event> {
     let mut batch = Vec::new();
-    let mut latest: Option<Arc<ClusterSnapshot>> = None;
+    let mut latest: Option<Arc<ClusterState>> = None;
     while let Ok(e) = rx.try_recv() {
         match e {
             ClusterEvent::Snapshot(s) => latest = Some(s),

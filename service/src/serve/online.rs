@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use augur_datasets::{JobRecord, JobStatus};
-use augur_predictor::contract::MetricPoint as EventPoint;
+use augur_predictor::contract::StepMetrics;
 use augur_predictor::convergence::ConvergenceOnline;
 use augur_predictor::dag::DagPredictor;
 use augur_predictor::failure::FailureOnline;
@@ -511,7 +511,7 @@ impl Online {
             _ => None,
         };
         let record;
-        let points: Vec<EventPoint>;
+        let points: Vec<StepMetrics>;
         let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
         let owned_id;
         let job_event = match event {
@@ -783,8 +783,8 @@ struct AnswersAtSubmit {
 }
 
 /// A service metric point as the predictors' contract carries it.
-fn event_point(p: &MetricPoint) -> EventPoint {
-    EventPoint {
+fn event_point(p: &MetricPoint) -> StepMetrics {
+    StepMetrics {
         step: p.step,
         loss: p.loss,
         accuracy: p.accuracy,
