@@ -155,6 +155,53 @@ impl ClusterGauges {
     }
 }
 
+/// The families of the online-state snapshots: loads at start-up, writes, and the latest
+/// one written.
+struct SnapshotFamilies {
+    loads: Family<OutcomeLabels, Counter>,
+    writes: Family<OutcomeLabels, Counter>,
+    bytes: Gauge,
+    last_seq: Gauge,
+    seconds: HistogramFamily<PhaseLabels>,
+}
+
+impl SnapshotFamilies {
+    fn register(r: &mut Registry) -> SnapshotFamilies {
+        SnapshotFamilies {
+            loads: registered(
+                r,
+                "snapshot_loads",
+                "Start-ups by what became of the online-state snapshot: loaded (only the tail of the log replayed), damaged, stale (other models, retention or log), absent",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            writes: registered(
+                r,
+                "snapshot_writes",
+                "Snapshots of the online state by outcome (written, skipped: nothing new or not committed yet, failed)",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            bytes: registered(
+                r,
+                "snapshot_bytes",
+                "Size of the latest snapshot of the online state written",
+                Gauge::default(),
+            ),
+            last_seq: registered(
+                r,
+                "snapshot_last_seq",
+                "Sequence number of the last event the latest snapshot written holds",
+                Gauge::default(),
+            ),
+            seconds: registered(
+                r,
+                "snapshot_write_seconds",
+                "Time to write a snapshot, by phase: encode (under the shared lock: ingest waits) and write (file, fsync, rename)",
+                HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
+            ),
+        }
+    }
+}
+
 /// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
 #[derive(Debug, Default)]
 struct Rolling {
@@ -198,11 +245,7 @@ pub struct Metrics {
     cluster: ClusterGauges,
     live_tick: Histogram,
     backend_up: Family<BackendLabels, Gauge>,
-    snapshot_loads: Family<OutcomeLabels, Counter>,
-    snapshot_writes: Family<OutcomeLabels, Counter>,
-    snapshot_bytes: Gauge,
-    snapshot_last_seq: Gauge,
-    snapshot_seconds: HistogramFamily<PhaseLabels>,
+    snapshot: SnapshotFamilies,
     rolling: Mutex<HashMap<String, Rolling>>,
     coverage_by_group: Family<GroupLabels, F64Gauge>,
     /// Interval hits per (predictor, dimension, group), and the partitions named in labels.
@@ -302,36 +345,7 @@ impl Metrics {
                 "Whether the cluster backend serves the controller (1) or is down (0)",
                 Family::<BackendLabels, Gauge>::default(),
             ),
-            snapshot_loads: registered(
-                r,
-                "snapshot_loads",
-                "Start-ups by what became of the online-state snapshot: loaded (only the tail of the log replayed), damaged, stale (other models, retention or log), absent",
-                Family::<OutcomeLabels, Counter>::default(),
-            ),
-            snapshot_writes: registered(
-                r,
-                "snapshot_writes",
-                "Snapshots of the online state by outcome (written, skipped: nothing new or not committed yet, failed)",
-                Family::<OutcomeLabels, Counter>::default(),
-            ),
-            snapshot_bytes: registered(
-                r,
-                "snapshot_bytes",
-                "Size of the latest snapshot of the online state written",
-                Gauge::default(),
-            ),
-            snapshot_last_seq: registered(
-                r,
-                "snapshot_last_seq",
-                "Sequence number of the last event the latest snapshot written holds",
-                Gauge::default(),
-            ),
-            snapshot_seconds: registered(
-                r,
-                "snapshot_write_seconds",
-                "Time to write a snapshot, by phase: encode (under the shared lock: ingest waits) and write (file, fsync, rename)",
-                HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
-            ),
+            snapshot: SnapshotFamilies::register(r),
             rolling: Mutex::new(HashMap::new()),
             coverage_by_group: registered(
                 r,
@@ -359,7 +373,8 @@ impl Metrics {
 
     /// What became of the snapshot at start-up (`loaded`, `damaged`, `stale`, `absent`).
     pub fn observe_snapshot_load(&self, outcome: &str) {
-        self.snapshot_loads
+        self.snapshot
+            .loads
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_string(),
             })
@@ -369,17 +384,20 @@ impl Metrics {
     /// A snapshot write ended with `outcome`; when written, its size, last event and the
     /// seconds its two phases took.
     pub fn observe_snapshot_write(&self, outcome: &str, written: Option<(u64, i64, f64, f64)>) {
-        self.snapshot_writes
+        self.snapshot
+            .writes
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_string(),
             })
             .inc();
         if let Some((bytes, last_seq, encode, write)) = written {
-            self.snapshot_bytes
+            self.snapshot
+                .bytes
                 .set(i64::try_from(bytes).unwrap_or(i64::MAX));
-            self.snapshot_last_seq.set(last_seq);
+            self.snapshot.last_seq.set(last_seq);
             for (phase, s) in [("encode", encode), ("write", write)] {
-                self.snapshot_seconds
+                self.snapshot
+                    .seconds
                     .get_or_create(&PhaseLabels {
                         phase: phase.to_string(),
                     })
