@@ -5,10 +5,10 @@
 #
 #   kubernetes-validate (PyPI)  autoscaler/tests/kubernetes_deploy.rs: the manifests, offline
 #   kubectl, promtool (apt)     the same: kustomize overlays, alerting rules
-#   chromium (apt)              tests/status_page.rs: the status page, headless
-#   Slurm + MariaDB (apt)       tests/slurm_serve.rs, datasets/tests/slurm_live.rs: a real
+#   chromium (apt)              service/tests/status_page.rs: the status page, headless
+#   Slurm + MariaDB (apt)       service/tests/slurm_serve.rs, datasets/tests/slurm_live.rs: a real
 #                               single-node cluster (scripts/slurm-test-cluster.sh starts it)
-#   PostgreSQL 15 (apt)         tests/serve_ha.rs and the PostgreSQL store's tests (throwaway
+#   PostgreSQL 15 (apt)         service/tests/serve_ha.rs and the PostgreSQL store's tests (throwaway
 #                               servers: initdb + pg_ctl in temp folders)
 #
 # Installing needs root (or sudo). A tool that cannot be installed stops the script naming
@@ -47,15 +47,15 @@ if ! command -v promtool >/dev/null 2>&1; then
   need "promtool (apt: prometheus)" autoscaler/tests/kubernetes_deploy.rs apt_install --no-install-recommends prometheus
 fi
 if [ ! -x /usr/bin/chromium ] && [ -z "${AUGUR_CHROMIUM:-}" ]; then
-  need chromium tests/status_page.rs apt_install chromium
+  need chromium service/tests/status_page.rs apt_install chromium
 fi
 if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/slurmdbd ] \
   || [ ! -x /usr/bin/sacct ] || [ ! -x /usr/sbin/munged ] || [ ! -x /usr/sbin/mariadbd ]; then
-  need "Slurm with accounting" "tests/slurm_serve.rs and datasets/tests/slurm_live.rs" \
+  need "Slurm with accounting" "service/tests/slurm_serve.rs and datasets/tests/slurm_live.rs" \
     apt_install slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 fi
 if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
-  need "PostgreSQL 15" "tests/serve_ha.rs" apt_install postgresql
+  need "PostgreSQL 15" "service/tests/serve_ha.rs" apt_install postgresql
 fi
 
 echo "== cargo test --workspace $*"

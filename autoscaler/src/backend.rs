@@ -13,7 +13,7 @@ use std::future::Future;
 use crate::error::BackendError;
 
 // The cluster view and the decisions, also at the paths they had when they lived here.
-pub use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+pub use crate::cluster::{ClusterState, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 pub use crate::decision::{Action, Decision, DecisionRecord, Reason};
 
 /// A cluster that can be observed and acted on: the simulator, or Kubernetes.
@@ -23,7 +23,7 @@ pub use crate::decision::{Action, Decision, DecisionRecord, Reason};
 /// already has is a no-op).
 pub trait ClusterBackend: Send {
     /// The cluster now.
-    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send;
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterState, BackendError>> + Send;
 
     /// Starts (or resumes) a queued job with `workers` workers, all or none (gang).
     fn admit(

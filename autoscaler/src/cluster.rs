@@ -1,4 +1,4 @@
-//! The cluster as a policy sees it: a [`ClusterSnapshot`] of nodes and GPUs by type, running
+//! The cluster as a policy sees it: a [`ClusterState`] of nodes and GPUs by type, running
 //! jobs with their current/min/max workers and placement, and queued jobs with their requests.
 //! Every backend (the simulator, Kubernetes) builds one on `observe`.
 
@@ -23,7 +23,7 @@ pub struct GpuType {
 
 /// A model class and how fast it runs on each GPU type, relative to the reference type the
 /// job durations were measured on (index = the type's index in
-/// [`ClusterSnapshot::gpu_types`]).
+/// [`ClusterState::gpu_types`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AffinityClass {
     pub name: String,
@@ -51,7 +51,7 @@ impl TypeAffinity {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeInfo {
     pub name: String,
-    /// Index into [`ClusterSnapshot::gpu_types`].
+    /// Index into [`ClusterState::gpu_types`].
     pub gpu_type: u16,
     /// Rack (locality domain).
     pub rack: u32,
@@ -101,7 +101,7 @@ pub struct RunningJob {
     pub oracle_remaining_s: Option<f64>,
     /// When it was last rescaled.
     pub last_rescale: Option<f64>,
-    /// Range of [`ClusterSnapshot::slots`] holding its placement.
+    /// Range of [`ClusterState::slots`] holding its placement.
     pub slots: (u32, u32),
 }
 
@@ -142,7 +142,7 @@ impl QueuedJob {
 
 /// What a policy sees: the whole cluster at one instant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ClusterSnapshot {
+pub struct ClusterState {
     /// Seconds (trace time in the simulator, Unix time on a real cluster).
     pub time: f64,
     pub gpu_types: Vec<GpuType>,
@@ -161,7 +161,7 @@ pub struct ClusterSnapshot {
     pub affinity: Option<Arc<TypeAffinity>>,
 }
 
-impl ClusterSnapshot {
+impl ClusterState {
     /// GPUs of healthy nodes.
     pub fn healthy_gpus(&self) -> u32 {
         self.nodes

@@ -3,7 +3,7 @@
 //! **One job:** decide and carry out elastic scaling of GPU training jobs, and prove on real
 //! traces that the decisions beat static allocation and the best-known schedulers.
 //!
-//! - [`ClusterBackend`]: observe a [`ClusterSnapshot`] (nodes and GPUs by type, running jobs
+//! - [`ClusterBackend`]: observe a [`ClusterState`] (nodes and GPUs by type, running jobs
 //!   with current/min/max workers, queued jobs with their requests, utilisation) and act
 //!   (admit, set a job's workers, suspend), each act able to fail with a retryable or a
 //!   permanent [`BackendError`]. Async, shaped for the Kubernetes backend.
@@ -51,7 +51,7 @@ pub mod sim;
 
 pub use backend::ClusterBackend;
 pub use cluster::{
-    AffinityClass, ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot,
+    AffinityClass, ClusterState, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot,
     TypeAffinity,
 };
 pub use controller::{Controller, ReconcileReport};

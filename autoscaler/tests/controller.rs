@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use augur_autoscaler::backend::{Action, ClusterBackend, ClusterSnapshot, JobId, QueuedJob};
+use augur_autoscaler::backend::{Action, ClusterBackend, ClusterState, JobId, QueuedJob};
 use augur_autoscaler::sim::{ClusterSpec, SimConfig, SimJob, Simulator};
 use augur_autoscaler::{BackendError, Controller, ErrorKind, Fifo, NodeInfo};
 
@@ -28,7 +28,7 @@ struct Mock {
 }
 
 impl ClusterBackend for Mock {
-    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterState, BackendError>> + Send {
         let queued = |id: u64, t: f64| QueuedJob {
             id: JobId(id),
             submitted: t,
@@ -42,7 +42,7 @@ impl ClusterBackend for Mock {
             predicted_runtime: None,
             oracle_remaining_s: None,
         };
-        std::future::ready(Ok(ClusterSnapshot {
+        std::future::ready(Ok(ClusterState {
             time: 100.0,
             gpu_types: vec![],
             nodes: vec![NodeInfo {

@@ -2,7 +2,7 @@
 //! ratio, a job over mixed types runs at its slowest, admissions that name a type run and grow
 //! there only, and the type-aware policies steer jobs by their gain.
 
-use augur_autoscaler::backend::{Action, ClusterSnapshot, Decision, Reason};
+use augur_autoscaler::backend::{Action, ClusterState, Decision, Reason};
 use augur_autoscaler::cluster::{AffinityClass, TypeAffinity};
 use augur_autoscaler::placement::{Capacity, Locality, NodeMeta, Strategy};
 use augur_autoscaler::sim::{affinity_from_gavel, ClusterSpec, SimConfig, SimJob, Simulator};
@@ -40,7 +40,7 @@ impl Policy for OnType {
     fn name(&self) -> &str {
         "on-type"
     }
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         for q in &snap.queued {
             out.push(Decision {
                 action: Action::Admit {

@@ -53,7 +53,7 @@ fn admit_on(job: JobId, workers: u32, t: u16) -> Decision {
 const REASON: &str =
     r#"{"reason":"type_gain","gpu_type":1,"speed":6.0,"gain":1.5,"step":"shortest_predicted"}"#;
 
-fn v100(s: &augur_autoscaler::ClusterSnapshot) -> u16 {
+fn v100(s: &augur_autoscaler::ClusterState) -> u16 {
     s.gpu_types.iter().position(|t| t.name == V100).unwrap() as u16
 }
 
@@ -64,10 +64,7 @@ fn patches(api: &FakeApi) -> Vec<Request> {
         .collect()
 }
 
-async fn observed(
-    api: &FakeApi,
-    dry_run: bool,
-) -> (KubeBackend, augur_autoscaler::ClusterSnapshot) {
+async fn observed(api: &FakeApi, dry_run: bool) -> (KubeBackend, augur_autoscaler::ClusterState) {
     let clock = VClock::new(T0 + 100.0);
     let safety = augur_autoscaler::kubernetes::Safety {
         dry_run,

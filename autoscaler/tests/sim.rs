@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use augur_autoscaler::backend::{Action, ClusterSnapshot, Decision, Reason};
+use augur_autoscaler::backend::{Action, ClusterState, Decision, Reason};
 use augur_autoscaler::scaling::ScalingModel;
 use augur_autoscaler::sim::{
     jobs_from_records, ClusterSpec, NodeFault, SimConfig, SimJob, Simulator,
@@ -63,7 +63,7 @@ impl Policy for Scripted {
     fn name(&self) -> &str {
         "scripted"
     }
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         for q in &snap.queued {
             out.push(Decision {
                 action: Action::Admit {
@@ -129,7 +129,7 @@ impl<P: Policy> Policy for Checked<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         self.snapshots += 1;
         let healthy = snap.healthy_gpus();
         let held: u32 = snap.running.iter().map(|r| r.workers).sum();

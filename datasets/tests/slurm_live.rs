@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 use augur_datasets::jobs::sacct::RECOMMENDED_FIELDS;
 use augur_datasets::{detect_format, load_jobs, JobStatus, ReadOptions, TraceFormat};
 
-#[path = "../../tests/common/slurm.rs"]
-mod slurm;
-use slurm::Cluster;
+use augur_test_fixtures::slurm::Cluster;
 
 #[test]
 fn sacct_on_a_live_cluster_reads_back_the_submitted_jobs() {

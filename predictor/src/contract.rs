@@ -14,9 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::PredictorError;
 
-/// One training-metric point of a running job (a point of its loss / accuracy curve).
+/// The training metrics a running job reported at one step (a point of its loss / accuracy
+/// curve), as the predictors receive them. Its wire form is the service's ingested
+/// `MetricPoint`; the convergence model turns these into
+/// [`CurvePoint`](crate::convergence::CurvePoint)s of one metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MetricPoint {
+pub struct StepMetrics {
     /// Training step.
     pub step: u64,
     #[serde(default)]
@@ -45,7 +48,7 @@ pub enum JobEvent<'a> {
     /// Training-curve points of a running job.
     MetricPoints {
         job_id: &'a str,
-        points: &'a [MetricPoint],
+        points: &'a [StepMetrics],
     },
     /// The events' clock reached `at` with an event about no job (a cluster snapshot):
     /// states that act on time passing (deadlines running out) observe it.

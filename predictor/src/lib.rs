@@ -63,8 +63,8 @@ pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{
     evaluate_convergence, score_convergence, train_and_evaluate_convergence, ConvergenceAnswer,
     ConvergenceData, ConvergenceEvaluation, ConvergenceOnline, ConvergenceOnlineState,
-    ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, JobContext,
-    MetricPoint,
+    ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, CurvePoint,
+    JobContext,
 };
 pub use dag::{DagAnswer, DagOnline, DagPredictor, DagTrainer};
 pub use error::PredictorError;

@@ -158,7 +158,7 @@ fn rising_and_falling_metrics_mirror() {
 
 #[test]
 fn bad_input_gets_clear_errors() {
-    let p = |t: f64, v: f64| MetricPoint {
+    let p = |t: f64, v: f64| CurvePoint {
         wall_time_s: t,
         epoch: None,
         samples: None,
@@ -226,10 +226,10 @@ fn bad_input_gets_clear_errors() {
 fn unknown_benchmark_converges_where_the_curve_stops_improving() {
     // SYNTHETIC loss curve of a model the predictor never saw: 1/(0.001 t + 1) + 0.2, still
     // falling fast after 30 minutes
-    let pts: Vec<MetricPoint> = (1..=30)
+    let pts: Vec<CurvePoint> = (1..=30)
         .map(|i| {
             let t = 60.0 * i as f64;
-            MetricPoint {
+            CurvePoint {
                 wall_time_s: t,
                 epoch: Some(i as f64),
                 samples: None,
@@ -355,11 +355,11 @@ fn pollux_final_metric_extrapolation_runs_on_the_real_curves() {
 /// A running job's events as the service ingests them: a submit with its profile, a start,
 /// and its accuracy points in two batches (times on the events' clock).
 fn feed_run(online: &mut ConvergenceOnline, job: &JobRecord, start: f64, run: &ConvergenceRun) {
-    let points: Vec<augur_predictor::contract::MetricPoint> = run
+    let points: Vec<augur_predictor::contract::StepMetrics> = run
         .points
         .iter()
         .enumerate()
-        .map(|(i, p)| augur_predictor::contract::MetricPoint {
+        .map(|(i, p)| augur_predictor::contract::StepMetrics {
             step: i as u64,
             loss: None,
             accuracy: Some(p.value),
@@ -412,11 +412,11 @@ fn online_state_estimates_a_running_job_from_its_events() {
     };
     let answer = online.predict(&query).unwrap();
     // the same estimate as the predictor's on the curve as the events told it
-    let points: Vec<MetricPoint> = run
+    let points: Vec<CurvePoint> = run
         .points
         .iter()
         .enumerate()
-        .map(|(i, p)| MetricPoint {
+        .map(|(i, p)| CurvePoint {
             wall_time_s: (start + p.wall_time_s) - start,
             epoch: Some(i as f64),
             samples: None,
@@ -472,7 +472,7 @@ fn online_state_refuses_jobs_it_cannot_read() {
         ask(&online, "nobody"),
         PredictorError::UnknownJob { .. }
     ));
-    let point = |step: u64, at: Option<f64>| augur_predictor::contract::MetricPoint {
+    let point = |step: u64, at: Option<f64>| augur_predictor::contract::StepMetrics {
         step,
         loss: Some(1.0 / (step as f64 + 1.0)),
         accuracy: None,

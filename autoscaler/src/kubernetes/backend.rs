@@ -24,7 +24,7 @@ use super::steer::SteerRecord;
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
 use super::writeback::WriteBackLimiter;
-use crate::cluster::{ClusterSnapshot, JobId};
+use crate::cluster::{ClusterState, JobId};
 use crate::error::{BackendError, ErrorKind};
 
 /// A scale the backend would have made in dry-run mode (or made).
@@ -330,7 +330,7 @@ impl KubeBackend {
 
     /// A snapshot of the watch caches (refused while a watch is not in sync); keeps the jobs'
     /// facts for acting on it and sends it to the event sink.
-    pub(super) fn build(&mut self) -> Result<ClusterSnapshot, BackendError> {
+    pub(super) fn build(&mut self) -> Result<ClusterState, BackendError> {
         if let Some((name, _)) = self.watches().into_iter().find(|(_, s)| !s.synced()) {
             return Err(BackendError::new(
                 ErrorKind::Unavailable,

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use super::backend::KubeBackend;
 use crate::backend::ClusterBackend;
-use crate::cluster::{ClusterSnapshot, JobId};
+use crate::cluster::{ClusterState, JobId};
 use crate::decision::Reason;
 use crate::error::{BackendError, ErrorKind};
 use crate::live::LiveBackend;
 
 impl ClusterBackend for KubeBackend {
-    async fn observe(&mut self) -> Result<ClusterSnapshot, BackendError> {
+    async fn observe(&mut self) -> Result<ClusterState, BackendError> {
         self.build()
     }
 

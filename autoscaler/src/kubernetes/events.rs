@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::objects::{JobKey, JobView};
-use crate::cluster::ClusterSnapshot;
+use crate::cluster::ClusterState;
 
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,7 +45,7 @@ pub enum ClusterEvent {
         outcome: Outcome,
     },
     /// A snapshot the backend observed.
-    Snapshot(Arc<ClusterSnapshot>),
+    Snapshot(Arc<ClusterState>),
 }
 
 /// Where events go.

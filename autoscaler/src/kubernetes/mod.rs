@@ -7,7 +7,7 @@
 //!   `batch/v1` Jobs (label `kueue.x-k8s.io/queue-name`, selected server-side); and, where
 //!   installed, Volcano `PodGroup`s (`scheduling.volcano.sh/v1beta1`) and Kueue `Workload`s
 //!   (`kueue.x-k8s.io/v1beta1`). [`snapshot`] turns them into a
-//!   [`ClusterSnapshot`](crate::ClusterSnapshot) in GPUs; [`workloads`] cites the TrainJob and
+//!   [`ClusterState`](crate::ClusterState) in GPUs; [`workloads`] cites the TrainJob and
 //!   Job fields read.
 //! - **Act** where the job's API allows it, never outside its bounds:
 //!   - `PyTorchJob` with `spec.elasticPolicy` {`minReplicas`, `maxReplicas`}: the `/scale`

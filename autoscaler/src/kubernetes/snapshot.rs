@@ -1,4 +1,4 @@
-//! Building a [`ClusterSnapshot`] from what the watches hold (nodes, pods, Kubeflow
+//! Building a [`ClusterState`] from what the watches hold (nodes, pods, Kubeflow
 //! `PyTorchJob`s, Trainer v2 `TrainJob`s, Kueue-managed `batch/v1` Jobs, Volcano
 //! `PodGroup`s, Kueue `Workload`s), with the facts the backend needs to act on each job.
 //!
@@ -29,7 +29,7 @@ use super::objects::{
     JobKey, JobMemory, JobState, JobView, ObserveConfig, RuntimeHint,
 };
 use super::workloads::{job_view, workers_of};
-use crate::cluster::{ClusterSnapshot, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+use crate::cluster::{ClusterState, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
 
 /// What the watches hold, borrowed for one snapshot.
 #[derive(Debug, Default)]
@@ -59,8 +59,8 @@ pub fn build_snapshot(
     cfg: &ObserveConfig,
     memory: &mut JobMemory,
     hint: Option<&RuntimeHint>,
-) -> (ClusterSnapshot, HashMap<JobId, JobFacts>) {
-    let mut snap = ClusterSnapshot {
+) -> (ClusterState, HashMap<JobId, JobFacts>) {
+    let mut snap = ClusterState {
         time: now,
         rules: cfg.rules,
         ..Default::default()
@@ -94,7 +94,7 @@ pub fn build_snapshot(
 
 /// Adds the GPU nodes, sorted by name, all their GPUs free; returns each node's index by name.
 fn add_nodes<'a>(
-    snap: &mut ClusterSnapshot,
+    snap: &mut ClusterState,
     nodes: &'a [Arc<Node>],
     cfg: &ObserveConfig,
 ) -> HashMap<&'a str, u32> {
@@ -158,7 +158,7 @@ fn cordoned(n: &Node) -> bool {
 /// Takes the GPUs of the bound, non-terminated pods off their nodes' free GPUs (an unhealthy
 /// node has none free); returns the bound worker pods of each job.
 fn count_pods(
-    snap: &mut ClusterSnapshot,
+    snap: &mut ClusterState,
     pods: &[Arc<Pod>],
     cfg: &ObserveConfig,
     node_index: &HashMap<&str, u32>,
@@ -208,7 +208,7 @@ fn held_by_queues(objs: &Objects<'_>) -> HashMap<JobKey, bool> {
 /// Adds job `v` to the snapshot, queued or running on its `bound` worker pods; returns its id
 /// and the facts the backend acts on.
 fn add_job(
-    snap: &mut ClusterSnapshot,
+    snap: &mut ClusterState,
     v: &JobView,
     queued: bool,
     bound: Option<&Vec<(u32, u32)>>,

@@ -1,5 +1,5 @@
 //! What the live loop needs of a cluster ([`LiveBackend`]) and the job lifecycle events a
-//! backend reports ([`JobEvent`]).
+//! backend reports ([`JobLifecycleEvent`]).
 
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ pub trait LiveBackend: ClusterBackend {
     }
 
     /// Appends the job lifecycle events since the last call (default: none).
-    fn drain_events(&mut self, _out: &mut Vec<JobEvent>) {}
+    fn drain_events(&mut self, _out: &mut Vec<JobLifecycleEvent>) {}
 
     /// False while this backend must not act (Kubernetes: another replica holds the leader
     /// lease): the loop then neither decides nor acts, and keeps observing. Default: true.
@@ -36,7 +36,7 @@ pub trait LiveBackend: ClusterBackend {
 /// What happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum JobEventKind {
+pub enum JobLifecycleKind {
     /// It entered the queue for the first time.
     Submitted,
     /// It got GPUs for the first time.
@@ -48,7 +48,7 @@ pub enum JobEventKind {
 
 /// A job's lifecycle event at a cluster time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct JobEvent {
+pub struct JobLifecycleEvent {
     /// Cluster time (trace seconds in the simulator).
     pub time: f64,
     pub job: JobId,
@@ -58,5 +58,5 @@ pub struct JobEvent {
     /// Replay lap (0 for the first pass over the trace).
     pub lap: u32,
     #[serde(flatten)]
-    pub kind: JobEventKind,
+    pub kind: JobLifecycleKind,
 }

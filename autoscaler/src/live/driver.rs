@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::backend::{JobEvent, LiveBackend};
+use super::backend::{JobLifecycleEvent, LiveBackend};
 use super::record::{ClusterPoint, LiveConfig, LiveDecision, Outcome, StepReport};
 use crate::controller::Controller;
 use crate::decision::{Decision, DecisionRecord};
@@ -133,7 +133,7 @@ impl<B: LiveBackend, P: Policy> LiveLoop<B, P> {
     /// First half of a tick: lets `wall` pass on the backend and returns the job events
     /// since the last call (arrivals, completions), so the caller can ingest them and give
     /// the new jobs predictions before the policy looks (see [`LiveLoop::control`]).
-    pub fn advance(&mut self, wall: Duration) -> Vec<JobEvent> {
+    pub fn advance(&mut self, wall: Duration) -> Vec<JobLifecycleEvent> {
         self.ticks += 1;
         self.changed |= self.backend.tick(wall);
         let mut events = Vec::new();

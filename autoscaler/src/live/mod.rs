@@ -5,7 +5,7 @@
 //!
 //! [`LiveSim`] is the simulator as a live backend: it replays a job table at an accelerated
 //! wall clock (`speed` seconds of trace per wall second), reports the jobs' lifecycle
-//! ([`JobEvent`]s) so a service can ingest them, and starts the replay again when the trace
+//! ([`JobLifecycleEvent`]s) so a service can ingest them, and starts the replay again when the trace
 //! is exhausted (shifted to after the last lap, so time keeps moving forward). The Kubernetes
 //! backend ([`crate::kubernetes::KubeBackend`]) implements [`LiveBackend`] too: its clock is
 //! wall time, its [`LiveBackend::tick`] reports whether the watches saw a change (or a resync
@@ -44,7 +44,7 @@ mod replay;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{JobEvent, JobEventKind, LiveBackend};
+pub use backend::{JobLifecycleEvent, JobLifecycleKind, LiveBackend};
 pub use blocking::block_on;
 pub use driver::LiveLoop;
 pub use record::{ClusterPoint, LiveConfig, LiveDecision, Outcome, StepReport};

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::backend::JobEvent;
-use crate::cluster::ClusterSnapshot;
+use super::backend::JobLifecycleEvent;
+use crate::cluster::ClusterState;
 use crate::decision::Decision;
 
 /// Knobs of the live loop.
@@ -82,7 +82,7 @@ pub struct ClusterPoint {
 
 impl ClusterPoint {
     /// Summarises a snapshot.
-    pub fn of(snap: &ClusterSnapshot) -> ClusterPoint {
+    pub fn of(snap: &ClusterState) -> ClusterPoint {
         let healthy = snap.healthy_gpus();
         ClusterPoint {
             time: snap.time,
@@ -113,7 +113,7 @@ pub struct StepReport {
     /// Actions the cluster's own scheduler took (paused / dry-run).
     pub unmanaged: usize,
     /// Job lifecycle events since the last tick.
-    pub events: Vec<JobEvent>,
+    pub events: Vec<JobLifecycleEvent>,
     /// The cluster after the tick.
     pub cluster: ClusterPoint,
     /// An error observing the cluster (the tick is retried on the next one).

@@ -5,9 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::backend::{JobEvent, JobEventKind, LiveBackend};
+use super::backend::{JobLifecycleEvent, JobLifecycleKind, LiveBackend};
 use crate::backend::ClusterBackend;
-use crate::cluster::{ClusterSnapshot, JobId};
+use crate::cluster::{ClusterState, JobId};
 use crate::decision::{Action, Reason};
 use crate::error::{BackendError, SimError};
 use crate::policies::fifo::Fifo;
@@ -32,7 +32,7 @@ pub struct LiveSim {
     active: Vec<u32>,
     seen_mark: Vec<u32>,
     mark: u32,
-    events: Vec<JobEvent>,
+    events: Vec<JobLifecycleEvent>,
     first_start: Vec<f64>,
     /// Runtime predictions given while replaying ([`LiveSim::set_predicted_runtime`]); they
     /// replace the jobs' own in what the policy sees.
@@ -116,7 +116,7 @@ impl LiveSim {
     }
 
     /// The snapshot with the predictions given while replaying.
-    fn patched_snapshot(&mut self) -> ClusterSnapshot {
+    fn patched_snapshot(&mut self) -> ClusterState {
         let mut snap = self.sim.snapshot().clone();
         for r in &mut snap.running {
             if let Some(Some(p)) = self.predicted.get(r.id.0 as usize) {
@@ -176,7 +176,7 @@ impl LiveSim {
                 *m = mark;
             }
             if self.state.get(i) == Some(&0) {
-                new_events.push((q.id, JobEventKind::Submitted));
+                new_events.push((q.id, JobLifecycleKind::Submitted));
                 self.state[i] = 1;
                 newly_active.push(i as u32);
             }
@@ -188,14 +188,14 @@ impl LiveSim {
             }
             match self.state.get(i) {
                 Some(0) => {
-                    new_events.push((r.id, JobEventKind::Submitted));
-                    new_events.push((r.id, JobEventKind::Started { workers: r.workers }));
+                    new_events.push((r.id, JobLifecycleKind::Submitted));
+                    new_events.push((r.id, JobLifecycleKind::Started { workers: r.workers }));
                     self.state[i] = 2;
                     self.first_start[i] = r.first_started;
                     newly_active.push(i as u32);
                 }
                 Some(1) => {
-                    new_events.push((r.id, JobEventKind::Started { workers: r.workers }));
+                    new_events.push((r.id, JobLifecycleKind::Started { workers: r.workers }));
                     self.state[i] = 2;
                     self.first_start[i] = r.first_started;
                 }
@@ -215,7 +215,7 @@ impl LiveSim {
                 } else {
                     0.0
                 };
-                new_events.push((JobId(u64::from(i)), JobEventKind::Finished { run_s }));
+                new_events.push((JobId(u64::from(i)), JobLifecycleKind::Finished { run_s }));
             }
         }
         still.extend(newly_active);
@@ -225,15 +225,15 @@ impl LiveSim {
             // exact times from the simulator (the snapshot is only the tick's end)
             let (started, finished) = self.sim.job_times(job).unwrap_or((None, None));
             let (time, kind) = match kind {
-                JobEventKind::Submitted => (self.sim.job(job).map_or(now, |j| j.submit), kind),
-                JobEventKind::Started { .. } => (started.unwrap_or(now), kind),
-                JobEventKind::Finished { run_s } => {
+                JobLifecycleKind::Submitted => (self.sim.job(job).map_or(now, |j| j.submit), kind),
+                JobLifecycleKind::Started { .. } => (started.unwrap_or(now), kind),
+                JobLifecycleKind::Finished { run_s } => {
                     let end = finished.unwrap_or(now);
                     let run_s = started.map_or(run_s, |s| (end - s).max(0.0));
-                    (end, JobEventKind::Finished { run_s })
+                    (end, JobLifecycleKind::Finished { run_s })
                 }
             };
-            self.events.push(JobEvent {
+            self.events.push(JobLifecycleEvent {
                 time,
                 job,
                 row,
@@ -245,7 +245,7 @@ impl LiveSim {
 }
 
 impl ClusterBackend for LiveSim {
-    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterState, BackendError>> + Send {
         std::future::ready(Ok(self.patched_snapshot()))
     }
     fn admit(
@@ -300,7 +300,7 @@ impl LiveBackend for LiveSim {
         before.saturating_sub(self.sim.snapshot().queued.len())
     }
 
-    fn drain_events(&mut self, out: &mut Vec<JobEvent>) {
+    fn drain_events(&mut self, out: &mut Vec<JobLifecycleEvent>) {
         self.diff();
         self.events.sort_by(|a, b| a.time.total_cmp(&b.time));
         out.append(&mut self.events);

@@ -4,13 +4,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::backend::{JobEvent, JobEventKind, LiveBackend};
+use super::backend::{JobLifecycleEvent, JobLifecycleKind, LiveBackend};
 use super::blocking::block_on;
 use super::driver::LiveLoop;
 use super::record::{LiveConfig, Outcome};
 use super::replay::LiveSim;
 use crate::backend::ClusterBackend;
-use crate::cluster::{ClusterSnapshot, JobId};
+use crate::cluster::{ClusterState, JobId};
 use crate::error::BackendError;
 use crate::policies::elastic::{ElasticController, ElasticParams};
 use crate::policies::fifo::Fifo;
@@ -47,7 +47,7 @@ fn live(speed: f64) -> LiveLoop<LiveSim, ElasticController> {
     )
 }
 
-fn run(l: &mut LiveLoop<LiveSim, ElasticController>, ticks: usize) -> Vec<JobEvent> {
+fn run(l: &mut LiveLoop<LiveSim, ElasticController>, ticks: usize) -> Vec<JobLifecycleEvent> {
     let mut events = Vec::new();
     for _ in 0..ticks {
         let r = block_on(l.step(Duration::from_millis(100)));
@@ -83,19 +83,19 @@ fn events_follow_each_job_lifecycle() {
     for e in &events {
         let t: &mut Vec<f64> = times.entry(e.job).or_default();
         t.push(e.time);
-        if let JobEventKind::Finished { run_s } = e.kind {
+        if let JobLifecycleKind::Finished { run_s } = e.kind {
             // exact simulator times: run time = finish − first start
             assert!((e.time - t[1] - run_s).abs() < 1e-6, "{e:?} {t:?}");
         }
         assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
         let s = state.entry(e.job).or_insert(0u8);
         let next = match e.kind {
-            JobEventKind::Submitted => 1,
-            JobEventKind::Started { workers } => {
+            JobLifecycleKind::Submitted => 1,
+            JobLifecycleKind::Started { workers } => {
                 assert!(workers > 0);
                 2
             }
-            JobEventKind::Finished { run_s } => {
+            JobLifecycleKind::Finished { run_s } => {
                 assert!(run_s > 0.0);
                 3
             }
@@ -184,7 +184,7 @@ fn predictions_given_while_replaying_reach_the_policy() {
     let events = l.advance(Duration::from_secs(1));
     let submitted: Vec<JobId> = events
         .iter()
-        .filter(|e| e.kind == JobEventKind::Submitted)
+        .filter(|e| e.kind == JobLifecycleKind::Submitted)
         .map(|e| e.job)
         .collect();
     assert!(!submitted.is_empty());
@@ -215,7 +215,7 @@ fn predictions_given_while_replaying_reach_the_policy() {
 struct Follower(LiveSim, bool);
 
 impl ClusterBackend for Follower {
-    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterState, BackendError>> + Send {
         self.0.observe()
     }
     fn admit(

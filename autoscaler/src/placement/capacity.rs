@@ -3,7 +3,7 @@
 //! shrinking job gives back ([`shrink_plan`]).
 
 use super::rules::{Locality, Strategy};
-use crate::cluster::{ClusterSnapshot, Slot};
+use crate::cluster::{ClusterState, Slot};
 
 /// Static facts about a node that placement needs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,14 +41,14 @@ impl Capacity {
     }
 
     /// The free GPUs a snapshot shows.
-    pub fn from_snapshot(snap: &ClusterSnapshot) -> Capacity {
+    pub fn from_snapshot(snap: &ClusterState) -> Capacity {
         let mut c = Capacity::default();
         c.reset_from(snap);
         c
     }
 
     /// Overwrites this with the free GPUs a snapshot shows (reusing the buffers).
-    pub fn reset_from(&mut self, snap: &ClusterSnapshot) {
+    pub fn reset_from(&mut self, snap: &ClusterState) {
         let same_shape = self.meta.len() == snap.nodes.len()
             && self
                 .meta

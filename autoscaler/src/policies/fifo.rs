@@ -3,7 +3,7 @@
 use super::in_order::admit_in_order;
 use super::planner::Planner;
 use super::policy::Policy;
-use crate::cluster::ClusterSnapshot;
+use crate::cluster::ClusterState;
 use crate::decision::{Decision, Reason};
 
 /// First-in first-out, static sizes: jobs start in submit order; a job that does not fit is
@@ -41,7 +41,7 @@ impl Policy for Fifo {
         "fifo"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         self.planner.reset(snap);
         self.order.clear();
         self.order.extend(0..snap.queued.len());

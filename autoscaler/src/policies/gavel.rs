@@ -5,7 +5,7 @@
 use super::in_order::block_or_skip;
 use super::planner::Planner;
 use super::policy::Policy;
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Action, Decision, Reason};
 
 /// Gavel's max-sum-throughput objective solved greedily per decision, without Gavel's
@@ -35,7 +35,7 @@ impl Default for GavelMaxThroughput {
 
 impl GavelMaxThroughput {
     /// Plans `q` on its fastest type with room; the decision when it fits.
-    fn place(&mut self, snap: &ClusterSnapshot, q: &QueuedJob) -> Option<Decision> {
+    fn place(&mut self, snap: &ClusterState, q: &QueuedJob) -> Option<Decision> {
         self.types.clear();
         for t in 0..snap.gpu_types.len() {
             let Ok(t) = u16::try_from(t) else { break };
@@ -95,7 +95,7 @@ impl Policy for GavelMaxThroughput {
         "gavel"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         self.planner.reset(snap);
         let mut order = std::mem::take(&mut self.order);
         order.clear();

@@ -2,7 +2,7 @@
 //! enough blocking the rest ([`admit_in_order`]): the core of FIFO and SJF.
 
 use super::planner::{next_relax, Planner};
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Action, Decision, Reason};
 
 fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -17,7 +17,7 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 /// (it keeps the GPUs that free up). Returns when to look again (locality relaxing of the
 /// blocking job).
 pub fn admit_in_order(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     planner: &mut Planner,
     order: &[usize],
     block_after_s: f64,
@@ -51,7 +51,7 @@ pub fn admit_in_order(
 /// For a queued job that does not fit: true when it has waited `block_after_s` or more and
 /// so blocks the jobs behind it (lowering `wake` to when its locality relaxes).
 pub fn block_or_skip(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     q: &QueuedJob,
     block_after_s: f64,
     wake: &mut Option<f64>,

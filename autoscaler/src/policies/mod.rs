@@ -1,5 +1,5 @@
 //! Scheduling policies, all behind one [`Policy`] trait: look at a
-//! [`ClusterSnapshot`](crate::cluster::ClusterSnapshot), append
+//! [`ClusterState`](crate::cluster::ClusterState), append
 //! [`Decision`](crate::decision::Decision)s in the order they must be applied.
 //!
 //! Baselines: [`Fifo`] (static, strict submit order), [`SjfPredicted`] (shortest predicted

@@ -7,7 +7,7 @@
 use super::marginal::{fill_by_marginal_gain, predicted_remaining, time_at, GrowCandidate};
 use super::planner::Planner;
 use super::policy::Policy;
-use crate::cluster::{ClusterSnapshot, JobId, QueuedJob, RunningJob, Slot};
+use crate::cluster::{ClusterState, JobId, QueuedJob, RunningJob, Slot};
 use crate::decision::{Action, Decision, Reason};
 use crate::scaling::ScalingModel;
 
@@ -53,7 +53,7 @@ impl Optimus {
     /// blocked (no free GPU left, or a starving job does not fit).
     fn admit_at_minimum(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         planner: &mut Planner,
         out: &mut Vec<Decision>,
     ) -> (Vec<bool>, bool) {
@@ -92,7 +92,7 @@ impl Optimus {
     /// the queue at its minimum; plans nothing unless the head then starts.
     fn reclaim_for_head(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         planner: &mut Planner,
         head: &QueuedJob,
         out: &mut Vec<Decision>,
@@ -151,7 +151,7 @@ impl Optimus {
     /// Distributes the free GPUs over the elastic jobs by marginal gain.
     fn grow_by_marginal_gain(
         &self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         planner: &mut Planner,
         out: &mut Vec<Decision>,
     ) {
@@ -194,7 +194,7 @@ impl Policy for Optimus {
         "optimus"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         let mut planner = std::mem::take(&mut self.planner);
         planner.reset(snap);
         let now = snap.time;

@@ -1,7 +1,7 @@
 //! The scratch of one decision ([`Planner`]): the free GPUs as they will be after the decisions
 //! taken so far, so every action a policy asks for fits when the backend applies them in order.
 
-use crate::cluster::{ClusterSnapshot, QueuedJob, RunningJob, Slot};
+use crate::cluster::{ClusterState, QueuedJob, RunningJob, Slot};
 use crate::placement::{shrink_plan, Capacity};
 
 /// Scratch of one decision: the free GPUs as they will be after the decisions so far.
@@ -15,7 +15,7 @@ pub struct Planner {
 
 impl Planner {
     /// Starts a decision on `snap`.
-    pub fn reset(&mut self, snap: &ClusterSnapshot) {
+    pub fn reset(&mut self, snap: &ClusterState) {
         self.cap.reset_from(snap);
         let types = snap.gpu_types.len();
         let stale = self.masks.len() != types
@@ -66,7 +66,7 @@ impl Planner {
     /// As [`Planner::admit`], on nodes of GPU type `gpu_type` only when given.
     pub fn admit_on(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         q: &QueuedJob,
         workers: u32,
         gpu_type: Option<u16>,
@@ -89,7 +89,7 @@ impl Planner {
     /// As [`Planner::grow`], on nodes of GPU type `gpu_type` only when given.
     pub fn grow_on(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         r: &RunningJob,
         workers: u32,
         gpu_type: Option<u16>,
@@ -112,7 +112,7 @@ impl Planner {
 
     /// Plans to admit `q` with `workers`; true (and the GPUs taken) when it fits under the
     /// locality the job accepts after its wait.
-    pub fn admit(&mut self, snap: &ClusterSnapshot, q: &QueuedJob, workers: u32) -> bool {
+    pub fn admit(&mut self, snap: &ClusterState, q: &QueuedJob, workers: u32) -> bool {
         if workers > self.cap.total_free() {
             return false;
         }
@@ -128,19 +128,19 @@ impl Planner {
     }
 
     /// Plans to suspend `r` (its GPUs become free).
-    pub fn suspend(&mut self, snap: &ClusterSnapshot, r: &RunningJob) {
+    pub fn suspend(&mut self, snap: &ClusterState, r: &RunningJob) {
         self.cap.release(snap.placement_of(r));
     }
 
     /// Undoes [`Planner::suspend`].
-    pub fn unsuspend(&mut self, snap: &ClusterSnapshot, r: &RunningJob) -> bool {
+    pub fn unsuspend(&mut self, snap: &ClusterState, r: &RunningJob) -> bool {
         self.cap.occupy(snap.placement_of(r))
     }
 
     /// Plans to shrink `r` to `workers`; returns the GPUs it frees (in `freed`).
     pub fn shrink(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         r: &RunningJob,
         workers: u32,
         freed: &mut Vec<Slot>,
@@ -153,7 +153,7 @@ impl Planner {
     }
 
     /// Plans to grow `r` to `workers`; true when it fits.
-    pub fn grow(&mut self, snap: &ClusterSnapshot, r: &RunningJob, workers: u32) -> bool {
+    pub fn grow(&mut self, snap: &ClusterState, r: &RunningJob, workers: u32) -> bool {
         if workers <= r.workers {
             return true;
         }
@@ -168,7 +168,7 @@ impl Planner {
 }
 
 /// When the locality of queued job `q` next relaxes, if later than now.
-pub fn next_relax(snap: &ClusterSnapshot, q: &QueuedJob) -> Option<f64> {
+pub fn next_relax(snap: &ClusterState, q: &QueuedJob) -> Option<f64> {
     let r = &snap.rules;
     [
         q.queued_since + r.consolidated_for_s,

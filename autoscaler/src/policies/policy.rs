@@ -1,6 +1,6 @@
 //! The [`Policy`] trait every scheduler implements.
 
-use crate::cluster::ClusterSnapshot;
+use crate::cluster::ClusterState;
 use crate::decision::Decision;
 
 /// A scheduling policy.
@@ -12,14 +12,14 @@ pub trait Policy {
     /// Short name (`fifo`, `elastic`, ...).
     fn name(&self) -> &str;
     /// Decides on a snapshot.
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64>;
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64>;
 }
 
 impl<P: Policy + ?Sized> Policy for Box<P> {
     fn name(&self) -> &str {
         (**self).name()
     }
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         (**self).decide(snap, out)
     }
 }

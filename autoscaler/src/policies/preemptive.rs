@@ -2,7 +2,7 @@
 //! jobs in priority order start when they fit, preempting running jobs they beat (worst first).
 
 use super::planner::Planner;
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Action, Decision, Reason};
 
 /// A job's priority key (smaller is better: primary, tie-break) and its index in the
@@ -13,7 +13,7 @@ pub type Keyed = (f64, f64, usize);
 /// running jobs (`running`) that `can_preempt(victim key, job key)` allows, worst first. A job
 /// is started only if the preemptions make it fit; otherwise its victims keep running.
 pub fn preemptive_pass(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     planner: &mut Planner,
     queued: &[Keyed],
     running: &[Keyed],
@@ -84,7 +84,7 @@ impl Victims<'_> {
     /// does (and is planned in). Otherwise gives the victims back, leaving them running.
     fn preempt_until_fits(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         planner: &mut Planner,
         q: &QueuedJob,
         key: (f64, f64),

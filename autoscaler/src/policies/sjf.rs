@@ -4,7 +4,7 @@
 use super::in_order::admit_in_order;
 use super::planner::Planner;
 use super::policy::Policy;
-use crate::cluster::{ClusterSnapshot, JobId, QueuedJob};
+use crate::cluster::{ClusterState, JobId, QueuedJob};
 use crate::decision::{Decision, Reason};
 
 /// Predicted GPU-seconds of a queued job (`fallback_s` when there is no prediction).
@@ -39,7 +39,7 @@ impl Default for SjfPredicted {
 /// Queue order of shortest-predicted-first with a starvation guard: jobs that waited
 /// `starvation_s` first (oldest first), then by predicted GPU-seconds.
 pub fn sjf_order(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     starvation_s: f64,
     unknown_runtime_s: f64,
     keyed: &mut Vec<(bool, f64, JobId, usize)>,
@@ -65,7 +65,7 @@ impl Policy for SjfPredicted {
         "sjf-pred"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         self.planner.reset(snap);
         sjf_order(
             snap,

@@ -4,7 +4,7 @@
 use super::planner::Planner;
 use super::policy::Policy;
 use super::preemptive::{preemptive_pass, Keyed};
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Decision, Reason};
 
 /// Shortest remaining GPU-time first with the true remaining run times (oracle), preemptive.
@@ -19,7 +19,7 @@ impl Policy for SrtfOracle {
         "srtf-oracle"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         self.planner.reset(snap);
         let key_q =
             |q: &QueuedJob| q.oracle_remaining_s.unwrap_or(f64::INFINITY) * f64::from(q.requested);

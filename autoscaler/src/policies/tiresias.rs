@@ -4,7 +4,7 @@
 use super::planner::Planner;
 use super::policy::Policy;
 use super::preemptive::{preemptive_pass, Keyed};
-use crate::cluster::ClusterSnapshot;
+use crate::cluster::ClusterState;
 use crate::decision::{Decision, Reason};
 
 /// Tiresias' discretised 2D-LAS: jobs in priority queues by attained GPU-seconds (thresholds),
@@ -34,7 +34,7 @@ impl Tiresias {
     }
 
     /// Queued jobs by (queue, submit time), best first; lowers `wake` to the next promotion.
-    fn queued_keys(&self, snap: &ClusterSnapshot, wake: &mut f64) -> Vec<Keyed> {
+    fn queued_keys(&self, snap: &ClusterState, wake: &mut f64) -> Vec<Keyed> {
         let now = snap.time;
         let mut queued: Vec<Keyed> = snap
             .queued
@@ -63,7 +63,7 @@ impl Tiresias {
 
     /// Running jobs by (queue, submit time); lowers `wake` to when one crosses into the next
     /// queue.
-    fn running_keys(&self, snap: &ClusterSnapshot, wake: &mut f64) -> Vec<Keyed> {
+    fn running_keys(&self, snap: &ClusterState, wake: &mut f64) -> Vec<Keyed> {
         let now = snap.time;
         snap.running
             .iter()
@@ -87,7 +87,7 @@ impl Policy for Tiresias {
         "tiresias"
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         let mut planner = std::mem::take(&mut self.planner);
         planner.reset(snap);
         let mut wake = f64::INFINITY;

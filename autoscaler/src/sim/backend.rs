@@ -4,14 +4,14 @@ use std::future::Future;
 
 use super::engine::Simulator;
 use crate::backend::ClusterBackend;
-use crate::cluster::{ClusterSnapshot, JobId};
+use crate::cluster::{ClusterState, JobId};
 use crate::decision::{Action, Reason};
 use crate::error::BackendError;
 
 /// The simulator as a backend: actions apply at the current simulation time; move time with
 /// [`Simulator::advance`].
 impl ClusterBackend for Simulator {
-    fn observe(&mut self) -> impl Future<Output = Result<ClusterSnapshot, BackendError>> + Send {
+    fn observe(&mut self) -> impl Future<Output = Result<ClusterState, BackendError>> + Send {
         std::future::ready(Ok(self.snapshot().clone()))
     }
 

@@ -12,7 +12,7 @@ use super::config::SimConfig;
 use super::event::{Ev, EvKind};
 use super::job::{Job, State};
 use super::trace::SimJob;
-use crate::cluster::{ClusterSnapshot, JobId, Slot, TypeAffinity};
+use crate::cluster::{ClusterState, JobId, Slot, TypeAffinity};
 use crate::decision::DecisionRecord;
 use crate::error::SimError;
 use crate::metrics::TimelinePoint;
@@ -50,7 +50,7 @@ pub struct Simulator {
     pub(super) queue: Vec<u32>,
     pub(super) running: Vec<u32>,
     /// The reused snapshot buffers.
-    pub(super) snap: ClusterSnapshot,
+    pub(super) snap: ClusterState,
     pub(super) finished: usize,
     pub(super) skipped_too_big: usize,
     /// Something happened that a policy should look at.
@@ -119,7 +119,7 @@ impl Simulator {
                 states.len(),
             ))
         });
-        let snap = ClusterSnapshot {
+        let snap = ClusterState {
             time: t0,
             gpu_types: cfg.cluster.gpu_types.clone(),
             nodes: cfg.cluster.node_infos(),

@@ -1,8 +1,8 @@
-//! The simulator's state as a [`ClusterSnapshot`] (the buffers are reused between decisions).
+//! The simulator's state as a [`ClusterState`] (the buffers are reused between decisions).
 
 use super::engine::Simulator;
 use super::job::{job_id, State};
-use crate::cluster::{ClusterSnapshot, QueuedJob, RunningJob};
+use crate::cluster::{ClusterState, QueuedJob, RunningJob};
 
 impl Simulator {
     /// Fills the reused snapshot buffers with the state now.
@@ -71,7 +71,7 @@ impl Simulator {
     }
 
     /// The cluster now (snapshot buffers are refreshed).
-    pub fn snapshot(&mut self) -> &ClusterSnapshot {
+    pub fn snapshot(&mut self) -> &ClusterState {
         self.fill_snapshot();
         &self.snap
     }

@@ -7,19 +7,12 @@ use crate::PredictorError;
 use augur_datasets::curves::{Curve, MlperfRun, RunStatus};
 use serde::{Deserialize, Serialize};
 
-/// One reported evaluation of a running job.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MetricPoint {
-    /// Seconds since the job started (may be slightly negative for an evaluation logged
-    /// before the start marker).
-    pub wall_time_s: f64,
-    /// Epoch (or step) at the evaluation, when the job reports one.
-    pub epoch: Option<f64>,
-    /// Samples seen at the evaluation, when reported.
-    pub samples: Option<f64>,
-    /// The metric's value.
-    pub value: f64,
-}
+/// One evaluation of a job's metric: its value at a wall time since the job's start (may
+/// be slightly negative for an evaluation logged before the start marker), with the epoch
+/// (or step) and samples seen when reported. The one type for it, from the MLPerf curve
+/// reader; a running job's reported training metrics arrive as
+/// [`StepMetrics`](crate::contract::StepMetrics) and are turned into these.
+pub use augur_datasets::curves::CurvePoint;
 
 /// Whether the metric improves by falling (loss, WER) or by rising (accuracy, AUC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +70,7 @@ pub struct ConvergenceRun {
     /// Wall seconds from start to reaching the target (MLPerf time-to-train).
     pub time_to_train_s: f64,
     /// Its metric points, in time order.
-    pub points: Vec<MetricPoint>,
+    pub points: Vec<CurvePoint>,
 }
 
 /// The successful MLPerf runs with a time-to-train, as [`ConvergenceRun`]s (run order). A run
@@ -93,13 +86,13 @@ pub fn mlperf_convergence_runs(runs: &[MlperfRun], curves: &[Curve]) -> Vec<Conv
         .filter(|r| r.status == Some(RunStatus::Success))
         .filter_map(|r| {
             let duration = r.duration_s.filter(|d| d.is_finite() && *d > 0.0)?;
-            let points: Vec<MetricPoint> = by_run
+            let points: Vec<CurvePoint> = by_run
                 .get(r.run_id.as_str())
                 .map(|c| c.points.as_slice())
                 .unwrap_or_default()
                 .iter()
                 .filter(|p| p.value.is_finite() && p.wall_time_s.is_finite())
-                .map(|p| MetricPoint {
+                .map(|p| CurvePoint {
                     wall_time_s: p.wall_time_s,
                     epoch: p.epoch.filter(|e| e.is_finite()),
                     samples: p.samples.filter(|s| s.is_finite()),
@@ -134,7 +127,7 @@ pub fn load_bundled_mlperf() -> Result<Vec<ConvergenceRun>, augur_datasets::Data
 }
 
 /// Checks points: at least one, all finite, wall time non-decreasing.
-pub fn validate_points(points: &[MetricPoint]) -> Result<(), PredictorError> {
+pub fn validate_points(points: &[CurvePoint]) -> Result<(), PredictorError> {
     if points.is_empty() {
         return Err(PredictorError::NoMetricPoints);
     }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::curve::{fit_family, CurveFamily, CurveFit};
-use super::{Direction, MetricPoint};
+use super::{CurvePoint, Direction};
 use crate::PredictorError;
 
 /// Where a fitted curve reaches a target, from the last observed progress on.
@@ -251,7 +251,7 @@ impl CurveEnsemble {
 /// `Some(0)` when the fit says it is already there, `None` when its asymptote misses it (or
 /// there are fewer than 3 distinct times).
 pub fn optimus_remaining_s(
-    points: &[MetricPoint],
+    points: &[CurvePoint],
     direction: Direction,
     target: f64,
 ) -> Option<f64> {

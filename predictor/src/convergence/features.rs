@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::ensemble::{optimus_remaining_s, Crossing, CurveEnsemble};
 use super::prior::{accelerator_class, TimePrior};
 use super::profile::{axis_value, BenchmarkProfile};
-use super::{ConvergenceRun, Direction, JobContext, MetricPoint};
+use super::{ConvergenceRun, CurvePoint, Direction, JobContext};
 
 /// Names of the model's features, in order.
 pub const FEATURE_NAMES: [&str; 20] = [
@@ -78,7 +78,7 @@ impl CurvePriors {
     }
 
     /// The features of a curve prefix (`points`: validated, at least one) of a job.
-    pub(super) fn analyse(&self, ctx: &JobContext, points: &[MetricPoint]) -> PrefixAnalysis {
+    pub(super) fn analyse(&self, ctx: &JobContext, points: &[CurvePoint]) -> PrefixAnalysis {
         let mut f = vec![f32::NAN; FEATURE_NAMES.len()];
         let last = points[points.len() - 1];
         let elapsed = last.wall_time_s.max(1.0);
@@ -166,7 +166,7 @@ impl CurvePriors {
 
 /// Progress towards a known target and the linear extrapolation of the last few points
 /// (features 8–10).
-fn target_features(points: &[MetricPoint], target: f64, sign: f64, elapsed: f64, f: &mut [f32]) {
+fn target_features(points: &[CurvePoint], target: f64, sign: f64, elapsed: f64, f: &mut [f32]) {
     let last = points[points.len() - 1];
     let first = points[0].value;
     let best = points

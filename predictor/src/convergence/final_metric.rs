@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::curve::{fit_family, CurveFamily};
 use super::ensemble::CurveEnsemble;
 use super::evaluate::{prefix_len, PREFIXES};
-use super::{validate_points, Direction, MetricPoint};
+use super::{validate_points, CurvePoint, Direction};
 use crate::PredictorError;
 
 /// A full training curve without wall time: (name, progress, metric).
@@ -104,10 +104,10 @@ pub fn evaluate_final_metric(curves: &[ProgressCurve]) -> Vec<FinalMetricScores>
 
 /// Checks a progress curve: finite values, non-decreasing progress.
 fn validate_progress(k: &[f64], y: &[f64]) -> Result<(), PredictorError> {
-    let points: Vec<MetricPoint> = k
+    let points: Vec<CurvePoint> = k
         .iter()
         .zip(y)
-        .map(|(&k, &v)| MetricPoint {
+        .map(|(&k, &v)| CurvePoint {
             wall_time_s: k,
             epoch: None,
             samples: None,

@@ -1,7 +1,7 @@
 //! Loss-curve convergence: when will a running training job reach its target (or stop
 //! improving), and at what metric?
 //!
-//! Input: the metric points a job reported so far ([`MetricPoint`]: wall time since its start,
+//! Input: the metric points a job reported so far ([`CurvePoint`]: wall time since its start,
 //! optional epoch/step, value). Output ([`ConvergencePrediction`]): the remaining and total
 //! wall time to convergence, the epoch and the final metric, each with an 80% interval.
 //!
@@ -51,8 +51,8 @@ mod trainer;
 
 pub use curve::{fit_family, CurveFamily, CurveFit, FamilyParams};
 pub use data::{
-    load_bundled_mlperf, mlperf_convergence_runs, validate_points, ConvergenceRun, Direction,
-    JobContext, MetricPoint,
+    load_bundled_mlperf, mlperf_convergence_runs, validate_points, ConvergenceRun, CurvePoint,
+    Direction, JobContext,
 };
 pub use ensemble::{
     optimus_remaining_s, Crossing, CurveEnsemble, PLATEAU_THRESHOLD, PLATEAU_WINDOW,

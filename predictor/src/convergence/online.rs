@@ -9,7 +9,7 @@ use augur_datasets::JobRecord;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ConvergenceBasis, ConvergencePrediction, ConvergencePredictor, JobContext, MetricPoint,
+    ConvergenceBasis, ConvergencePrediction, ConvergencePredictor, CurvePoint, JobContext,
     CONVERGENCE_COVERAGE,
 };
 use crate::contract::{self, Interval, JobEvent, JobQuery, OnlinePredictor};
@@ -42,7 +42,7 @@ struct JobCurve {
     started_at: Option<f64>,
     /// From the job's profile at submit.
     context: Option<JobContext>,
-    points: VecDeque<contract::MetricPoint>,
+    points: VecDeque<contract::StepMetrics>,
 }
 
 /// The online state of a served [`ConvergencePredictor`]. A job's curve is read from its
@@ -123,12 +123,12 @@ impl ConvergenceOnline {
                 })?;
         let use_accuracy = job.points.iter().any(|p| p.accuracy.is_some());
         let metric = if use_accuracy { "accuracy" } else { "loss" };
-        let points: Vec<MetricPoint> = job
+        let points: Vec<CurvePoint> = job
             .points
             .iter()
             .filter_map(|p| {
                 let value = if use_accuracy { p.accuracy } else { p.loss }?;
-                Some(MetricPoint {
+                Some(CurvePoint {
                     wall_time_s: p.at? - start,
                     epoch: Some(p.step as f64),
                     samples: None,

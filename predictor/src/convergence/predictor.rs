@@ -9,7 +9,7 @@ use super::features::{CurvePriors, PrefixAnalysis, FEATURE_NAMES};
 use super::prior::TimePrior;
 use super::profile::BenchmarkProfile;
 use super::{
-    validate_points, ConvergenceRun, ConvergenceTrainer, Direction, JobContext, MetricPoint,
+    validate_points, ConvergenceRun, ConvergenceTrainer, CurvePoint, Direction, JobContext,
 };
 use crate::calibration::binned_conformal::BinnedConformal;
 use crate::PredictorError;
@@ -102,7 +102,7 @@ impl ConvergencePredictor {
     pub fn predict(
         &self,
         ctx: &JobContext,
-        points: &[MetricPoint],
+        points: &[CurvePoint],
     ) -> Result<ConvergencePrediction, PredictorError> {
         validate_points(points)?;
         let a = self.priors.analyse(ctx, points);
@@ -132,7 +132,7 @@ impl ConvergencePredictor {
         &self,
         profile: &BenchmarkProfile,
         a: PrefixAnalysis,
-        last: MetricPoint,
+        last: CurvePoint,
         epoch_rate: Option<(f64, f64)>,
     ) -> ConvergencePrediction {
         let x = &a.features;
@@ -188,7 +188,7 @@ impl ConvergencePredictor {
 /// as the interval.
 fn predict_plateau(
     ens: CurveEnsemble,
-    last: MetricPoint,
+    last: CurvePoint,
     epoch_rate: Option<(f64, f64)>,
 ) -> ConvergencePrediction {
     let now = ens.last_progress.max(1e-9);
@@ -225,7 +225,7 @@ pub(super) fn base_margin(features: &[f32]) -> f64 {
 }
 
 /// The last epoch and epochs per second, when epochs grow over the points.
-fn epoch_rate(points: &[MetricPoint]) -> Option<(f64, f64)> {
+fn epoch_rate(points: &[CurvePoint]) -> Option<(f64, f64)> {
     let first = points.first()?;
     let last = points.last()?;
     let (e0, e1) = (first.epoch?, last.epoch?);

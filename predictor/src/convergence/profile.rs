@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use augur_numeric::median;
 use serde::{Deserialize, Serialize};
 
-use super::{ConvergenceRun, Direction, MetricPoint};
+use super::{ConvergenceRun, CurvePoint, Direction};
 
 /// Which progress axis a benchmark's curves have (besides wall time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ pub struct BenchmarkProfile {
     pub n_runs: usize,
 }
 
-pub(super) fn axis_value(p: &MetricPoint, axis: ProgressAxis) -> Option<f64> {
+pub(super) fn axis_value(p: &CurvePoint, axis: ProgressAxis) -> Option<f64> {
     match axis {
         ProgressAxis::Epoch => p.epoch,
         ProgressAxis::Samples => p.samples,

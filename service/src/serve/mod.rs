@@ -15,6 +15,7 @@
 //! with `state.events.subscribe()`); background tasks are started by [`run()`] and stop when
 //! [`AppState::shutdown`] turns true.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod backends;
@@ -33,7 +34,6 @@ pub mod metrics;
 pub mod model_gate;
 pub mod online;
 pub mod openapi;
-pub mod process_metrics;
 pub mod profile;
 pub mod retrain;
 pub mod routes;

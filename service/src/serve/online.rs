@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use augur_datasets::{JobRecord, JobStatus};
-use augur_predictor::contract::MetricPoint as EventPoint;
+use augur_predictor::contract::StepMetrics;
 use augur_predictor::convergence::ConvergenceOnline;
 use augur_predictor::failure::FailureOnline;
 use augur_predictor::{
@@ -435,7 +435,7 @@ impl Online {
     /// submit.
     fn route(&mut self, seq: i64, event: &Event, predictor_id: Option<&str>) -> AnswersAtSubmit {
         let record;
-        let points: Vec<EventPoint>;
+        let points: Vec<StepMetrics>;
         let id = |job_id: &'_ str| -> String { predictor_id.unwrap_or(job_id).to_string() };
         let owned_id;
         let job_event = match event {
@@ -675,8 +675,8 @@ impl Online {
 }
 
 /// A service metric point as the predictors' contract carries it.
-fn event_point(p: &MetricPoint) -> EventPoint {
-    EventPoint {
+fn event_point(p: &MetricPoint) -> StepMetrics {
+    StepMetrics {
         step: p.step,
         loss: p.loss,
         accuracy: p.accuracy,

@@ -1,13 +1,14 @@
 //! The route table of the service (method, path, whether it needs the bearer token, handler)
-//! and the [`router`] built from it with the service's layers: the token check on mutating
-//! routes, request metrics, the body limit and timeout, and request tracing. Every route in the table is
-//! in the generated OpenAPI document ([`super::openapi`]); a test checks both ways.
+//! and the [`router`] built from it with the service's layers: the token check
+//! ([`super::access`]), request metrics, the body limit and timeout, and request tracing.
+//! Every route in the table is in the generated OpenAPI document ([`super::openapi`], which
+//! does not read this file: the arrow points one way); a test checks both ways.
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
-use super::{api, auth, backends, metrics, openapi, status, AppState};
+use super::{access, api, auth, backends, metrics, openapi, status, AppState};
 
 /// One route: method, path, whether it needs the bearer token, handler.
 pub struct RouteSpec {
@@ -174,26 +175,12 @@ fn page_routes() -> Vec<RouteSpec> {
     ]
 }
 
-/// Reads that expose users and job names: they need the token too when `auth_reads` is on.
-pub const SENSITIVE_READS: &[&str] = &[
-    "/v1/events",
-    "/v1/jobs/{id}",
-    "/v1/predictions/recent",
-    "/v1/eta",
-    "/v1/autoscaler/decisions",
-];
-
-/// Whether route `r` needs the token under `auth_reads`.
-pub fn needs_token(r: &RouteSpec, auth_reads: bool) -> bool {
-    r.auth || (auth_reads && r.method == "GET" && SENSITIVE_READS.contains(&r.path))
-}
-
 /// The HTTP service over `state`.
 pub fn router(state: AppState) -> Router {
     let auth_layer = axum::middleware::from_fn_with_state(state.clone(), auth::require_token);
     let mut app: Router<AppState> = Router::new();
     for r in all() {
-        let handler = if needs_token(&r, state.config.auth_reads) {
+        let handler = if access::needs_token(r.method, r.path, r.auth, state.config.auth_reads) {
             r.handler.route_layer(auth_layer.clone())
         } else {
             r.handler

@@ -5,13 +5,13 @@
 
 use super::estimate::Estimates;
 use super::round::{admit, min_wake, Fresh, Round};
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Action, Decision, Reason};
 
 /// Step 1: admits `q` (queued index `k`) at its request when it fits. An elastic job is
 /// remembered as fresh: it may start bigger when idle GPUs are handed out.
 pub(super) fn as_requested(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     round: &mut Round,
     q: &QueuedJob,
     k: usize,
@@ -39,7 +39,7 @@ pub(super) fn as_requested(
 /// Step 2: takes back workers lent to running jobs above their request, just enough to start
 /// `q` at its request.
 pub(super) fn reclaim(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     round: &mut Round,
     q: &QueuedJob,
     reason: Reason,
@@ -73,7 +73,7 @@ pub(super) fn reclaim(
 /// Step 3: starts elastic job `q` below its request: one worker short of it (or what is free),
 /// else at its minimum.
 pub(super) fn start_shrunk(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     round: &mut Round,
     q: &QueuedJob,
     out: &mut Vec<Decision>,
@@ -96,7 +96,7 @@ pub(super) fn start_shrunk(
 /// GPU-time is `preempt_factor` times `q`'s ranking `key` (a starving job: any longer one),
 /// worst first, each having run `min_run_s`, until `q` fits at its request.
 pub(super) fn preempt(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
     q: &QueuedJob,
@@ -157,7 +157,7 @@ pub(super) fn preempt(
 /// out of cooldown towards their minimum (longest predicted remaining first), just enough to
 /// start `q` at its minimum.
 pub(super) fn shrink_on_high_wait(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
     q: &QueuedJob,

@@ -6,7 +6,7 @@ use super::estimate::Estimates;
 use super::grow::grow_into_idle;
 use super::params::ElasticParams;
 use super::round::{Round, TypePref};
-use crate::cluster::{ClusterSnapshot, QueuedJob};
+use crate::cluster::{ClusterState, QueuedJob};
 use crate::decision::{Decision, Reason};
 use crate::policies::planner::next_relax;
 use crate::policies::policy::Policy;
@@ -40,7 +40,7 @@ impl Policy for ElasticController {
         }
     }
 
-    fn decide(&mut self, snap: &ClusterSnapshot, out: &mut Vec<Decision>) -> Option<f64> {
+    fn decide(&mut self, snap: &ClusterState, out: &mut Vec<Decision>) -> Option<f64> {
         let est = Estimates {
             params: self.params,
             scaling: self.scaling,
@@ -73,7 +73,7 @@ impl Policy for ElasticController {
 }
 
 /// Queue order: starving jobs first (oldest first), then by predicted remaining GPU-time.
-fn rank_queue(snap: &ClusterSnapshot, est: &Estimates, round: &mut Round) {
+fn rank_queue(snap: &ClusterState, est: &Estimates, round: &mut Round) {
     let now = snap.time;
     round
         .keyed
@@ -100,7 +100,7 @@ fn rank_queue(snap: &ClusterSnapshot, est: &Estimates, round: &mut Round) {
 /// effective-throughput view of Gavel); ties go to the faster type. Every type stays in the
 /// list: a job starts on a worse type rather than wait. A gang bigger than every type's GPUs
 /// is placed over mixed types (its admission then names no type).
-fn type_prefs(snap: &ClusterSnapshot, round: &mut Round, q: &QueuedJob, demand: u32) {
+fn type_prefs(snap: &ClusterState, round: &mut Round, q: &QueuedJob, demand: u32) {
     round.prefs.clear();
     for (t, g) in snap.gpu_types.iter().enumerate() {
         let Ok(t) = u16::try_from(t) else { break };
@@ -136,7 +136,7 @@ fn type_prefs(snap: &ClusterSnapshot, round: &mut Round, q: &QueuedJob, demand: 
 /// leaves it waiting when none starts it. Past `max_pressure_jobs`, only the first step is
 /// tried; a starving job left waiting blocks everything behind it.
 fn start_queued(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
     (q, k): (&QueuedJob, usize),

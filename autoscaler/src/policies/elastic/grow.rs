@@ -4,7 +4,7 @@
 
 use super::estimate::Estimates;
 use super::round::{admit, min_wake, Round};
-use crate::cluster::ClusterSnapshot;
+use crate::cluster::ClusterState;
 use crate::decision::{Action, Decision, Reason};
 use crate::policies::marginal::{fill_by_marginal_gain, GrowCandidate};
 
@@ -20,7 +20,7 @@ enum Grown {
 /// Grows jobs into the GPUs idle beyond what the waiting jobs need and the headroom, when
 /// nothing is blocked (and nobody waits, unless `grow_past_queue`) and enough of them are idle.
 pub(super) fn grow_into_idle(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
     out: &mut Vec<Decision>,
@@ -62,7 +62,7 @@ pub(super) fn grow_into_idle(
 /// wake-up time to its end), then the elastic jobs this decision admits at their request
 /// (they start at the size the hand-out gives them, with no restart).
 fn candidates(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
 ) -> (Vec<Grown>, Vec<GrowCandidate>) {
@@ -134,7 +134,7 @@ fn worth_growing(est: &Estimates, g: Grown, c: &GrowCandidate, to: u32) -> bool 
 
 /// Grows running job `k` to `to` workers when the growth fits.
 fn grow_running(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     round: &mut Round,
     k: usize,
     to: u32,
@@ -164,7 +164,7 @@ fn grow_running(
 /// Re-plans fresh admission `n` at `to` workers, or keeps its first placement when the bigger
 /// one does not fit.
 fn grow_fresh(
-    snap: &ClusterSnapshot,
+    snap: &ClusterState,
     round: &mut Round,
     n: usize,
     to: u32,

@@ -3,7 +3,7 @@
 //! yet committed ([`Shrinks`]), what the jobs left waiting hold back, and when to look again.
 
 use super::estimate::Estimates;
-use crate::cluster::{ClusterSnapshot, JobId, QueuedJob, RunningJob, Slot};
+use crate::cluster::{ClusterState, JobId, QueuedJob, RunningJob, Slot};
 use crate::decision::{Action, Decision, Reason};
 use crate::policies::planner::Planner;
 
@@ -38,7 +38,7 @@ pub(super) struct View {
 
 impl View {
     /// Computes the view of `snap`'s running jobs unless done already this decision.
-    pub fn ensure(&mut self, snap: &ClusterSnapshot, est: &Estimates) {
+    pub fn ensure(&mut self, snap: &ClusterState, est: &Estimates) {
         if self.ready {
             return;
         }
@@ -81,7 +81,7 @@ impl View {
 
 /// Running jobs above their request; with `reclaim_least_loss`, the one whose last worker
 /// saves least gives first (otherwise in index order, for the caller to sort).
-fn lenders(snap: &ClusterSnapshot, est: &Estimates) -> Vec<usize> {
+fn lenders(snap: &ClusterState, est: &Estimates) -> Vec<usize> {
     let lenders: Vec<usize> = (0..snap.running.len())
         .filter(|&i| snap.running[i].workers > snap.running[i].requested)
         .collect();
@@ -113,7 +113,7 @@ impl Shrinks {
     /// `floor(r)`; true when that frees enough (the plan stays), undoing it otherwise.
     pub fn plan(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         planner: &mut Planner,
         runs: &[Run],
         cands: &[usize],
@@ -156,7 +156,7 @@ impl Shrinks {
     /// forgets the plan.
     pub fn commit(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         runs: &mut [Run],
         reason: Reason,
         out: &mut Vec<Decision>,
@@ -230,7 +230,7 @@ pub(super) struct Round {
 
 impl Round {
     /// Starts a decision on `snap`.
-    pub fn reset(&mut self, snap: &ClusterSnapshot) {
+    pub fn reset(&mut self, snap: &ClusterState) {
         self.planner.reset(snap);
         self.prefs.clear();
         self.demand_from.clear();
@@ -256,7 +256,7 @@ impl Round {
     /// type chosen (`None` inside when type-blind).
     pub fn place(
         &mut self,
-        snap: &ClusterSnapshot,
+        snap: &ClusterState,
         q: &QueuedJob,
         workers: u32,
     ) -> Option<Option<TypePref>> {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-use crate::serve::tests::pg_harness::TestPostgres;
+use augur_test_fixtures::postgres::TestPostgres;
 
 fn started(id: &str, at: f64) -> Event {
     Event::JobStarted {

@@ -28,10 +28,6 @@ mod dag;
 mod inputs;
 mod kinds;
 mod lifecycle;
-/// A throwaway PostgreSQL 15 (the harness the end-to-end tests use too).
-#[path = "../../../../tests/common/postgres.rs"]
-#[allow(dead_code)]
-pub(crate) mod pg_harness;
 mod predictions;
 mod readiness;
 mod records;

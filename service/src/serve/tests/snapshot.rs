@@ -12,7 +12,7 @@ use super::*;
 use crate::serve::snapshot::{self, LoadOutcome, Written};
 use crate::serve::OpenInfo;
 
-use super::pg_harness::TestPostgres;
+use augur_test_fixtures::postgres::TestPostgres;
 
 /// Jobs of the Mira slice ingested (Mira has start times: queue waits are answered).
 const JOBS: usize = 900;

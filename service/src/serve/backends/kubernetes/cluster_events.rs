@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use augur_autoscaler::kubernetes::{self, ClusterEvent, Outcome};
-use augur_autoscaler::ClusterSnapshot;
+use augur_autoscaler::ClusterState;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::RECONCILE_EVERY;
@@ -56,7 +56,7 @@ fn to_event(e: &ClusterEvent) -> Event {
     }
 }
 
-pub fn snapshot_event(s: &ClusterSnapshot) -> Event {
+pub fn snapshot_event(s: &ClusterState) -> Event {
     let healthy = s.healthy_gpus();
     Event::ClusterSnapshot(events::ClusterSnapshot {
         at: s.time,
@@ -112,7 +112,7 @@ pub fn store_events(
     last_snapshot: &mut f64,
 ) -> Vec<Event> {
     let mut batch = Vec::new();
-    let mut latest: Option<Arc<ClusterSnapshot>> = None;
+    let mut latest: Option<Arc<ClusterState>> = None;
     while let Ok(e) = rx.try_recv() {
         match e {
             ClusterEvent::Snapshot(s) => latest = Some(s),

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use augur_autoscaler::live::{
-    block_on, ClusterPoint, JobEvent, JobEventKind, LiveConfig, LiveLoop, LiveSim,
+    block_on, ClusterPoint, JobLifecycleEvent, JobLifecycleKind, LiveConfig, LiveLoop, LiveSim,
 };
 use augur_autoscaler::sim::{jobs_from_records, ClusterSpec, SimConfig};
 use augur_autoscaler::{ElasticController, ElasticParams, JobId};
@@ -233,7 +233,7 @@ fn service_id(lap: u32, r: &JobRecord) -> String {
 /// The ingestable events of the simulator's job events; `submitted` gets (simulator id,
 /// service id) of each new job.
 fn to_events(
-    events: &[JobEvent],
+    events: &[JobLifecycleEvent],
     records: &[JobRecord],
     lap_offset: u32,
     out: &mut Vec<Event>,
@@ -245,7 +245,7 @@ fn to_events(
         };
         let job_id = service_id(e.lap + lap_offset, r);
         let ev = match e.kind {
-            JobEventKind::Submitted => {
+            JobLifecycleKind::Submitted => {
                 submitted.push((e.job, job_id.clone()));
                 Event::JobSubmitted {
                     job_id,
@@ -254,8 +254,8 @@ fn to_events(
                     dag: None,
                 }
             }
-            JobEventKind::Started { .. } => Event::JobStarted { job_id, at: e.time },
-            JobEventKind::Finished { run_s } => Event::JobFinished {
+            JobLifecycleKind::Started { .. } => Event::JobStarted { job_id, at: e.time },
+            JobLifecycleKind::Finished { run_s } => Event::JobFinished {
                 job_id,
                 at: e.time,
                 status: finish_status(r.status),
@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn simulator_events_become_ingestable_events() {
         let records = vec![rec("a", 0.0, Some(10.0))];
-        let mk = |kind| JobEvent {
+        let mk = |kind| JobLifecycleEvent {
             time: 5.0,
             job: JobId(0),
             row: Some(0),
@@ -460,12 +460,12 @@ mod tests {
             kind,
         };
         let evs = [
-            mk(JobEventKind::Submitted),
-            mk(JobEventKind::Started { workers: 4 }),
-            mk(JobEventKind::Finished { run_s: 12.5 }),
-            JobEvent {
+            mk(JobLifecycleKind::Submitted),
+            mk(JobLifecycleKind::Started { workers: 4 }),
+            mk(JobLifecycleKind::Finished { run_s: 12.5 }),
+            JobLifecycleEvent {
                 row: Some(7), // no such row: skipped
-                ..mk(JobEventKind::Submitted)
+                ..mk(JobLifecycleKind::Submitted)
             },
         ];
         let (mut out, mut sub) = (Vec::new(), Vec::new());

@@ -1,5 +1,5 @@
 //! The standard Prometheus process metrics of the running service, read from `/proc/self` at
-//! each scrape (Linux; elsewhere nothing is reported), and `augur_build_info`.
+//! each scrape (Linux; elsewhere nothing is reported).
 //!
 //! | family | type |
 //! |---|---|

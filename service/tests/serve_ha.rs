@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use augur_kube_fake::*;
-use common::postgres::TestPostgres;
+use augur_test_fixtures::postgres::TestPostgres;
 use common::{free_addr, http, json_of, wait_for, DATA};
 use serde_json::{json, Value};
 

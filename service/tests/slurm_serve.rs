@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::slurm::Cluster;
+use augur_test_fixtures::slurm::Cluster;
 use common::{augur, free_addr, get_json, http, json_of, wait_until, Server};
 use serde_json::Value;
 

@@ -1,56 +1,23 @@
-//! `GET /metrics`: the service's metrics in the Prometheus / OpenMetrics text format
-//! (`prometheus-client`).
-//!
-//! | family | type | labels |
-//! |---|---|---|
-//! | `augur_http_request_duration_seconds` | histogram | `route`, `method`, `status` |
-//! | `augur_prediction_duration_seconds` | histogram | `predictor` |
-//! | `augur_predictions_total` | counter | `predictor`, `model_version` |
-//! | `augur_prediction_outcomes_total` | counter | `predictor` (finished jobs scored) |
-//! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
-//! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
-//! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`]: at most 8 partitions named) |
-//! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
-//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
-//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::backends::health`]) |
-//! | `augur_cluster_queue_length` | gauge | (queued jobs) |
-//! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
-//! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
-//! | `augur_snapshot_loads_total` | counter | `outcome` (`loaded`, `damaged`, `stale`, `absent`; see [`super::snapshot`]) |
-//! | `augur_snapshot_writes_total` | counter | `outcome` (`written`, `skipped`, `failed`) |
-//! | `augur_snapshot_bytes`, `augur_snapshot_last_seq` | gauge | (the latest snapshot written) |
-//! | `augur_snapshot_write_seconds` | histogram | `phase` (`encode`: under the shared lock; `write`: off it) |
-//! | `augur_build_info` | gauge (1) | `version` |
-//! | `process_*` | the standard process metrics ([`super::process_metrics`]) |
-//!
-//! Request latency is recorded by the [`track`] middleware (labelled by the matched route
-//! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
-//! from the service's [`ServeEvent`]s ([`spawn_listener`]); controller and cluster figures
-//! from the controller loop ([`super::backends::controller`]). Handlers can also record
-//! directly through [`Metrics`]' methods.
+//! The service's metric families and the [`Metrics`] handle that records into them: every
+//! family registered once, under the `augur_` prefix, with its labels, help text and
+//! buckets; the rolling accuracy and coverage windows behind the gauges. What each family
+//! holds is in the table of the parent module ([`super`]); recording is through
+//! [`Metrics`]' methods, reading through [`Metrics::encode`].
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Mutex;
 
 use augur_datasets::JobRecord;
 use augur_predictor::metrics::CoverageGroups;
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tokio::sync::broadcast::error::RecvError;
 
-use super::{lock, AppState, ServeEvent};
-
+use crate::serve::lock;
 /// Finished jobs the rolling accuracy gauges are computed over.
 pub const ROLLING: usize = 500;
 
@@ -188,6 +155,53 @@ impl ClusterGauges {
     }
 }
 
+/// The families of the online-state snapshots: loads at start-up, writes, and the latest
+/// one written.
+struct SnapshotFamilies {
+    loads: Family<OutcomeLabels, Counter>,
+    writes: Family<OutcomeLabels, Counter>,
+    bytes: Gauge,
+    last_seq: Gauge,
+    seconds: HistogramFamily<PhaseLabels>,
+}
+
+impl SnapshotFamilies {
+    fn register(r: &mut Registry) -> SnapshotFamilies {
+        SnapshotFamilies {
+            loads: registered(
+                r,
+                "snapshot_loads",
+                "Start-ups by what became of the online-state snapshot: loaded (only the tail of the log replayed), damaged, stale (other models, retention or log), absent",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            writes: registered(
+                r,
+                "snapshot_writes",
+                "Snapshots of the online state by outcome (written, skipped: nothing new or not committed yet, failed)",
+                Family::<OutcomeLabels, Counter>::default(),
+            ),
+            bytes: registered(
+                r,
+                "snapshot_bytes",
+                "Size of the latest snapshot of the online state written",
+                Gauge::default(),
+            ),
+            last_seq: registered(
+                r,
+                "snapshot_last_seq",
+                "Sequence number of the last event the latest snapshot written holds",
+                Gauge::default(),
+            ),
+            seconds: registered(
+                r,
+                "snapshot_write_seconds",
+                "Time to write a snapshot, by phase: encode (under the shared lock: ingest waits) and write (file, fsync, rename)",
+                HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
+            ),
+        }
+    }
+}
+
 /// Errors and interval hits of one predictor over its last [`ROLLING`] finished jobs.
 #[derive(Debug, Default)]
 struct Rolling {
@@ -231,11 +245,7 @@ pub struct Metrics {
     cluster: ClusterGauges,
     live_tick: Histogram,
     backend_up: Family<BackendLabels, Gauge>,
-    snapshot_loads: Family<OutcomeLabels, Counter>,
-    snapshot_writes: Family<OutcomeLabels, Counter>,
-    snapshot_bytes: Gauge,
-    snapshot_last_seq: Gauge,
-    snapshot_seconds: HistogramFamily<PhaseLabels>,
+    snapshot: SnapshotFamilies,
     rolling: Mutex<HashMap<String, Rolling>>,
     coverage_by_group: Family<GroupLabels, F64Gauge>,
     /// Interval hits per (predictor, dimension, group), and the partitions named in labels.
@@ -258,7 +268,7 @@ impl Metrics {
     /// Every family registered, all empty.
     pub fn new() -> Metrics {
         let mut root = Registry::default();
-        root.register_collector(Box::new(super::process_metrics::ProcessCollector));
+        root.register_collector(Box::new(super::process::ProcessCollector));
         let r = root.sub_registry_with_prefix("augur");
         register_build_info(r);
         Metrics {
@@ -335,36 +345,7 @@ impl Metrics {
                 "Whether the cluster backend serves the controller (1) or is down (0)",
                 Family::<BackendLabels, Gauge>::default(),
             ),
-            snapshot_loads: registered(
-                r,
-                "snapshot_loads",
-                "Start-ups by what became of the online-state snapshot: loaded (only the tail of the log replayed), damaged, stale (other models, retention or log), absent",
-                Family::<OutcomeLabels, Counter>::default(),
-            ),
-            snapshot_writes: registered(
-                r,
-                "snapshot_writes",
-                "Snapshots of the online state by outcome (written, skipped: nothing new or not committed yet, failed)",
-                Family::<OutcomeLabels, Counter>::default(),
-            ),
-            snapshot_bytes: registered(
-                r,
-                "snapshot_bytes",
-                "Size of the latest snapshot of the online state written",
-                Gauge::default(),
-            ),
-            snapshot_last_seq: registered(
-                r,
-                "snapshot_last_seq",
-                "Sequence number of the last event the latest snapshot written holds",
-                Gauge::default(),
-            ),
-            snapshot_seconds: registered(
-                r,
-                "snapshot_write_seconds",
-                "Time to write a snapshot, by phase: encode (under the shared lock: ingest waits) and write (file, fsync, rename)",
-                HistogramFamily::<PhaseLabels>::new_with_constructor(latency_histogram),
-            ),
+            snapshot: SnapshotFamilies::register(r),
             rolling: Mutex::new(HashMap::new()),
             coverage_by_group: registered(
                 r,
@@ -392,7 +373,8 @@ impl Metrics {
 
     /// What became of the snapshot at start-up (`loaded`, `damaged`, `stale`, `absent`).
     pub fn observe_snapshot_load(&self, outcome: &str) {
-        self.snapshot_loads
+        self.snapshot
+            .loads
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_string(),
             })
@@ -402,17 +384,20 @@ impl Metrics {
     /// A snapshot write ended with `outcome`; when written, its size, last event and the
     /// seconds its two phases took.
     pub fn observe_snapshot_write(&self, outcome: &str, written: Option<(u64, i64, f64, f64)>) {
-        self.snapshot_writes
+        self.snapshot
+            .writes
             .get_or_create(&OutcomeLabels {
                 outcome: outcome.to_string(),
             })
             .inc();
         if let Some((bytes, last_seq, encode, write)) = written {
-            self.snapshot_bytes
+            self.snapshot
+                .bytes
                 .set(i64::try_from(bytes).unwrap_or(i64::MAX));
-            self.snapshot_last_seq.set(last_seq);
+            self.snapshot.last_seq.set(last_seq);
             for (phase, s) in [("encode", encode), ("write", write)] {
-                self.snapshot_seconds
+                self.snapshot
+                    .seconds
                     .get_or_create(&PhaseLabels {
                         phase: phase.to_string(),
                     })
@@ -532,7 +517,7 @@ impl Metrics {
 
     /// The backend's health: `augur_backend_up`, and no utilisation figure (NaN) while it
     /// is down (the last one seen would be stale, and 0 would be a false reading).
-    pub fn set_backend(&self, health: &super::backends::health::BackendHealth) {
+    pub fn set_backend(&self, health: &crate::serve::backends::health::BackendHealth) {
         self.backend_up
             .get_or_create(&BackendLabels {
                 backend: health.backend.to_string(),
@@ -555,113 +540,6 @@ impl Metrics {
         Ok(out)
     }
 }
-
-/// `GET /metrics`.
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "ops",
-    summary = "Prometheus metrics (text exposition format): request and prediction latency, predictions by model version, live accuracy, controller actions, cluster utilisation and queue",
-    responses((status = 200, description = "OpenMetrics text", body = String, content_type = "application/openmetrics-text"))
-)]
-pub async fn scrape(State(state): State<AppState>) -> Response {
-    if let Some(h) = state.ext.backend_health() {
-        state.ext.metrics.set_backend(&h);
-    }
-    match state.ext.metrics.encode() {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "encoding the metrics failed",
-        )
-            .into_response(),
-    }
-}
-
-/// Middleware recording every request's latency by matched route, method and status.
-pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = req.method().as_str().to_string();
-    let resp = next.run(req).await;
-    metrics.observe_http(
-        &route,
-        &method,
-        resp.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
-    resp
-}
-
-/// Wraps every route of `app` in [`track`].
-pub fn instrument(app: Router<AppState>, metrics: &Arc<Metrics>) -> Router<AppState> {
-    app.route_layer(axum::middleware::from_fn_with_state(metrics.clone(), track))
-}
-
-/// Scores a finished job's predictions into the metrics and the status page's recent list.
-pub fn record_outcome(state: &AppState, out: &super::online::Outcome) {
-    let m = &state.ext.metrics;
-    let job = out.profile.as_ref().map(|p| p.to_record(&out.job_id, 0.0));
-    if let (Some(actual), Some(p)) = (out.actual_runtime, out.runtime.as_ref()) {
-        let covered = actual >= p.lower && actual <= p.upper;
-        m.observe_outcome("runtime", (p.seconds - actual).abs(), Some(covered));
-        if let Some(j) = &job {
-            m.observe_group_coverage("runtime", j, covered);
-        }
-    }
-    if let (Some(actual), Some(p)) = (out.actual_wait, out.queue_wait.as_ref()) {
-        let covered = actual >= p.lower && actual <= p.upper;
-        m.observe_outcome("queue_wait", (p.seconds - actual).abs(), Some(covered));
-        if let Some(j) = &job {
-            m.observe_group_coverage("queue_wait", j, covered);
-        }
-    }
-    state.ext.recent.push(out);
-}
-
-/// Listens to the service's events for prediction and outcome figures until shutdown.
-pub fn spawn_listener(state: &AppState) {
-    let mut rx = state.events.subscribe();
-    let mut shutdown = state.shutdown.clone();
-    let state = state.clone();
-    tokio::spawn(async move {
-        // handles by (predictor, version): no label lookup per prediction
-        let mut handles: HashMap<(&'static str, u32), (Histogram, Counter)> = HashMap::new();
-        loop {
-            tokio::select! {
-                ev = rx.recv() => match ev {
-                    Ok(ServeEvent::Predicted { kind, model_version, count, seconds }) => {
-                        let (h, c) = handles
-                            .entry((kind, model_version))
-                            .or_insert_with(|| state.ext.metrics.prediction_handles(kind, model_version));
-                        h.observe(seconds);
-                        c.inc_by(count as u64);
-                    }
-                    Ok(ServeEvent::JobFinished(out)) => record_outcome(&state, &out),
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "metrics listener fell behind the service events");
-                    }
-                    Err(RecvError::Closed) => break,
-                },
-                _ = shutdown.changed() => {
-                    if *shutdown.borrow() { break; }
-                }
-            }
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -850,5 +728,60 @@ mod tests {
             ),
             Some(2.0 * ROLLING as f64)
         );
+    }
+
+    #[test]
+    fn the_module_table_lists_every_registered_family() {
+        let table: Vec<&str> = include_str!("mod.rs")
+            .lines()
+            .filter(|l| l.starts_with("//! | `"))
+            .collect();
+        // one sample in every family (an empty family is not encoded)
+        let m = Metrics::new();
+        m.observe_http("/v1/models", "GET", 200, 0.001);
+        m.observe_prediction("runtime", 1, 1, 0.001);
+        m.observe_outcome("runtime", 10.0, Some(true));
+        m.observe_group_coverage("runtime", &JobRecord::default(), true);
+        m.observe_action("set_workers", "idle_gpus", "applied");
+        m.observe_retrain("manual", "succeeded", Some(3.0));
+        m.observe_model_load_failure("runtime");
+        m.set_cluster(0.5, 1, 2, 3);
+        m.set_backend(&crate::serve::backends::health::BackendHealth {
+            backend: "sim",
+            up: true,
+            detail: "running".into(),
+        });
+        m.observe_tick(0.001);
+        m.observe_snapshot_load("loaded");
+        m.observe_snapshot_write("written", Some((100, 7, 0.01, 0.02)));
+        let text = m.encode().expect("encode");
+        let mut families = 0;
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+            if name.starts_with("process_") {
+                assert!(table.iter().any(|l| l.contains("`process_*`")));
+                continue;
+            }
+            families += 1;
+            // a counter's samples (the name users query) carry `_total`
+            let sample = if kind == "counter" {
+                format!("`{name}_total`")
+            } else {
+                format!("`{name}`")
+            };
+            assert!(
+                table.iter().any(|l| l.contains(&sample)),
+                "{sample} ({kind}) is registered but not in the table of serve/metrics/mod.rs"
+            );
+        }
+        // every family registered above was recorded into and checked
+        let code = include_str!("families.rs")
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default();
+        assert_eq!(families, code.matches("registered(").count(), "{text}");
     }
 }

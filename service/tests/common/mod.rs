@@ -1,12 +1,23 @@
 //! What the end-to-end tests of the `augur` binary share: the binary with the repository's
 //! bundled data, free loopback addresses, a server process killed when dropped, and a
 //! minimal HTTP/1.1 client (one request per connection).
+//!
+//! Where the service's tests live, by what they drive:
+//!
+//! - beside the code, in `#[cfg(test)]` modules: short unit tests of one module's own logic
+//!   (`service/src/**`);
+//! - `service/src/serve/tests/`: the service in-process through its real router
+//!   (`tower::ServiceExt::oneshot`) with small trained models; they reach crate-private
+//!   state, so they stay inside the crate;
+//! - `service/tests/` (here, one file per test binary): the real `augur` binary as a user
+//!   runs it, over HTTP and the command line;
+//! - the real services the tests start are one fixture each, in the dev-only
+//!   `augur-test-fixtures` crate (`test-fixtures/`: a single-node Slurm, a throwaway
+//!   PostgreSQL), shared with the other crates' tests; the one fake, the Kubernetes API, is
+//!   the `augur-kube-fake` crate (`kube-fake/`).
 
 // each test crate uses its own part of this module
 #![allow(dead_code)]
-
-pub mod postgres;
-pub mod slurm;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
