@@ -186,7 +186,11 @@ pub(super) fn predict_error(e: PredictError) -> ApiError {
         PredictError::CannotFit { field, reason } => {
             ApiError::invalid(format!("profile.{field}"), reason)
         }
-        PredictError::Internal(m) => ApiError::internal(m),
+        PredictError::Internal(m) => {
+            // the log keeps the inner text; the answer does not carry it
+            tracing::error!(error = %m, "a prediction failed");
+            ApiError::internal("the prediction failed (see the service's log)")
+        }
     }
 }
 
