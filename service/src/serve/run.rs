@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::auth::{self, TokenSource};
+use super::backends::{self, ServeBackend};
 use super::starting::Gate;
 use super::{
     housekeeping, listen, lock, metrics, retrain, router, training, AppState, OpenInfo, ServeConfig,
@@ -20,12 +21,7 @@ use super::{
 pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // the backend first: a cluster it cannot name (Slurm) stops the start before anything
     // listens or is claimed
-    let backend = {
-        let config = config.clone();
-        tokio::task::spawn_blocking(move || super::backends::build(&config))
-            .await
-            .context("building the cluster backend")??
-    };
+    let backend = build_backend(&config).await?;
     let addr = config.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -119,6 +115,16 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
         .ok();
     eprintln!("augur serve: stopped");
     Ok(())
+}
+
+/// The cluster backend the configuration names, built off the async workers (building the
+/// Slurm backend runs `scontrol`).
+async fn build_backend(config: &ServeConfig) -> anyhow::Result<Arc<dyn ServeBackend>> {
+    let config = config.clone();
+    let backend = tokio::task::spawn_blocking(move || backends::build(&config))
+        .await
+        .context("building the cluster backend")??;
+    Ok(backend)
 }
 
 /// The state once opened, and the sender that tells its background tasks to stop.
