@@ -1,8 +1,34 @@
 //! The service's metric families and the [`Metrics`] handle that records into them: every
 //! family registered once, under the `augur_` prefix, with its labels, help text and
-//! buckets; the rolling accuracy and coverage windows behind the gauges. What each family
-//! holds is in the table of the parent module ([`super`]); recording is through
-//! [`Metrics`]' methods, reading through [`Metrics::encode`].
+//! buckets; the rolling accuracy and coverage windows behind the gauges. Recording is
+//! through [`Metrics`]' methods, reading through [`Metrics::encode`] (served by
+//! [`super::scrape`]). The table lists every family exposed (a test checks it against the
+//! registrations):
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `augur_http_request_duration_seconds` | histogram | `route`, `method`, `status` |
+//! | `augur_prediction_duration_seconds` | histogram | `predictor` |
+//! | `augur_predictions_total` | counter | `predictor`, `model_version` |
+//! | `augur_prediction_outcomes_total` | counter | `predictor` (finished jobs scored) |
+//! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
+//! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
+//! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`](augur_predictor::metrics::CoverageGroups): at most 8 partitions named) |
+//! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
+//! | `augur_retrains_total` | counter | `trigger` (`manual`, `schedule`), `outcome` (`succeeded`, `failed`, `refused_running`, `refused_too_few_jobs`) |
+//! | `augur_retrain_duration_seconds` | histogram | (a retrain's training, saving and swapping, succeeded or failed) |
+//! | `augur_model_load_failures_total` | counter | `kind` (saved versions that could not be loaded; the previous good one is served) |
+//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
+//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`crate::serve::live::health`]) |
+//! | `augur_cluster_queue_length` | gauge | (queued jobs) |
+//! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
+//! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
+//! | `augur_snapshot_loads_total` | counter | `outcome` (`loaded`, `damaged`, `stale`, `absent`; see [`crate::serve::snapshot`]) |
+//! | `augur_snapshot_writes_total` | counter | `outcome` (`written`, `skipped`, `failed`) |
+//! | `augur_snapshot_bytes`, `augur_snapshot_last_seq` | gauge | (the latest snapshot written) |
+//! | `augur_snapshot_write_seconds` | histogram | `phase` (`encode`: under the shared lock; `write`: off it) |
+//! | `augur_build_info` | gauge (1) | `version` |
+//! | `process_*` | the standard process metrics (`process.rs`) |
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -732,7 +758,7 @@ mod tests {
 
     #[test]
     fn the_module_table_lists_every_registered_family() {
-        let table: Vec<&str> = include_str!("mod.rs")
+        let table: Vec<&str> = include_str!("families.rs")
             .lines()
             .filter(|l| l.starts_with("//! | `"))
             .collect();
@@ -774,7 +800,7 @@ mod tests {
             };
             assert!(
                 table.iter().any(|l| l.contains(&sample)),
-                "{sample} ({kind}) is registered but not in the table of serve/metrics/mod.rs"
+                "{sample} ({kind}) is registered but not in the table of serve/metrics/families.rs"
             );
         }
         // every family registered above was recorded into and checked
