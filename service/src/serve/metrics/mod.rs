@@ -1,34 +1,8 @@
 //! `GET /metrics`: the service's metrics in the Prometheus / OpenMetrics text format
 //! (`prometheus-client`): the handler, the request-latency middleware and the listener that
-//! turns the service's events into figures. The families themselves and the [`Metrics`]
-//! handle that records into them are in `families.rs`; the standard process metrics in
-//! `process.rs`. The table lists every family registered (a test checks it against the
-//! registry):
-//!
-//! | family | type | labels |
-//! |---|---|---|
-//! | `augur_http_request_duration_seconds` | histogram | `route`, `method`, `status` |
-//! | `augur_prediction_duration_seconds` | histogram | `predictor` |
-//! | `augur_predictions_total` | counter | `predictor`, `model_version` |
-//! | `augur_prediction_outcomes_total` | counter | `predictor` (finished jobs scored) |
-//! | `augur_prediction_mae_seconds` | gauge | `predictor` (rolling, last [`ROLLING`] finished jobs) |
-//! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
-//! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`](augur_predictor::metrics::CoverageGroups): at most 8 partitions named) |
-//! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
-//! | `augur_retrains_total` | counter | `trigger` (`manual`, `schedule`), `outcome` (`succeeded`, `failed`, `refused_running`, `refused_too_few_jobs`) |
-//! | `augur_retrain_duration_seconds` | histogram | (a retrain's training, saving and swapping, succeeded or failed) |
-//! | `augur_model_load_failures_total` | counter | `kind` (saved versions that could not be loaded; the previous good one is served) |
-//! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
-//! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`super::backends::health`]) |
-//! | `augur_cluster_queue_length` | gauge | (queued jobs) |
-//! | `augur_cluster_queued_gpus`, `augur_cluster_running_jobs` | gauge | |
-//! | `augur_live_tick_duration_seconds` | histogram | (the live loop's own cost per tick) |
-//! | `augur_snapshot_loads_total` | counter | `outcome` (`loaded`, `damaged`, `stale`, `absent`; see [`super::snapshot`]) |
-//! | `augur_snapshot_writes_total` | counter | `outcome` (`written`, `skipped`, `failed`) |
-//! | `augur_snapshot_bytes`, `augur_snapshot_last_seq` | gauge | (the latest snapshot written) |
-//! | `augur_snapshot_write_seconds` | histogram | `phase` (`encode`: under the shared lock; `write`: off it) |
-//! | `augur_build_info` | gauge (1) | `version` |
-//! | `process_*` | the standard process metrics (`process.rs`) |
+//! turns the service's events into figures. The families themselves (with the table of
+//! every family exposed) and the [`Metrics`] handle that records into them are in
+//! `families.rs`; the standard process metrics in `process.rs`.
 //!
 //! Request latency is recorded by the [`track`] middleware (labelled by the matched route
 //! pattern, never the raw path, so labels stay bounded). Prediction and outcome figures come
