@@ -627,8 +627,8 @@ fn evaluate_dag_json_and_report_on_wfcommons() {
 /// keeps the intact ones and names the lost range, and the repaired store checks sound.
 #[test]
 fn store_check_and_repair_report_exactly_what_a_torn_log_lost() {
-    use augur::serve::events::Event;
-    use augur::serve::store::Store;
+    use augur::serve::state::events::Event;
+    use augur::serve::state::store::Store;
     let dir = tempfile::tempdir().unwrap();
     let live = dir.path().join("live");
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::cli::EtaArgs;
-use crate::serve::api::eta::{EtaView, JobEta};
+use crate::serve::http::api::eta::{EtaView, JobEta};
 
 /// `augur eta`.
 pub fn run(args: &EtaArgs) -> anyhow::Result<()> {

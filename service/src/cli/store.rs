@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 
 use super::args::{StoreArgs, StoreCommand};
-use crate::serve::{identity, snapshot, store};
+use crate::serve::{state::identity, state::snapshot, state::store};
 
 /// Runs `augur store …`.
 pub fn run(cmd: &StoreCommand) -> anyhow::Result<()> {

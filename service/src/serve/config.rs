@@ -82,10 +82,10 @@ pub struct ServeConfig {
     /// Finished jobs needed in the ingested history before a retrain is accepted.
     pub min_retrain_jobs: usize,
     /// Labelled jobs a retrained version must be scored on (in the newest 20% of the
-    /// history) before it may replace the served one (see [`super::model_gate`]).
+    /// history) before it may replace the served one (see [`super::tasks::model_gate`]).
     pub min_test_jobs: usize,
     /// Retrain in the background on the ingested history after this many newly finished
-    /// jobs since the last retrain (0 = never; see [`super::retrain`]).
+    /// jobs since the last retrain (0 = never; see [`super::tasks::retrain`]).
     pub retrain_every_jobs: usize,
     /// On the live backends (`none`, `kubernetes`), events whose time is more than this
     /// many seconds after the wall clock are refused.
@@ -126,7 +126,7 @@ pub struct ServeConfig {
     /// Seconds between two compactions of the store (0 = never).
     pub compaction_interval_secs: f64,
     /// Seconds between two snapshots of the online state while events arrive (0 = only at a
-    /// clean stop and after a model swap); see [`super::snapshot`].
+    /// clean stop and after a model swap); see [`super::state::snapshot`].
     pub snapshot_interval_secs: f64,
     /// A snapshot is also written once this many events arrived since the last one (0 =
     /// by time only).
@@ -154,7 +154,7 @@ pub struct KubeOptions {
 }
 
 /// The cluster behind the service. A data folder belongs to one backend and one cluster
-/// ([`super::identity`]).
+/// ([`super::state::identity`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -461,6 +461,15 @@ impl PartialConfig {
                 .snapshot_every_events
                 .unwrap_or(d.snapshot_every_events),
         };
+        cfg.check()?;
+        Ok(cfg)
+    }
+}
+
+impl ServeConfig {
+    /// Refuses a setting out of its range, naming it.
+    fn check(&self) -> anyhow::Result<()> {
+        let cfg = self;
         for (key, v) in [
             ("header_read_timeout_secs", cfg.header_read_timeout_secs),
             ("request_body_timeout_secs", cfg.request_body_timeout_secs),
@@ -547,7 +556,7 @@ impl PartialConfig {
                 );
             }
         }
-        Ok(cfg)
+        Ok(())
     }
 }
 

@@ -1,13 +1,17 @@
 //! `augur serve`: the prediction and autoscaling service.
 //!
 //! - [`AppState`] is what every handler sees (cheap to clone: every field is shared).
-//! - [`routes`] is the route table and builds the router; the handlers are in [`api`]
-//!   (ingest, jobs, predictions, models), [`backends::endpoints`] (the cluster and the
-//!   controller's switches), [`status`] (the status page) and [`metrics`] (`/metrics`); [`openapi`]
+//! - [`kinds`]: the served kinds behind one trait and the one list of them.
+//! - [`backends`]: the clusters behind one trait (none, sim, kubernetes, slurm).
+//! - [`state`]: the events, the event store, the ingest pipeline ([`state::ingest`]: validate,
+//!   store, apply to the online state, commit, broadcast, reply, and why in that order), the
+//!   online state and its snapshots.
+//! - [`http`]: the route table ([`http::routes`]), the handlers ([`http::api`]), auth, the
+//!   one error type, the accept loop, the status page and `/metrics`; [`http::openapi`]
 //!   generates the document of every route.
-//! - [`ingest`] is the ingest pipeline, step by step (validate, store, apply to the online
-//!   state, commit, broadcast, reply) and why in that order.
-//! - [`run()`] opens the data folder (event [`store`], model registry, auth token), loads or
+//! - [`tasks`]: first-start training, retraining through the model gate, compaction,
+//!   write-back.
+//! - [`run()`] opens the data folder (event store, model registry, auth token), loads or
 //!   trains the models, serves until SIGTERM/SIGINT and then finishes the requests in flight.
 //!
 //! State the other parts need goes into [`Extensions`] (built in [`Extensions::new`]); what
@@ -15,55 +19,33 @@
 //! with `state.events.subscribe()`); background tasks are started by [`run()`] and stop when
 //! [`AppState::shutdown`] turns true.
 
-pub mod access;
-pub mod api;
-pub mod auth;
 pub mod backends;
-pub mod bounds;
 pub mod config;
-pub mod error;
-pub mod event_time;
-pub mod events;
 pub mod heap;
-pub mod housekeeping;
-pub mod identity;
-pub mod ingest;
+pub mod http;
 pub mod kinds;
-pub mod listen;
-pub mod metrics;
-pub mod model_gate;
-pub mod online;
-pub mod openapi;
-pub mod profile;
-pub mod retrain;
-pub mod routes;
 mod run;
-pub mod snapshot;
-pub mod starting;
-pub mod status;
-pub mod store;
-pub mod training;
-pub mod writeback;
+pub mod state;
+pub mod tasks;
 
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-use std::collections::BTreeMap;
 
 use anyhow::Context;
 use augur_predictor::{ModelKind, ModelRegistry};
 use tokio::sync::{broadcast, watch};
 
 pub use config::ServeConfig;
-pub use routes::router;
+pub use http::routes::router;
 pub use run::run;
 
-use auth::{Auth, TokenSource};
-use online::{Online, Outcome, ServedModels};
-use store::EventLog;
+use http::auth::{Auth, TokenSource};
+use state::online::{Online, Outcome, ServedModels};
+use state::store::EventLog;
 
 /// Something that happened in the service, broadcast to whoever listens (metrics, status
 /// page). Sending never blocks; a slow listener misses events (`RecvError::Lagged`).
@@ -93,32 +75,32 @@ pub enum ServeEvent {
 #[derive(Debug)]
 pub struct Extensions {
     /// `/metrics`.
-    pub metrics: Arc<metrics::Metrics>,
+    pub metrics: Arc<http::metrics::Metrics>,
     /// Recently finished jobs, predicted vs actual (status page).
-    pub recent: status::RecentOutcomes,
+    pub recent: http::status::RecentOutcomes,
     /// The cluster backend (built from the configuration, [`backends::build`]).
     pub backend: Arc<dyn backends::ServeBackend>,
     /// The controller loop and its switches.
     pub live: Arc<backends::controller::Live>,
     /// Where prediction batches run (off the async workers, bounded).
-    pub predictions: api::pool::PredictionPool,
+    pub predictions: http::api::pool::PredictionPool,
     /// Snapshots of the online state (`<data_dir>/snapshot/`).
-    pub snapshots: snapshot::Snapshots,
+    pub snapshots: state::snapshot::Snapshots,
 }
 
 impl Extensions {
     /// Builds the extensions for a configuration and its backend.
     pub fn new(config: &ServeConfig, backend: Arc<dyn backends::ServeBackend>) -> Extensions {
         Extensions {
-            metrics: Arc::new(metrics::Metrics::new()),
-            recent: status::RecentOutcomes::default(),
+            metrics: Arc::new(http::metrics::Metrics::new()),
+            recent: http::status::RecentOutcomes::default(),
             backend,
             live: Arc::new(backends::controller::Live::new(
                 config.speed,
                 config.data_dir.join("operator.json"),
             )),
-            predictions: api::pool::PredictionPool::new(config.prediction_workers),
-            snapshots: snapshot::Snapshots::new(&config.data_dir),
+            predictions: http::api::pool::PredictionPool::new(config.prediction_workers),
+            snapshots: state::snapshot::Snapshots::new(&config.data_dir),
         }
     }
 }
@@ -140,17 +122,17 @@ pub enum RetrainStatus {
     Running {
         started_at: String,
         source: String,
-        trigger: retrain::Trigger,
+        trigger: tasks::retrain::Trigger,
     },
     Succeeded {
         finished_at: String,
-        report: Box<training::TrainReport>,
-        trigger: retrain::Trigger,
+        report: Box<tasks::training::TrainReport>,
+        trigger: tasks::retrain::Trigger,
     },
     Failed {
         finished_at: String,
         error: String,
-        trigger: retrain::Trigger,
+        trigger: tasks::retrain::Trigger,
     },
 }
 
@@ -163,7 +145,7 @@ pub struct AppState {
     pub store: EventLog,
     /// Served models + online feature/queue state + what is known about each job.
     /// Predictions read it under a shared lock (off the async workers, see
-    /// [`api::predict`]); the store's writer applies events under the exclusive lock, held
+    /// [`http::api::predict`]); the store's writer applies events under the exclusive lock, held
     /// briefly (microseconds). Never hold it across an `.await`.
     pub online: Arc<RwLock<Online>>,
     /// The model registry (`<data_dir>/models`).
@@ -177,7 +159,7 @@ pub struct AppState {
     /// The state of the background retrain.
     pub retrain: Arc<Mutex<RetrainStatus>>,
     /// Counters of the retrains (manual and scheduled) and the schedule's baseline.
-    pub retrain_stats: Arc<retrain::RetrainStats>,
+    pub retrain_stats: Arc<tasks::retrain::RetrainStats>,
     /// Turns true when the service is shutting down (background tasks should stop).
     pub shutdown: watch::Receiver<bool>,
     /// State of the parts around the API (see [`Extensions`]).
@@ -190,7 +172,7 @@ pub struct OpenInfo {
     pub token_source: TokenSource,
     pub events_replayed: usize,
     /// What became of the snapshot of the online state.
-    pub snapshot: snapshot::LoadOutcome,
+    pub snapshot: state::snapshot::LoadOutcome,
     /// The registry had no model: they must be trained (see [`run`]).
     pub needs_bootstrap: bool,
     /// The kinds trained on bundled data the registry has no version of: train them.
@@ -205,7 +187,7 @@ impl AppState {
     /// The cluster backend is built from the configuration ([`backends::build`]).
     pub fn open(config: ServeConfig) -> anyhow::Result<(AppState, OpenInfo)> {
         let backend = backends::build(&config)?;
-        AppState::open_with(config, backend, &starting::Progress::default())
+        AppState::open_with(config, backend, &http::starting::Progress::default())
     }
 
     /// [`AppState::open`] with its `backend` built, telling `progress` what it is doing
@@ -213,7 +195,7 @@ impl AppState {
     pub fn open_with(
         config: ServeConfig,
         backend: Arc<dyn backends::ServeBackend>,
-        progress: &starting::Progress,
+        progress: &http::starting::Progress,
     ) -> anyhow::Result<(AppState, OpenInfo)> {
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!(
@@ -222,24 +204,25 @@ impl AppState {
             )
         })?;
         let cluster = backend.cluster();
-        identity::DataIdentity::new(config.backend.name(), &cluster).claim(&config.data_dir)?;
+        state::identity::DataIdentity::new(config.backend.name(), &cluster)
+            .claim(&config.data_dir)?;
         let (auth, token_source) =
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
-        let registry = training::open_registry(&config.data_dir)?;
-        let needs_bootstrap = training::registry_is_empty(&registry)?;
-        let needs_bundled = training::needs_bundled(&registry)?;
+        let registry = tasks::training::open_registry(&config.data_dir)?;
+        let needs_bootstrap = tasks::training::registry_is_empty(&registry)?;
+        let needs_bundled = tasks::training::needs_bundled(&registry)?;
         let ext = Arc::new(Extensions::new(&config, backend));
-        let models = training::load_serving(&registry, &ext.metrics)?;
+        let models = tasks::training::load_serving(&registry, &ext.metrics)?;
         let ready = models.get(ModelKind::Runtime).is_some();
         let live = config.backend.is_live();
         let mut online = Online::new(models)
             .with_wall_clock(live)
             .with_retention(config.retention_secs());
-        online.not_trained = training::load_not_trained(&registry);
+        online.not_trained = tasks::training::load_not_trained(&registry);
         let online = Arc::new(RwLock::new(online));
         let (events_tx, _) = broadcast::channel(4096);
-        let pipeline = ingest::Pipeline::new(online.clone(), events_tx.clone());
-        let owner = store::event_log::Owner {
+        let pipeline = state::ingest::Pipeline::new(online.clone(), events_tx.clone());
+        let owner = state::store::event_log::Owner {
             backend: config.backend.name(),
             cluster: &cluster,
         };
@@ -251,16 +234,17 @@ impl AppState {
             owner,
             Box::new(pipeline),
         )?;
-        snapshot::check_log_reaches(&ext.snapshots, &store)?;
+        state::snapshot::check_log_reaches(&ext.snapshots, &store)?;
         let (snapshot, replayed) = {
             let mut o = write(&online);
             progress.phase("loading the snapshot of the online state", 0);
-            let setting = snapshot::Setting {
+            let setting = state::snapshot::Setting {
                 backend: config.backend.name().to_string(),
                 cluster: cluster.clone(),
                 retention_secs: config.retention_secs(),
             };
-            let loaded = snapshot::load(&ext.snapshots, setting, &store, &mut o, &ext.metrics);
+            let loaded =
+                state::snapshot::load(&ext.snapshots, setting, &store, &mut o, &ext.metrics);
             (
                 loaded,
                 replay(&store, &mut o, i64::MAX, i64::MAX, progress)?,
@@ -279,7 +263,7 @@ impl AppState {
             ready: Arc::new(AtomicBool::new(ready)),
             events: events_tx,
             retrain: Arc::new(Mutex::new(RetrainStatus::Idle)),
-            retrain_stats: Arc::new(retrain::RetrainStats::new(finished_at_open)),
+            retrain_stats: Arc::new(tasks::retrain::RetrainStats::new(finished_at_open)),
             shutdown: shutdown_rx,
             ext,
         };
@@ -357,7 +341,7 @@ impl AppState {
         tracing::info!(?versions, "serving models swapped");
         let _ = self.events.send(ServeEvent::ModelsSwapped { versions });
         // the snapshot on disk was built with the models served before
-        snapshot::write_logged(self, "model swap");
+        state::snapshot::write_logged(self, "model swap");
     }
 }
 
@@ -371,8 +355,8 @@ impl AppState {
         online: &mut Online,
         upto: i64,
         keep_issued_after: i64,
-    ) -> Result<(), store::StoreError> {
-        let progress = starting::Progress::default();
+    ) -> Result<(), state::store::StoreError> {
+        let progress = http::starting::Progress::default();
         replay(&self.store, online, upto, keep_issued_after, &progress).map(|_| ())
     }
 }
@@ -388,8 +372,8 @@ fn replay(
     online: &mut Online,
     upto: i64,
     keep_issued_after: i64,
-    progress: &starting::Progress,
-) -> Result<usize, store::StoreError> {
+    progress: &http::starting::Progress,
+) -> Result<usize, state::store::StoreError> {
     let total = store
         .last_seq_hint()
         .min(upto)

@@ -1,7 +1,7 @@
 //! Starting and stopping the service: [`run`] listens first (`/healthz` answers during
-//! start-up, [`super::starting`]), opens the data folder, says where the API token is, trains the models in the background when the registry has none, starts
+//! start-up, [`super::http::starting`]), opens the data folder, says where the API token is, trains the models in the background when the registry has none, starts
 //! the background tasks (metrics listener, retrain schedule, the cluster and its controller
-//! loop), serves HTTP under the connection limits ([`super::listen`]), and on SIGTERM or
+//! loop), serves HTTP under the connection limits ([`super::http::listen`]), and on SIGTERM or
 //! SIGINT finishes the requests in flight (until the shutdown deadline) and closes the store.
 
 use std::sync::atomic::Ordering;
@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::auth::{self, TokenSource};
 use super::backends::{self, ServeBackend};
-use super::starting::Gate;
+use super::http::auth::{self, TokenSource};
+use super::http::starting::Gate;
 use super::{
-    housekeeping, listen, lock, metrics, retrain, router, training, AppState, OpenInfo, ServeConfig,
+    http::listen, http::metrics, lock, router, tasks::housekeeping, tasks::retrain,
+    tasks::training, AppState, OpenInfo, ServeConfig,
 };
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
@@ -107,7 +108,7 @@ pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
     // the requests have been answered (or abandoned at the deadline, unacknowledged); stop
     // the store's writer after what it has queued
     let store = state.store.clone();
-    tokio::task::spawn_blocking(move || super::snapshot::write_logged(&state, "stop"))
+    tokio::task::spawn_blocking(move || super::state::snapshot::write_logged(&state, "stop"))
         .await
         .ok();
     tokio::task::spawn_blocking(move || store.close())
@@ -181,7 +182,7 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     state.ext.backend.start(state.clone());
     housekeeping::spawn(state.clone());
     super::heap::spawn(state.clone());
-    super::snapshot::spawn(state.clone());
+    super::state::snapshot::spawn(state.clone());
     info.shutdown_tx
 }
 

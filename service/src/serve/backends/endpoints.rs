@@ -21,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::controller::{DecisionJobs, Driven, Live, StoredSwitches};
 use super::sim::SNAPSHOT_EVERY_S;
 use super::views::{ClusterView, Switches};
-use crate::serve::error::{ApiError, ApiJson};
+use crate::serve::http::error::{ApiError, ApiJson};
 use crate::serve::{lock, AppState};
 
 /// `?limit=N`.

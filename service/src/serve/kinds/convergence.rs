@@ -17,7 +17,7 @@ use super::{
     KindOnline, Served, ServedKind, ServedModel, ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::{convergence_metrics, save_artifact};
-use crate::serve::online::saved::SavedError;
+use crate::serve::state::online::saved::SavedError;
 use crate::trainers;
 
 /// See the module docs.

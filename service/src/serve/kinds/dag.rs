@@ -15,9 +15,9 @@ use super::{
     TrainedOn,
 };
 use crate::model_store::save_artifact;
-use crate::serve::model_gate::{Verdict, MAKESPAN_MAE_LOG};
-use crate::serve::online::saved::SavedError;
-use crate::serve::online::Online;
+use crate::serve::state::online::saved::SavedError;
+use crate::serve::state::online::Online;
+use crate::serve::tasks::model_gate::{Verdict, MAKESPAN_MAE_LOG};
 use crate::trainers;
 
 /// GRU epochs of the DAG model the service trains (`augur evaluate --task dag` runs up to

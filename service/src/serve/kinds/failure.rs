@@ -19,9 +19,9 @@ use super::{
     ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::failure_metrics;
-use crate::serve::model_gate::{failure_scores_on_newest, Scores, PR_AUC};
-use crate::serve::online::saved::SavedError;
-use crate::serve::online::FailureAnswer;
+use crate::serve::state::online::saved::SavedError;
+use crate::serve::state::online::FailureAnswer;
+use crate::serve::tasks::model_gate::{failure_scores_on_newest, Scores, PR_AUC};
 use crate::trainers;
 
 /// See the module docs.

@@ -6,7 +6,7 @@
 //! Three traits, one per role:
 //! - [`ServedKind`]: the kind itself (a unit struct per kind): how a version is loaded from
 //!   the registry, what it is trained on and how, scored for the retrain gate
-//!   ([`super::model_gate`]).
+//!   ([`super::tasks::model_gate`]).
 //! - [`ServedModel`]: a loaded version (its model and registry metadata), which starts or
 //!   restores its online state and says which profile fields it reads. Implemented once
 //!   for [`Served<T>`] over each model type's [`KindModel`].
@@ -21,7 +21,7 @@
 //!    [`KindOnline`]); a typed accessor on [`ServedModels`] when a handler needs the model.
 //! 3. One line in [`registered`].
 //! 4. If it answers at a submit: its field in [`AnswersAtSubmit`] (and in
-//!    [`super::online::JobInfo`] when `GET /v1/jobs/{id}` shows it); if it has a predict
+//!    [`super::state::online::JobInfo`] when `GET /v1/jobs/{id}` shows it); if it has a predict
 //!    endpoint, its handler in `api/`.
 //!
 //! The tests in `serve/tests/kinds.rs` loop over this list: they then check the new kind
@@ -47,10 +47,10 @@ use augur_predictor::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::model_gate::{Scores, Verdict};
-use super::online::saved::SavedError;
-use super::online::{FailureAnswer, Online, RuntimeAnswer, WaitAnswer};
-use super::training::Promotion;
+use super::state::online::saved::SavedError;
+use super::state::online::{FailureAnswer, Online, RuntimeAnswer, WaitAnswer};
+use super::tasks::model_gate::{Scores, Verdict};
+use super::tasks::training::Promotion;
 use crate::model_store::{save_artifact, SaveError, Source};
 
 /// Every kind the service serves, in the order it trains, lists and reports them (the

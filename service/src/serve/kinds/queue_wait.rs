@@ -18,9 +18,9 @@ use super::{
     ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::queue_wait_metrics;
-use crate::serve::model_gate::{queue_wait_mae_s_on_newest, Scores, MAE_S};
-use crate::serve::online::saved::SavedError;
-use crate::serve::online::WaitAnswer;
+use crate::serve::state::online::saved::SavedError;
+use crate::serve::state::online::WaitAnswer;
+use crate::serve::tasks::model_gate::{queue_wait_mae_s_on_newest, Scores, MAE_S};
 use crate::trainers;
 
 /// See the module docs.

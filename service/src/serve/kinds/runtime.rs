@@ -18,9 +18,9 @@ use super::{
     ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::runtime_metrics;
-use crate::serve::model_gate::{runtime_mae_log_on_newest, Scores, MAE_LOG};
-use crate::serve::online::saved::SavedError;
-use crate::serve::online::RuntimeAnswer;
+use crate::serve::state::online::saved::SavedError;
+use crate::serve::state::online::RuntimeAnswer;
+use crate::serve::tasks::model_gate::{runtime_mae_log_on_newest, Scores, MAE_LOG};
 use crate::trainers;
 
 /// See the module docs.

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::serve::kinds;
-use crate::serve::snapshot::{self, LoadOutcome, Written};
+use crate::serve::state::snapshot::{self, LoadOutcome, Written};
 use crate::serve::{OpenInfo, ServeEvent};
 
 #[test]

@@ -50,8 +50,8 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use super::config::ServeConfig;
-use super::events::JobProfile;
-use super::training;
+use super::state::events::JobProfile;
+use super::tasks::training;
 use super::{router, AppState};
 
 const TOKEN: &str = "test-token-0123456789";

@@ -219,9 +219,9 @@ async fn predictions_carry_version_and_interval_and_jobs_get_etas() {
 /// search chose.
 #[test]
 fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
-    use crate::serve::events::Event;
-    use crate::serve::online::{Online, Served, ServedModels};
-    use crate::serve::store::StoredEvent;
+    use crate::serve::state::events::Event;
+    use crate::serve::state::online::{Online, Served, ServedModels};
+    use crate::serve::state::store::StoredEvent;
     use augur_predictor::calibration::replay_delayed;
     use augur_predictor::queue_wait::{high_level, RiskScore};
     use augur_predictor::registry::Selector;
@@ -317,7 +317,7 @@ fn queue_wait_risk_groups_adapt_online_from_their_own_outcomes() {
     online.apply(&StoredEvent {
         seq: seq + 1,
         received_at: 0.0,
-        event: Event::ClusterSnapshot(crate::serve::events::ClusterSnapshot {
+        event: Event::ClusterSnapshot(crate::serve::state::events::ClusterSnapshot {
             at: end,
             total_gpus: 1.0,
             busy_gpus: 0.0,

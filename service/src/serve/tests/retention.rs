@@ -98,7 +98,7 @@ async fn evicted_jobs_leave_memory_answers_stay_and_compaction_keeps_every_event
     // compaction moves the evicted jobs' events to the archive, none lost
     let stored = all_seqs(&state).await;
     assert_eq!(stored, (1..=events.len() as i64).collect::<Vec<_>>());
-    let report = crate::serve::housekeeping::compact_now(&state).unwrap();
+    let report = crate::serve::tasks::housekeeping::compact_now(&state).unwrap();
     assert!(report.archived >= 1000, "{report:?}");
     assert!(state.store.count().unwrap() < events.len() as i64);
     assert_eq!(
@@ -112,7 +112,7 @@ async fn evicted_jobs_leave_memory_answers_stay_and_compaction_keeps_every_event
     let store = state.store.clone();
     drop(state);
     store.close();
-    let report = crate::serve::store::check(&dir.path().join("events.sqlite"), 0).unwrap();
+    let report = crate::serve::state::store::check(&dir.path().join("events.sqlite"), 0).unwrap();
     assert!(report.is_sound(), "{:?}", report.problems());
     assert!(report.archive.as_ref().is_some_and(|a| a.events >= 1000));
     let state = open(dir.path(), days);

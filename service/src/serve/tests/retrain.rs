@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::*;
-use crate::serve::online::{Online, Served, ServedModels};
+use crate::serve::state::online::{Online, Served, ServedModels};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
@@ -145,7 +145,7 @@ async fn retrain_promote_and_rollback_swap_models_without_dropping_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_retrain_serves_a_queue_wait_model_without_a_manual_call() {
     let (state, _dir, _shutdown) = scheduled_service(false, 300);
-    crate::serve::retrain::spawn_schedule(state.clone());
+    crate::serve::tasks::retrain::spawn_schedule(state.clone());
     let body = json!({ "jobs": [{ "profile": profile_json(&mira()[0]) }] });
     let (st, v) = call(
         &state,
@@ -229,7 +229,7 @@ async fn background_retrain_keeps_a_served_model_that_scores_better() {
     let (state, _dir, _shutdown) = scheduled_service(true, 250);
     let history = &mira()[TRAIN_JOBS..TRAIN_JOBS + 300];
     ingest(&state, &trace_events_with_starts(history)).await;
-    crate::serve::retrain::spawn_schedule(state.clone());
+    crate::serve::tasks::retrain::spawn_schedule(state.clone());
     let v = wait_retrain_done(&state).await;
     assert_eq!(v["state"], "succeeded", "{v}");
     assert_eq!(v["trigger"], "schedule", "{v}");
@@ -260,10 +260,10 @@ async fn background_retrain_keeps_a_served_model_that_scores_better() {
             2,
         ))
         .unwrap();
-    let old_mae = crate::serve::model_gate::queue_wait_mae_s_on_newest(&old, &jobs)
+    let old_mae = crate::serve::tasks::model_gate::queue_wait_mae_s_on_newest(&old, &jobs)
         .unwrap()
         .unwrap();
-    let new_mae = crate::serve::model_gate::queue_wait_mae_s_on_newest(&new, &jobs)
+    let new_mae = crate::serve::tasks::model_gate::queue_wait_mae_s_on_newest(&new, &jobs)
         .unwrap()
         .unwrap();
     assert!(new_mae > old_mae, "new {new_mae} vs served {old_mae}");

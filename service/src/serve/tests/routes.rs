@@ -11,7 +11,7 @@ use serde_json::json;
 use tower::ServiceExt;
 
 use super::*;
-use crate::serve::routes;
+use crate::serve::http::routes;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutating_endpoints_need_the_token_and_errors_name_fields() {

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::serve::snapshot::{self, LoadOutcome, Written};
+use crate::serve::state::snapshot::{self, LoadOutcome, Written};
 use crate::serve::OpenInfo;
 
 use augur_test_fixtures::postgres::TestPostgres;
@@ -425,11 +425,11 @@ async fn a_log_behind_the_snapshot_is_refused_until_repaired() {
     assert!(err.contains("augur store repair"), "{err}");
     let witnessed = snapshot::witnessed_seq(&dir.path().join("snapshot").join(snapshot::FILE));
     assert_eq!(witnessed, Some(split as i64));
-    let report = crate::serve::store::check(&db, split as i64).unwrap();
+    let report = crate::serve::state::store::check(&db, split as i64).unwrap();
     assert!(!report.is_sound(), "check finds the lost range");
-    let repaired = crate::serve::store::repair(&db, split as i64).unwrap();
+    let repaired = crate::serve::state::store::repair(&db, split as i64).unwrap();
     assert_eq!(repaired.next_seq, split as i64 + 1);
-    assert!(crate::serve::store::check(&db, split as i64)
+    assert!(crate::serve::state::store::check(&db, split as i64)
         .unwrap()
         .is_sound());
     let (state, info, _) = open(dir.path(), days);

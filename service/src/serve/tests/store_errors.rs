@@ -8,7 +8,7 @@ fn assert_no_internal_text(dir: &Path, v: &Value) {
     assert_eq!(v["error"]["code"], "internal", "{v}");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(
-        message.ends_with(crate::serve::error::INTERNAL_MESSAGE),
+        message.ends_with(crate::serve::http::error::INTERNAL_MESSAGE),
         "{v}"
     );
     let text = v.to_string().to_lowercase();

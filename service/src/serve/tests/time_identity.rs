@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::serve::config::Backend;
-use crate::serve::event_time::wall_now;
+use crate::serve::state::event_time::wall_now;
 
 /// A service with the fixture models on `backend`.
 fn service_on(backend: Backend) -> (AppState, tempfile::TempDir) {

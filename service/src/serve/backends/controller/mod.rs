@@ -15,8 +15,8 @@ use augur_autoscaler::{JobId, Policy};
 
 pub use self::decision_ids::DecisionJobs;
 use super::views::{ClusterView, Switches};
+use crate::serve::http::metrics::Metrics;
 use crate::serve::lock;
-use crate::serve::metrics::Metrics;
 
 /// The simulator's clock, against which ingest checks the times of the events clients send
 /// on `--backend sim` (as the live backends check them against the wall clock).

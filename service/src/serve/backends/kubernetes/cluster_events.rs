@@ -9,8 +9,8 @@ use augur_autoscaler::ClusterState;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::RECONCILE_EVERY;
-use crate::serve::events::{self, Event, FinishStatus, JobProfile};
-use crate::serve::online::Online;
+use crate::serve::state::events::{self, Event, FinishStatus, JobProfile};
+use crate::serve::state::online::Online;
 
 fn profile(job: &kubernetes::JobKey, gpus: Option<u32>, queue: Option<&str>) -> JobProfile {
     JobProfile {
@@ -138,8 +138,8 @@ pub fn store_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::online::ServedModels;
-    use crate::serve::store::StoredEvent;
+    use crate::serve::state::online::ServedModels;
+    use crate::serve::state::store::StoredEvent;
     use augur_autoscaler::kubernetes::JobKey;
 
     #[test]

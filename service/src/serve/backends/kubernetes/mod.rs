@@ -19,7 +19,7 @@
 //!   (decide and log, never patch) until `POST /v1/autoscaler/dry-run {"enabled": false}`.
 //! - The leader writes each job's predictions onto its job object and Kueue `Workload` as
 //!   annotations every [`RECONCILE_EVERY`], and an Event for each scaling decision carried out
-//!   ([`crate::serve::writeback`]); nothing in dry-run.
+//!   ([`crate::serve::tasks::writeback`]); nothing in dry-run.
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
 //!   are `namespace/name`, `namespace/trainjob/name`, `namespace/job/name`; the Kueue queue
@@ -54,8 +54,8 @@ use super::health::BackendHealth;
 use super::views::{ClusterView, KubernetesView, Switches};
 use super::ServeBackend;
 use crate::serve::config::{Backend, KubeOptions};
-use crate::serve::events::Event;
-use crate::serve::{lock, writeback, AppState};
+use crate::serve::state::events::Event;
+use crate::serve::{lock, tasks::writeback, AppState};
 
 /// Wall time between two ticks of the loop (each reads the watch caches; no API request).
 pub const TICK: Duration = Duration::from_secs(1);

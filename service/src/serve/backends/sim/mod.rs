@@ -38,7 +38,7 @@ use super::health::BackendHealth;
 use super::views::{ClusterView, SimulatorView, Switches};
 use super::ServeBackend;
 use crate::serve::config::{Backend, ServeConfig};
-use crate::serve::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
+use crate::serve::state::events::{ClusterSnapshot, Event, FinishStatus, JobProfile};
 use crate::serve::{lock, AppState};
 
 /// GPUs of the simulated cluster.
@@ -162,7 +162,7 @@ fn load(
     speed: f64,
     resume: Resume,
 ) -> anyhow::Result<Running> {
-    let all = crate::serve::training::bundled_jobs(dataset, None)?;
+    let all = crate::serve::tasks::training::bundled_jobs(dataset, None)?;
     let mut records = replay_records(all, trained_on);
     let trace_start = records
         .iter()

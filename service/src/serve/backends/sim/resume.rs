@@ -5,7 +5,7 @@
 
 use augur_datasets::JobRecord;
 
-use crate::serve::online::Online;
+use crate::serve::state::online::Online;
 
 /// Seconds between the store's last event and the resumed replay's first submit.
 const GAP_S: f64 = 60.0;
@@ -63,9 +63,9 @@ impl Resume {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::events::{Event, JobProfile};
-    use crate::serve::online::ServedModels;
-    use crate::serve::store::StoredEvent;
+    use crate::serve::state::events::{Event, JobProfile};
+    use crate::serve::state::online::ServedModels;
+    use crate::serve::state::store::StoredEvent;
 
     #[test]
     fn a_restarted_replay_takes_new_ids_after_the_stores_clock() {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use augur_datasets::{JobRecord, JobStatus};
 
 use super::commands::QueuedJob;
-use crate::serve::events::{Event, FinishStatus, JobProfile};
+use crate::serve::state::events::{Event, FinishStatus, JobProfile};
 
 /// Polls a job may be missing from `squeue` without a finish in `sacct` before it is
 /// recorded as finished with an unknown status (accounting off or far behind).
