@@ -61,8 +61,8 @@ pub use calibration::{
 };
 pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{
-    evaluate_convergence, score_convergence, train_and_evaluate_convergence, ConvergenceAnswer,
-    ConvergenceData, ConvergenceEvaluation, ConvergenceOnline, ConvergenceOnlineState,
+    evaluate_convergence, score_convergence, train_and_evaluate_convergence, ConvergenceData,
+    ConvergenceEvaluation, ConvergenceOnline, ConvergenceOnlineAnswer, ConvergenceOnlineState,
     ConvergencePrediction, ConvergencePredictor, ConvergenceRun, ConvergenceTrainer, CurvePoint,
     JobContext,
 };
@@ -70,21 +70,21 @@ pub use dag::{DagAnswer, DagOnline, DagPredictor, DagTrainer};
 pub use error::PredictorError;
 pub use evaluation::{Evaluation, MethodRow};
 pub use failure::{
-    evaluate_failure, score_failure, train_and_evaluate_failure, Calibrator, FailureAnswer,
-    FailureData, FailureEvaluation, FailureModel, FailureOnline, FailureOnlineState,
+    evaluate_failure, score_failure, train_and_evaluate_failure, Calibrator, FailureData,
+    FailureEvaluation, FailureModel, FailureOnline, FailureOnlineAnswer, FailureOnlineState,
     FailurePrediction, FailurePredictor, FailureTrainer,
 };
 pub use queue_wait::{
     evaluate_queue_wait, score_queue_wait, train_and_evaluate_queue_wait,
     train_and_evaluate_queue_wait_with, QueueError, QueueEvent, QueueJob, QueueState,
-    QueueWaitAnswer, QueueWaitEvaluation, QueueWaitOnline, QueueWaitOnlineState,
+    QueueWaitEvaluation, QueueWaitOnline, QueueWaitOnlineAnswer, QueueWaitOnlineState,
     QueueWaitPrediction, QueueWaitPredictor, QueueWaitRun, QueueWaitSplit, QueueWaitTrainer,
     WaitEvalRow, WaitMetrics,
 };
 pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{
     evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
-    BaseMargin, EvalRow, MethodPredictions, RuntimeAnswer, RuntimeEvaluation, RuntimeMember,
-    RuntimeMetrics, RuntimeOnline, RuntimeOnlineState, RuntimePrediction, RuntimePredictor,
+    BaseMargin, EvalRow, MethodPredictions, RuntimeEvaluation, RuntimeMember, RuntimeMetrics,
+    RuntimeOnline, RuntimeOnlineAnswer, RuntimeOnlineState, RuntimePrediction, RuntimePredictor,
     RuntimeSplit, RuntimeTrainer,
 };

@@ -20,7 +20,6 @@ use super::kinds::{JobKind, QUEUE_LABEL};
 use super::objects::{JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
-use super::steer::SteerRecord;
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
 use super::writeback::WriteBackLimiter;
@@ -34,6 +33,17 @@ pub struct ScaleRecord {
     pub job: JobKey,
     pub from: u32,
     pub to: u32,
+    pub dry_run: bool,
+}
+
+/// A steer the backend made, or would have made in dry-run mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteerRecord {
+    pub time: f64,
+    pub job: JobKey,
+    /// The node label value (GPU product) selected.
+    pub gpu_type: String,
+    pub reason: String,
     pub dry_run: bool,
 }
 

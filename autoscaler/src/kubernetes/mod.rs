@@ -63,7 +63,7 @@ pub mod workloads;
 pub mod writeback;
 
 pub use api::{client, podgroup_resource, pytorchjob_resource, workload_resource};
-pub use backend::{KubeBackend, ScaleRecord};
+pub use backend::{KubeBackend, ScaleRecord, SteerRecord};
 pub use clock::{system_clock, Clock};
 pub use config::{Hooks, KubeConfig};
 pub use events::{ClusterEvent, EventSink, Lifecycle, Outcome};
@@ -74,7 +74,7 @@ pub use objects::{
     PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
 };
 pub use safety::Safety;
-pub use steer::{SteerRecord, GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};
+pub use steer::{GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};
 pub use watch::WatchSync;
 pub use writeback::{
     JobPhase, JobPredictions, Span, WriteBackConfig, WriteBackReport, WRITEBACK_PREFIX,

@@ -14,7 +14,7 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Map, Value};
 
-use super::backend::KubeBackend;
+use super::backend::{KubeBackend, SteerRecord};
 use super::kinds::JobKind;
 use super::objects::JobState;
 use super::safety::{into_error, with_timeout, Failure};
@@ -26,17 +26,6 @@ use crate::error::{BackendError, ErrorKind};
 pub const GPU_TYPE_ANNOTATION: &str = "augur.dev/gpu-type";
 /// Annotation saying why (the decision's reason, as JSON).
 pub const GPU_TYPE_REASON_ANNOTATION: &str = "augur.dev/gpu-type-reason";
-
-/// A steer the backend made, or would have made in dry-run mode.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SteerRecord {
-    pub time: f64,
-    pub job: super::objects::JobKey,
-    /// The node label value (GPU product) selected.
-    pub gpu_type: String,
-    pub reason: String,
-    pub dry_run: bool,
-}
 
 /// JSON pointers to the pod templates of a job of `kind` in `obj`.
 fn templates(kind: JobKind, obj: &Value) -> Vec<String> {

@@ -67,7 +67,7 @@ pub use features::FEATURE_NAMES;
 pub use final_metric::{
     evaluate_final_metric, load_bundled_pollux_curves, FinalMetricScores, ProgressCurve,
 };
-pub use online::{ConvergenceAnswer, ConvergenceOnline, ConvergenceOnlineState, KEEP_POINTS};
+pub use online::{ConvergenceOnline, ConvergenceOnlineAnswer, ConvergenceOnlineState, KEEP_POINTS};
 pub use predictor::{
     ConvergenceBasis, ConvergencePrediction, ConvergencePredictor, CONVERGENCE_COVERAGE,
     CONVERGENCE_FEATURE_VERSION,

@@ -20,7 +20,7 @@ pub const KEEP_POINTS: usize = 1000;
 
 /// A convergence estimate as served.
 #[derive(Debug, Clone, Serialize)]
-pub struct ConvergenceAnswer {
+pub struct ConvergenceOnlineAnswer {
     pub model_version: u32,
     /// Which metric the curve was read from (`accuracy` or `loss`).
     pub metric: &'static str,
@@ -107,7 +107,7 @@ impl ConvergenceOnline {
     }
 
     /// The convergence estimate of job `job_id` from what it reported so far.
-    pub fn predict_job(&self, job_id: &str) -> Result<ConvergenceAnswer, PredictorError> {
+    pub fn predict_job(&self, job_id: &str) -> Result<ConvergenceOnlineAnswer, PredictorError> {
         let job = self
             .state
             .jobs
@@ -144,7 +144,7 @@ impl ConvergenceOnline {
         }
         let context = job.context.clone().unwrap_or_default();
         let prediction = self.model.predict(&context, &points)?;
-        Ok(ConvergenceAnswer {
+        Ok(ConvergenceOnlineAnswer {
             model_version: self.model_version,
             metric,
             points: points.len(),
@@ -163,14 +163,14 @@ impl ConvergenceOnline {
 }
 
 impl OnlinePredictor for ConvergenceOnline {
-    type Answer = ConvergenceAnswer;
+    type Answer = ConvergenceOnlineAnswer;
 
     /// Records submits, starts and metric points. Nothing is answered at a job's submit (it
     /// has no curve yet): every event returns None.
     fn observe(
         &mut self,
         event: &JobEvent<'_>,
-    ) -> Option<Result<ConvergenceAnswer, PredictorError>> {
+    ) -> Option<Result<ConvergenceOnlineAnswer, PredictorError>> {
         match *event {
             JobEvent::Submitted { job } => {
                 let state = self.state.jobs.entry(job.job_id.clone()).or_default();
@@ -196,7 +196,7 @@ impl OnlinePredictor for ConvergenceOnline {
 
     /// The estimate for the job `query.job.job_id` names, from its recorded curve and the
     /// profile it was submitted with (the query's profile and time are not used).
-    fn predict(&self, query: &JobQuery<'_>) -> Result<ConvergenceAnswer, PredictorError> {
+    fn predict(&self, query: &JobQuery<'_>) -> Result<ConvergenceOnlineAnswer, PredictorError> {
         self.predict_job(&query.job.job_id)
     }
 

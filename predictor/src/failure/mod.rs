@@ -56,7 +56,7 @@ pub use evaluate::{
     evaluate_failure, score_failure, train_and_evaluate_failure, FailureEvalRow, FailureEvaluation,
     FailureMetrics, MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
 };
-pub use online::{FailureAnswer, FailureOnline, FailureOnlineState};
+pub use online::{FailureOnline, FailureOnlineAnswer, FailureOnlineState};
 pub use predictor::{FailurePrediction, FailurePredictor};
 pub use svm::{KernelSvm, SvmScratch, SvmSettings};
 pub use trainer::{FailureTrainer, TrainingInfo};

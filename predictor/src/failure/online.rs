@@ -18,7 +18,7 @@ use crate::PredictorError;
 
 /// A failure prediction as served: a calibrated probability (no interval).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct FailureAnswer {
+pub struct FailureOnlineAnswer {
     pub model_version: u32,
     /// Calibrated probability that the job ends failed (from the served model).
     pub probability: f64,
@@ -106,18 +106,18 @@ impl FailureOnline {
     }
 
     /// The answer issued at the submit of `job_id`, if it was submitted and answered.
-    pub fn issued(&self, job_id: &str) -> Option<FailureAnswer> {
+    pub fn issued(&self, job_id: &str) -> Option<FailureOnlineAnswer> {
         let probability = self.state.jobs.get(job_id)?.issued?;
         Some(self.answer(probability))
     }
 
-    fn answer(&self, probability: f64) -> FailureAnswer {
+    fn answer(&self, probability: f64) -> FailureOnlineAnswer {
         let (gbdt, svm) = self.model.calibrators();
         let calibration = match self.model.served {
             FailureModel::Gbdt => gbdt,
             FailureModel::Svm => svm,
         };
-        FailureAnswer {
+        FailureOnlineAnswer {
             model_version: self.model_version,
             probability,
             model: self.model.served.name(),
@@ -128,7 +128,10 @@ impl FailureOnline {
         }
     }
 
-    fn on_submit(&mut self, job: &JobRecord) -> Option<Result<FailureAnswer, PredictorError>> {
+    fn on_submit(
+        &mut self,
+        job: &JobRecord,
+    ) -> Option<Result<FailureOnlineAnswer, PredictorError>> {
         if self
             .state
             .jobs
@@ -167,9 +170,12 @@ impl FailureOnline {
 }
 
 impl OnlinePredictor for FailureOnline {
-    type Answer = FailureAnswer;
+    type Answer = FailureOnlineAnswer;
 
-    fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<FailureAnswer, PredictorError>> {
+    fn observe(
+        &mut self,
+        event: &JobEvent<'_>,
+    ) -> Option<Result<FailureOnlineAnswer, PredictorError>> {
         match *event {
             JobEvent::Submitted { job } => self.on_submit(job),
             JobEvent::Started { job_id, at } => {
@@ -190,7 +196,7 @@ impl OnlinePredictor for FailureOnline {
         }
     }
 
-    fn predict(&self, query: &JobQuery<'_>) -> Result<FailureAnswer, PredictorError> {
+    fn predict(&self, query: &JobQuery<'_>) -> Result<FailureOnlineAnswer, PredictorError> {
         let own = self
             .state
             .jobs

@@ -58,7 +58,7 @@ pub use evaluate::{
     train_and_evaluate_queue_wait_with, QueueWaitEvaluation, QueueWaitRun, QueueWaitSplit,
     WaitEvalRow, WaitMetrics,
 };
-pub use online::{BoundSource, QueueWaitAnswer, QueueWaitOnline, QueueWaitOnlineState};
+pub use online::{BoundSource, QueueWaitOnline, QueueWaitOnlineAnswer, QueueWaitOnlineState};
 pub use predictor::{
     wait_ceiling, QueueWaitPrediction, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget,
     WAIT_CEILING_MARGIN, WAIT_CEILING_QUANTILE,

@@ -31,7 +31,7 @@ pub enum BoundSource {
 
 /// A queue-wait prediction as served.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct QueueWaitAnswer {
+pub struct QueueWaitOnlineAnswer {
     pub model_version: u32,
     pub seconds: f64,
     /// `[0, upper]`: the wait stays under `upper` with probability `coverage`.
@@ -173,8 +173,8 @@ impl QueueWaitOnline {
         self.state.risk.as_ref()
     }
 
-    fn answer(&self, p: QueueWaitPrediction, calibration: BoundSource) -> QueueWaitAnswer {
-        QueueWaitAnswer {
+    fn answer(&self, p: QueueWaitPrediction, calibration: BoundSource) -> QueueWaitOnlineAnswer {
+        QueueWaitOnlineAnswer {
             model_version: self.model_version,
             seconds: p.seconds,
             interval: Interval {
@@ -215,7 +215,7 @@ impl QueueWaitOnline {
         &mut self,
         job: &JobRecord,
         num: u64,
-    ) -> Result<(QueueWaitAnswer, f64), PredictorError> {
+    ) -> Result<(QueueWaitOnlineAnswer, f64), PredictorError> {
         let at = job.submit_time;
         let m = Arc::clone(&self.model);
         let (p, calibration, raw, qj) = with_row_buffer(m.n_features(), |row| {
@@ -240,7 +240,10 @@ impl QueueWaitOnline {
         Ok((self.answer(p, calibration), raw))
     }
 
-    fn on_submit(&mut self, job: &JobRecord) -> Option<Result<QueueWaitAnswer, PredictorError>> {
+    fn on_submit(
+        &mut self,
+        job: &JobRecord,
+    ) -> Option<Result<QueueWaitOnlineAnswer, PredictorError>> {
         if self
             .state
             .jobs
@@ -344,7 +347,10 @@ impl QueueWaitOnline {
     }
 
     /// Applies a start, finish or other non-submit event to the queue and history.
-    fn apply(&mut self, event: &JobEvent<'_>) -> Option<Result<QueueWaitAnswer, PredictorError>> {
+    fn apply(
+        &mut self,
+        event: &JobEvent<'_>,
+    ) -> Option<Result<QueueWaitOnlineAnswer, PredictorError>> {
         match *event {
             JobEvent::Submitted { job } => return self.on_submit(job),
             JobEvent::Started { job_id, at } => self.on_start(job_id, at),
@@ -382,14 +388,17 @@ impl QueueWaitOnline {
 }
 
 impl OnlinePredictor for QueueWaitOnline {
-    type Answer = QueueWaitAnswer;
+    type Answer = QueueWaitOnlineAnswer;
 
     /// Every event with a time expires the bounds that ran out by then: a submit first (it
     /// is answered with the offset those outcomes leave), any other event after it is
     /// applied (a start at the instant a bound runs out is within it). Submits are answered
     /// and join the history and the queue; starts move the job to running; finishes feed
     /// the history and leave the queue. A job's second submit, start or finish is ignored.
-    fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<QueueWaitAnswer, PredictorError>> {
+    fn observe(
+        &mut self,
+        event: &JobEvent<'_>,
+    ) -> Option<Result<QueueWaitOnlineAnswer, PredictorError>> {
         let at = event.at();
         if let JobEvent::Submitted { job } = *event {
             if let Some(t) = at {
@@ -404,7 +413,7 @@ impl OnlinePredictor for QueueWaitOnline {
         answer
     }
 
-    fn predict(&self, query: &JobQuery<'_>) -> Result<QueueWaitAnswer, PredictorError> {
+    fn predict(&self, query: &JobQuery<'_>) -> Result<QueueWaitOnlineAnswer, PredictorError> {
         let m = &self.model;
         // the queue and history as a job submitted at `at` saw them: a job asking about
         // itself is not in its own history nor ahead of itself in the queue, and jobs

@@ -18,7 +18,7 @@ pub use evaluate::{
     evaluate_runtime, evaluate_runtime_with_progress, score_runtime, train_and_evaluate_runtime,
     EvalRow, MethodPredictions, RuntimeEvaluation, RuntimeMetrics, RuntimeSplit,
 };
-pub use online::{IntervalSource, RuntimeAnswer, RuntimeOnline, RuntimeOnlineState};
+pub use online::{IntervalSource, RuntimeOnline, RuntimeOnlineAnswer, RuntimeOnlineState};
 pub use predictor::{
     runtime_ceiling, BaseMargin, RuntimeMember, RuntimePrediction, RuntimePredictor, LIMIT_GRACE_S,
 };

@@ -28,7 +28,7 @@ pub enum IntervalSource {
 
 /// A runtime prediction as served: point, interval and the model that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RuntimeAnswer {
+pub struct RuntimeOnlineAnswer {
     pub model_version: u32,
     pub seconds: f64,
     /// `[lower, upper]` seconds and its nominal coverage.
@@ -127,7 +127,12 @@ impl RuntimeOnline {
     /// The answer for `job` of point `log` (ln seconds) and ln-space interval `offsets`
     /// (the static ones when None), none of it past the job's time limit and grace
     /// ([`runtime_ceiling`]).
-    fn answer(&self, job: &JobRecord, log: f64, offsets: Option<(f64, f64)>) -> RuntimeAnswer {
+    fn answer(
+        &self,
+        job: &JobRecord,
+        log: f64,
+        offsets: Option<(f64, f64)>,
+    ) -> RuntimeOnlineAnswer {
         let (offsets, calibration) = match offsets {
             Some(o) => (o, IntervalSource::OnlineConformal),
             None => (self.model.interval_log, IntervalSource::StaticConformal),
@@ -139,7 +144,7 @@ impl RuntimeOnline {
             coverage: self.model.coverage,
         }
         .capped(runtime_ceiling(job.requested_time));
-        RuntimeAnswer {
+        RuntimeOnlineAnswer {
             model_version: self.model_version,
             seconds: p.seconds,
             interval: Interval {
@@ -153,7 +158,10 @@ impl RuntimeOnline {
 
     /// The answer issued to `job` at its submit (from the state before it joins), and the
     /// model's point (ln seconds) and the ln-space offsets behind it.
-    fn issue(&mut self, job: &JobRecord) -> Result<(RuntimeAnswer, IssuedPoint), PredictorError> {
+    fn issue(
+        &mut self,
+        job: &JobRecord,
+    ) -> Result<(RuntimeOnlineAnswer, IssuedPoint), PredictorError> {
         let at = job.submit_time;
         let log = with_row_buffer(self.model.schema.len(), |row| {
             self.state.features.features_for(job, at, row)?;
@@ -164,7 +172,10 @@ impl RuntimeOnline {
         Ok((answer, (log, offsets.unwrap_or(self.model.interval_log))))
     }
 
-    fn on_submit(&mut self, job: &JobRecord) -> Option<Result<RuntimeAnswer, PredictorError>> {
+    fn on_submit(
+        &mut self,
+        job: &JobRecord,
+    ) -> Option<Result<RuntimeOnlineAnswer, PredictorError>> {
         if self
             .state
             .jobs
@@ -206,13 +217,16 @@ impl RuntimeOnline {
 }
 
 impl OnlinePredictor for RuntimeOnline {
-    type Answer = RuntimeAnswer;
+    type Answer = RuntimeOnlineAnswer;
 
     /// Submits are answered and join the history; starts give the run time when a finish
     /// does not; finishes feed the history and, for jobs answered at submit, the window
     /// (their residual, and whether it fell inside the interval issued). A job's second
     /// submit, start or finish is ignored.
-    fn observe(&mut self, event: &JobEvent<'_>) -> Option<Result<RuntimeAnswer, PredictorError>> {
+    fn observe(
+        &mut self,
+        event: &JobEvent<'_>,
+    ) -> Option<Result<RuntimeOnlineAnswer, PredictorError>> {
         match *event {
             JobEvent::Submitted { job } => return self.on_submit(job),
             JobEvent::Started { job_id, at } => {
@@ -236,7 +250,7 @@ impl OnlinePredictor for RuntimeOnline {
     /// submit ([`FeatureState::features_before`]): submits at `at` or later are left out, and
     /// so is the job's own submit when this state holds it unfinished. Asked at a job's
     /// submit time with nothing ingested since, that is the answer issued at its submit.
-    fn predict(&self, query: &JobQuery<'_>) -> Result<RuntimeAnswer, PredictorError> {
+    fn predict(&self, query: &JobQuery<'_>) -> Result<RuntimeOnlineAnswer, PredictorError> {
         let own = self
             .state
             .jobs

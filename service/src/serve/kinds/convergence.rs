@@ -14,10 +14,9 @@ use augur_predictor::{
 
 use super::{
     decode_state, encode_state, load_as, notes, AnswersAtSubmit, CannotTrain, KindModel,
-    KindOnline, Served, ServedKind, ServedModel, ServedModels, TrainError, TrainedOn,
+    KindOnline, SavedError, Served, ServedKind, ServedModel, ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::{convergence_metrics, save_artifact};
-use crate::serve::state::online::saved::SavedError;
 use crate::trainers;
 
 /// See the module docs.

@@ -11,12 +11,10 @@ use augur_predictor::registry::Selector;
 use augur_predictor::{ArtifactMeta, ModelKind, ModelRegistry, RegistryError};
 
 use super::{
-    CannotTrain, KindModel, KindOnline, Served, ServedKind, ServedModel, ServedModels, TrainError,
-    TrainedOn,
+    CannotTrain, HistoryFacts, KindModel, KindOnline, SavedError, Served, ServedKind, ServedModel,
+    ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::save_artifact;
-use crate::serve::state::online::saved::SavedError;
-use crate::serve::state::online::Online;
 use crate::serve::tasks::model_gate::{Verdict, MAKESPAN_MAE_LOG};
 use crate::trainers;
 
@@ -60,9 +58,9 @@ impl ServedKind for Dag {
     }
 
     /// The served version (trained on the bundled DAG sets) stays; the verdict says why.
-    fn not_retrained(&self, online: &Online) -> Option<Verdict> {
-        let dag_jobs = online.jobs.values().filter(|j| j.dag.is_some()).count();
-        let served = online.models.version(ModelKind::Dag);
+    fn not_retrained(&self, served: &ServedModels, history: &HistoryFacts) -> Option<Verdict> {
+        let dag_jobs = history.dag_jobs;
+        let served = served.version(ModelKind::Dag);
         let stays = match served {
             Some(v) => format!("dag v{v} (trained on the bundled DAG sets) stays served"),
             None => "no dag model is served".to_string(),

@@ -13,14 +13,13 @@ use augur_predictor::{
     OnlinePredictor, RegistryError,
 };
 
+use super::answers::FailureAnswer;
 use super::{
     decode_state, encode_state, load_as, mostly_missing, notes, AnswersAtSubmit, CannotTrain,
-    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, Served, ServedKind, ServedModel,
-    ServedModels, TrainError, TrainedOn,
+    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, SavedError, Served, ServedKind,
+    ServedModel, ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::failure_metrics;
-use crate::serve::state::online::saved::SavedError;
-use crate::serve::state::online::FailureAnswer;
 use crate::serve::tasks::model_gate::{failure_scores_on_newest, Scores, PR_AUC};
 use crate::trainers;
 

@@ -28,11 +28,13 @@
 //! is loaded at start, snapshotted and restored, listed, promoted, rolled back and in
 //! `ModelsSwapped`.
 
+pub mod answers;
 pub mod convergence;
 pub mod dag;
 pub mod failure;
 pub mod queue_wait;
 pub mod runtime;
+pub mod saved;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -44,13 +46,11 @@ use augur_predictor::registry::Selector;
 use augur_predictor::{
     Artifact, ArtifactMeta, JobEvent, ModelKind, ModelRegistry, PredictorError, RegistryError,
 };
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::state::online::saved::SavedError;
-use super::state::online::{FailureAnswer, Online, RuntimeAnswer, WaitAnswer};
-use super::tasks::model_gate::{Scores, Verdict};
-use super::tasks::training::Promotion;
+use self::answers::{FailureAnswer, RuntimeAnswer, WaitAnswer};
+pub use self::saved::{decode_state, encode_state, SavedError};
+use super::tasks::model_gate::{Gate, Scores, Verdict};
 use crate::model_store::{save_artifact, SaveError, Source};
 
 /// Every kind the service serves, in the order it trains, lists and reports them (the
@@ -109,6 +109,33 @@ pub enum TrainError {
     Promote(#[from] RegistryError),
 }
 
+/// Whether a newly trained version is promoted (served).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Promotion {
+    /// Always (first start: nothing is served yet).
+    Always,
+    /// Only when it passes the gate against the served version on the newest slice
+    /// (see [`crate::serve::tasks::model_gate`]).
+    IfNotWorse(Gate),
+}
+
+impl Promotion {
+    /// The gate, when there is one.
+    pub fn gate(self) -> Option<Gate> {
+        match self {
+            Promotion::Always => None,
+            Promotion::IfNotWorse(g) => Some(g),
+        }
+    }
+}
+
+/// What the ingested history holds, for the verdicts of kinds it does not train.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryFacts {
+    /// Ingested jobs that carry a DAG.
+    pub dag_jobs: usize,
+}
+
 /// A version trained on a history: its metadata and the gate's verdict.
 pub type Judged = (ArtifactMeta, Verdict);
 
@@ -152,8 +179,8 @@ pub trait ServedKind: Sync {
 
     /// The retrain verdict of a kind the ingested history does not train, made from the
     /// state when the retrain starts (`None`: the report says nothing of it).
-    fn not_retrained(&self, online: &Online) -> Option<Verdict> {
-        let _ = online;
+    fn not_retrained(&self, served: &ServedModels, history: &HistoryFacts) -> Option<Verdict> {
+        let _ = (served, history);
         None
     }
 }
@@ -315,26 +342,6 @@ pub struct AnswersAtSubmit {
     pub queue_wait: Option<WaitAnswer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureAnswer>,
-}
-
-/// Encodes an online state for a snapshot (bincode, as the rest of the body).
-pub fn encode_state<S: Serialize>(state: &S) -> Result<Vec<u8>, SavedError> {
-    Ok(bincode::serde::encode_to_vec(
-        state,
-        bincode::config::standard(),
-    )?)
-}
-
-/// Decodes an online state from [`encode_state`]'s bytes.
-pub fn decode_state<S: DeserializeOwned>(bytes: &[u8]) -> Result<S, SavedError> {
-    let (state, used): (S, usize) =
-        bincode::serde::decode_from_slice(bytes, bincode::config::standard())?;
-    if used != bytes.len() {
-        return Err(SavedError::Trailing {
-            extra: bytes.len() - used,
-        });
-    }
-    Ok(state)
 }
 
 /// What a kind trains on when trained on a history, and against what it is judged.

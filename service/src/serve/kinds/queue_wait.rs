@@ -12,14 +12,13 @@ use augur_predictor::{
     QueueWaitOnline, QueueWaitPredictor, QueueWaitRun, RegistryError, RuntimePredictor,
 };
 
+use super::answers::WaitAnswer;
 use super::{
     decode_state, encode_state, load_as, mostly_missing, notes, AnswersAtSubmit, CannotTrain,
-    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, Served, ServedKind, ServedModel,
-    ServedModels, TrainError, TrainedOn,
+    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, SavedError, Served, ServedKind,
+    ServedModel, ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::queue_wait_metrics;
-use crate::serve::state::online::saved::SavedError;
-use crate::serve::state::online::WaitAnswer;
 use crate::serve::tasks::model_gate::{queue_wait_mae_s_on_newest, Scores, MAE_S};
 use crate::trainers;
 

@@ -12,14 +12,13 @@ use augur_predictor::{
     RuntimeOnline, RuntimePredictor, RuntimeSplit,
 };
 
+use super::answers::RuntimeAnswer;
 use super::{
     decode_state, encode_state, load_as, mostly_missing, notes, AnswersAtSubmit, CannotTrain,
-    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, Served, ServedKind, ServedModel,
-    ServedModels, TrainError, TrainedOn,
+    HistoryRun, Judged, KindModel, KindOnline, ProfileUse, SavedError, Served, ServedKind,
+    ServedModel, ServedModels, TrainError, TrainedOn,
 };
 use crate::model_store::runtime_metrics;
-use crate::serve::state::online::saved::SavedError;
-use crate::serve::state::online::RuntimeAnswer;
 use crate::serve::tasks::model_gate::{runtime_mae_log_on_newest, Scores, MAE_LOG};
 use crate::trainers;
 

@@ -28,13 +28,14 @@ use super::events::{ClusterSnapshot, Dag, Event, FinishStatus, JobProfile, Metri
 use super::store::{PredictionRecord, StoredEvent};
 use crate::serve::kinds::{AnswersAtSubmit, KindOnline};
 
-mod answers;
 mod fit;
 pub mod retention;
 pub mod saved;
 
+pub use crate::serve::kinds::answers::{
+    ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer,
+};
 pub use crate::serve::kinds::{Served, ServedModels};
-pub use answers::{ConvergenceAnswer, FailureAnswer, Label, RuntimeAnswer, WaitAnswer};
 
 /// Why a convergence prediction could not be made.
 #[derive(Debug, Clone, PartialEq)]

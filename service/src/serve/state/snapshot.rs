@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::online::saved::SavedError;
 use super::online::{Online, ServedModels};
 use super::store::{EventLog, StoreError};
+use crate::serve::kinds::SavedError;
 use crate::serve::{http::metrics::Metrics, lock, AppState};
 
 /// The snapshot file inside `<data_dir>/snapshot/`.

@@ -29,9 +29,10 @@ use augur_predictor::ModelKind;
 use serde::Serialize;
 
 use super::model_gate::{Gate, Verdict};
-use super::training::{self, Promotion};
+use super::training;
 use crate::model_store::Source;
 use crate::serve::kinds;
+use crate::serve::kinds::Promotion;
 use crate::serve::state::online::ServedModels;
 use crate::serve::{lock, AppState, RetrainStatus};
 
@@ -173,9 +174,12 @@ pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
     let (jobs, finished_events, served, not_retrained) = {
         let o = state.online();
         // the verdicts of the kinds the history does not train, on the state now
+        let history = kinds::HistoryFacts {
+            dag_jobs: o.jobs.values().filter(|j| j.dag.is_some()).count(),
+        };
         let not_retrained: Vec<Verdict> = kinds::registered()
             .iter()
-            .filter_map(|k| k.not_retrained(&o))
+            .filter_map(|k| k.not_retrained(&o.models, &history))
             .collect();
         (
             o.history(),

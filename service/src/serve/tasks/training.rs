@@ -16,12 +16,12 @@ use augur_predictor::registry::Selector;
 use augur_predictor::{ArtifactMeta, ModelKind, ModelRegistry, RegistryError};
 use serde::Serialize;
 
-use super::model_gate::{Gate, Verdict};
+use super::model_gate::Verdict;
 use crate::model_store::Source;
 use crate::serve::http::metrics::Metrics;
 use crate::serve::kinds::{
-    self, CannotTrain, FinishOnDrop, HistoryRun, Judged, ServedKind, ServedModel, Shared,
-    TrainError, TrainedOn,
+    self, CannotTrain, FinishOnDrop, HistoryRun, Judged, Promotion, ServedKind, ServedModel,
+    Shared, TrainError, TrainedOn,
 };
 use crate::serve::state::online::ServedModels;
 use crate::trace_sources::load_sources;
@@ -59,26 +59,6 @@ impl TrainReport {
     /// The version of `kind` this run saved, if any.
     pub fn version(&self, kind: ModelKind) -> Option<u32> {
         self.trained.get(&kind)?.as_ref().map(|m| m.version)
-    }
-}
-
-/// Whether a newly trained version is promoted (served).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Promotion {
-    /// Always (first start: nothing is served yet).
-    Always,
-    /// Only when it passes the gate against the served version on the newest slice
-    /// (see [`super::model_gate`]).
-    IfNotWorse(Gate),
-}
-
-impl Promotion {
-    /// The gate, when there is one.
-    pub fn gate(self) -> Option<Gate> {
-        match self {
-            Promotion::Always => None,
-            Promotion::IfNotWorse(g) => Some(g),
-        }
     }
 }
 

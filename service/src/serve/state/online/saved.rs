@@ -9,63 +9,18 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
-use augur_predictor::{ModelKind, PredictorError, RiskGroup};
+use augur_predictor::{ModelKind, RiskGroup};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::answers::label;
 use super::retention::Retention;
 use super::{
     AnswersAtSubmit, EventCounts, FailureAnswer, JobInfo, Label, Online, RuntimeAnswer, WaitAnswer,
 };
+use crate::serve::kinds::answers::label;
+use crate::serve::kinds::saved::SavedError;
 use crate::serve::kinds::KindOnline;
 use crate::serve::state::events::{FinishStatus, JobProfile, MetricPoint};
-
-/// Why a saved state could not be made or used.
-#[derive(Debug, thiserror::Error)]
-pub enum SavedError {
-    #[error("cannot encode the online state: {0}")]
-    Encode(#[from] bincode::error::EncodeError),
-    /// The bytes do not decode (a damaged or foreign body).
-    #[error("cannot decode the online state: {0}")]
-    Decode(#[from] bincode::error::DecodeError),
-    #[error("the online state's body has {extra} bytes after its end")]
-    Trailing { extra: usize },
-    /// A part kept as JSON text does not read back.
-    #[error("a part of the online state cannot be read: {0}")]
-    Json(#[from] serde_json::Error),
-    /// The saved state has a predictor's state where no model of that kind is served now,
-    /// or lacks one for a model served now.
-    #[error("the saved state {saved} a {kind} state, and a {kind} model is {served}")]
-    Presence {
-        kind: ModelKind,
-        saved: &'static str,
-        served: &'static str,
-    },
-    /// The saved state has the state of a kind this build does not serve.
-    #[error("the saved state has a state of `{name}`, a kind this build does not serve")]
-    UnknownKind { name: String },
-    /// A predictor's saved state does not fit the model served now.
-    #[error(transparent)]
-    Mismatch(#[from] PredictorError),
-    /// The saved state evicted runs by another retention window.
-    #[error("the saved state holds runs for a retention window of {saved:?} s, the service now {now:?} s")]
-    Retention {
-        saved: Option<f64>,
-        now: Option<f64>,
-    },
-}
-
-impl SavedError {
-    /// Whether the bytes are bad (else they are sound but were made for other models or
-    /// settings).
-    pub fn is_damage(&self) -> bool {
-        matches!(
-            self,
-            SavedError::Decode(_) | SavedError::Trailing { .. } | SavedError::Json(_)
-        )
-    }
-}
 
 fn config() -> bincode::config::Configuration {
     bincode::config::standard()

@@ -44,6 +44,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use tokio::sync::oneshot;
 
+pub use super::error::PgStoreError;
 use super::hooks::{Closures, GroupHooks, UseRecords};
 use super::writer::next_group;
 use super::{now_unix, ApplyGroup, PredictionRecord, StoredEvent};
@@ -57,61 +58,6 @@ const PAGE: i64 = 10_000;
 const CHANNEL: &str = "augur_events";
 /// Key of the advisory lock that serialises schema creation between replicas starting at once.
 const SCHEMA_LOCK: i64 = 0x0061_7567_7572;
-
-/// Errors of the PostgreSQL store.
-#[derive(Debug, thiserror::Error)]
-pub enum PgStoreError {
-    #[error("event store {url}: {source}")]
-    Postgres {
-        url: String,
-        #[source]
-        source: postgres::Error,
-    },
-    #[error("store `{url}`: not a PostgreSQL connection string: {reason}")]
-    BadUrl { url: String, reason: String },
-    #[error("event store {url}: row seq {seq} holds an event that cannot be read: {reason}")]
-    BadRow {
-        url: String,
-        seq: i64,
-        reason: String,
-    },
-    #[error("event store {url} belongs to backend `{found_backend}` (cluster `{found_cluster}`), not to backend `{want_backend}` (cluster `{want_cluster}`): two clusters' events, or real and simulated ones, never share a log; use another database")]
-    IdentityMismatch {
-        url: String,
-        found_backend: String,
-        found_cluster: String,
-        want_backend: String,
-        want_cluster: String,
-    },
-    #[error("event store {url} is damaged and was not opened: sequence numbers up to {handed_out} were acknowledged but {present} events are stored (highest {max_seq}); restore the database from a backup")]
-    Damaged {
-        url: String,
-        handed_out: i64,
-        present: i64,
-        max_seq: i64,
-    },
-    #[error("event store {url}: no connection")]
-    NoConnection { url: String },
-    #[error("event store {url}: cannot start the {thread} thread: {source}")]
-    Thread {
-        url: String,
-        thread: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("event store {url}: the writer has stopped")]
-    Closed { url: String },
-    #[error("event store {url}: cannot encode an event: {source}")]
-    Encode {
-        url: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The commit of the group a request was written in failed (each request of it gets
-    /// the one error).
-    #[error(transparent)]
-    Commit(Arc<PgStoreError>),
-}
 
 /// A connection string without its password, for messages and logs.
 fn redact(cfg: &postgres::Config) -> String {

@@ -2,12 +2,10 @@
 //! (intervals as `lower` / `upper`, calibrations named), readable back from a stored
 //! prediction record.
 
-use augur_predictor::convergence::{
-    ConvergenceAnswer as ConvergenceOnlineAnswer, ConvergencePrediction,
-};
-use augur_predictor::failure::FailureAnswer as FailureOnlineAnswer;
-use augur_predictor::queue_wait::QueueWaitAnswer;
-use augur_predictor::runtime::{IntervalSource, RuntimeAnswer as RuntimeOnlineAnswer};
+use augur_predictor::convergence::{ConvergenceOnlineAnswer, ConvergencePrediction};
+use augur_predictor::failure::FailureOnlineAnswer;
+use augur_predictor::queue_wait::QueueWaitOnlineAnswer;
+use augur_predictor::runtime::{IntervalSource, RuntimeOnlineAnswer};
 use augur_predictor::RiskGroup;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -27,7 +25,7 @@ const LABELS: &[&str] = &[
 pub type Label = &'static str;
 
 /// Reads a label of [`LABELS`] (an unknown one reads as `unknown`).
-pub(super) fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
+pub(crate) fn label<'de, D: Deserializer<'de>>(d: D) -> Result<Label, D::Error> {
     let s = String::deserialize(d)?;
     Ok(LABELS
         .iter()
@@ -105,8 +103,8 @@ pub struct WaitAnswer {
     pub risk_group: Option<RiskGroup>,
 }
 
-impl From<QueueWaitAnswer> for WaitAnswer {
-    fn from(a: QueueWaitAnswer) -> WaitAnswer {
+impl From<QueueWaitOnlineAnswer> for WaitAnswer {
+    fn from(a: QueueWaitOnlineAnswer) -> WaitAnswer {
         WaitAnswer {
             model_version: a.model_version,
             seconds: a.seconds,
