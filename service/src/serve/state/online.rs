@@ -595,6 +595,23 @@ impl Online {
             .map_or_else(|| job_id.to_string(), |j| run_id(&j.job_id, j.run))
     }
 
+    /// `kind`'s online predictor asked about a job with `profile` submitted at `at`, after
+    /// the profile's fields are checked against what the served model was trained on.
+    fn predict_profile<O: OnlinePredictor + 'static>(
+        &self,
+        kind: ModelKind,
+        job_id: &str,
+        profile: &JobProfile,
+        at: f64,
+    ) -> Result<O::Answer, PredictError> {
+        let online = self
+            .state::<O>(kind)
+            .ok_or_else(|| self.not_available(kind))?;
+        self.check_fits(profile)?;
+        let record = profile.to_record(&self.predictor_id(job_id), at);
+        Ok(online.predict(&JobQuery { job: &record, at })?)
+    }
+
     /// Runtime prediction for a job with `profile`, submitted at `at`: for an ingested job
     /// (`job_id`) its own submit is left out of its history, and jobs submitted at `at` or
     /// later are not seen, so asked at its submit time it is the answer at its submit.
@@ -604,12 +621,8 @@ impl Online {
         profile: &JobProfile,
         at: f64,
     ) -> Result<RuntimeAnswer, PredictError> {
-        let online = self
-            .state::<RuntimeOnline>(ModelKind::Runtime)
-            .ok_or_else(|| self.not_available(ModelKind::Runtime))?;
-        self.check_fits(profile)?;
-        let record = profile.to_record(&self.predictor_id(job_id), at);
-        let answer = online.predict(&JobQuery { job: &record, at })?;
+        let answer =
+            self.predict_profile::<RuntimeOnline>(ModelKind::Runtime, job_id, profile, at)?;
         Ok(RuntimeAnswer::from(answer).within_limit(profile.requested_time))
     }
 
@@ -621,12 +634,8 @@ impl Online {
         profile: &JobProfile,
         at: f64,
     ) -> Result<FailureAnswer, PredictError> {
-        let online = self
-            .state::<FailureOnline>(ModelKind::Failure)
-            .ok_or_else(|| self.not_available(ModelKind::Failure))?;
-        self.check_fits(profile)?;
-        let record = profile.to_record(&self.predictor_id(job_id), at);
-        let answer = online.predict(&JobQuery { job: &record, at })?;
+        let answer =
+            self.predict_profile::<FailureOnline>(ModelKind::Failure, job_id, profile, at)?;
         Ok(answer.into())
     }
 
@@ -658,12 +667,8 @@ impl Online {
         profile: &JobProfile,
         at: f64,
     ) -> Result<WaitAnswer, PredictError> {
-        let online = self
-            .state::<QueueWaitOnline>(ModelKind::QueueWait)
-            .ok_or_else(|| self.not_available(ModelKind::QueueWait))?;
-        self.check_fits(profile)?;
-        let record = profile.to_record(&self.predictor_id(job_id), at);
-        let answer = online.predict(&JobQuery { job: &record, at })?;
+        let answer =
+            self.predict_profile::<QueueWaitOnline>(ModelKind::QueueWait, job_id, profile, at)?;
         Ok(answer.into())
     }
 
