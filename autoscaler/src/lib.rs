@@ -40,6 +40,7 @@ pub mod backend;
 pub mod cluster;
 mod controller;
 pub mod decision;
+pub mod drain;
 mod error;
 pub mod kubernetes;
 pub mod live;
