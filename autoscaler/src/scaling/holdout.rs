@@ -301,6 +301,9 @@ pub struct ScalingHoldout {
     pub size_beats_naive: bool,
     /// Model's median and mean |log error| both at or below "no change" on MLPerf type pairs.
     pub type_beats_no_change: bool,
+    /// The fitted size laws the deployed model uses: Pollux σ and each MLPerf benchmark's σ.
+    pub pollux_serial: f64,
+    pub mlperf_serial: BTreeMap<String, f64>,
     pub notes: Vec<String>,
 }
 
@@ -660,6 +663,12 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
         pairs: results,
         size_beats_naive,
         type_beats_no_change,
+        pollux_serial: base.pollux_serial(),
+        mlperf_serial: base
+            .mlperf_serials()
+            .iter()
+            .map(|(b, (s, _))| (b.clone(), *s))
+            .collect(),
         notes,
     }
 }

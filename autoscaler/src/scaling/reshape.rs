@@ -394,6 +394,11 @@ impl Reshaper {
         &self.residuals
     }
 
+    /// Benchmark → (Amdahl serial fraction fitted on MLPerf time to train, submitter groups).
+    pub fn mlperf_serials(&self) -> &BTreeMap<String, (f64, usize)> {
+        &self.mlperf_serial
+    }
+
     /// The Pollux Amdahl serial fraction (the default size law).
     pub fn pollux_serial(&self) -> f64 {
         self.pollux_serial
@@ -736,6 +741,40 @@ mod tests {
             &[],
         );
         assert_eq!(unknown.basis.source, BasisSource::Unmeasured);
+    }
+
+    #[test]
+    fn evidence_order_own_runs_then_mlperf_then_pollux() {
+        let r = Reshaper::bundled().unwrap();
+        let (a8, a64) = (shape(8.0, Some("A100")), shape(64.0, Some("a100")));
+        let bert = r.ratio(Some("bert-large-pretrain"), &a8, &a64, &[]);
+        assert_eq!(bert.basis.source, BasisSource::Mlperf, "{bert:?}");
+        // MLPerf's bert scales far better than the Pollux default.
+        let plain = r.ratio(Some("job-42"), &a8, &a64, &[]);
+        assert_eq!(plain.basis.source, BasisSource::PolluxAmdahl);
+        assert!(bert.ratio < plain.ratio, "{bert:?} {plain:?}");
+        let run = |gpus: f64, runtime_s: f64| PastRun {
+            shape: shape(gpus, Some("NVIDIA A100-SXM4-80GB")),
+            runtime_s,
+        };
+        // Two past sizes: Amdahl fitted on them (here: perfectly linear).
+        let own = r.ratio(Some("bert"), &a8, &a64, &[run(2.0, 400.0), run(4.0, 200.0)]);
+        assert_eq!(own.basis.source, BasisSource::OwnHistory);
+        assert!((own.ratio - 0.125).abs() < 0.01, "{own:?}");
+        // Runs at both shapes: their ratio.
+        let both = r.ratio(None, &a8, &a64, &[run(8.0, 1000.0), run(64.0, 300.0)]);
+        assert_eq!(both.basis.source, BasisSource::OwnHistory);
+        assert!((both.ratio - 0.3).abs() < 1e-9, "{both:?}");
+        assert!(both.low < 0.3 && both.high > 0.3);
+        // Size and type together: factors multiply, the detail names both.
+        let x = r.ratio(
+            Some("resnet50"),
+            &shape(1.0, Some("k80")),
+            &shape(4.0, Some("v100")),
+            &[],
+        );
+        assert!(x.basis.detail.contains("Gavel") && x.basis.detail.contains("MLPerf"));
+        assert!(x.ratio < 0.25, "{x:?}");
     }
 
     #[test]
