@@ -51,7 +51,7 @@ pub fn mlperf_setups(runs: &[MlperfRun]) -> (Vec<Setup>, Vec<f64>) {
             continue;
         };
         let acc = accelerator_variant(acc);
-        if n == 0 || !(d > 0.0) || acc.is_empty() {
+        if n == 0 || d.is_nan() || d <= 0.0 || acc.is_empty() {
             continue;
         }
         by.entry((r.benchmark.clone(), r.submitter.clone(), acc, n))
@@ -175,7 +175,9 @@ pub fn type_pairs(setups: &[Setup], grain: TypeGrain) -> Vec<Pair> {
 /// Size groups `(gpus, time)` by (benchmark, submitter, accelerator) of the setups `keep`
 /// selects; groups with ≥ 2 sizes.
 pub fn size_groups(setups: &[Setup], keep: impl Fn(&Setup) -> bool) -> Vec<Vec<(f64, f64)>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<(f64, f64)>> = BTreeMap::new();
+    // (benchmark, submitter, accelerator) → (gpus, time)
+    type Group<'a> = (&'a str, &'a str, &'a str);
+    let mut by: BTreeMap<Group, Vec<(f64, f64)>> = BTreeMap::new();
     for s in setups.iter().filter(|s| keep(s)) {
         by.entry((&s.benchmark, &s.submitter, &s.accelerator))
             .or_default()

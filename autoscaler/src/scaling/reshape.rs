@@ -585,7 +585,7 @@ impl Reshaper {
         let (logs, what) = if own.is_empty() {
             (all, "median over benchmarks".to_string())
         } else {
-            (own, format!("{}", bench.unwrap_or("")))
+            (own, bench.unwrap_or("").to_string())
         };
         if logs.is_empty() {
             return None;
