@@ -172,14 +172,18 @@ fn gavel_type_family(job_type: &str) -> &str {
     job_type.split(" (").next().unwrap_or(job_type).trim()
 }
 
-/// The 10% and 90% quantiles of `res` (of `fallback` when `res` has fewer than 3), widened to
-/// hold 0 so the point estimate is inside its interval.
+/// The 80% band of held-out residuals `res` (of `fallback` when `res` has fewer than 3): the
+/// split-conformal quantiles with the finite-sample correction (levels `⌈0.9 (m + 1)⌉ / m` and
+/// one minus it, the rule of the predictor's conformal calibration), widened to hold 0 so the
+/// point estimate is inside its interval.
 fn band(res: &[f64], fallback: &[f64]) -> (f64, f64) {
     let r = if res.len() >= 3 { res } else { fallback };
     if r.is_empty() {
         return (0.0, 0.0);
     }
-    let (lo, hi) = (quantile(r, 0.1), quantile(r, 0.9));
+    let m = r.len() as f64;
+    let q = ((0.9 * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
+    let (lo, hi) = (quantile(r, 1.0 - q), quantile(r, q));
     (lo.min(0.0), hi.max(0.0))
 }
 
