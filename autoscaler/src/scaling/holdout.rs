@@ -549,6 +549,22 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
         row(&subset, "linear speedup", &pick(&lin_e), None, &mut rows);
         row(&subset, "no speedup", &pick(&none_e), None, &mut rows);
     }
+    // Per benchmark: where the model loses, the table says so.
+    let mut benches: Vec<&str> = results.iter().map(|r| r.pair.benchmark.as_str()).collect();
+    benches.sort();
+    benches.dedup();
+    for b in benches {
+        let idx: Vec<usize> = (0..results.len())
+            .filter(|&k| results.get(k).is_some_and(|r| r.pair.benchmark == b))
+            .collect();
+        let pick =
+            |v: &[f64]| -> Vec<f64> { idx.iter().filter_map(|&k| v.get(k).copied()).collect() };
+        let rs: Vec<&PairResult> = idx.iter().filter_map(|&k| results.get(k)).collect();
+        let subset = format!("size: {b}");
+        row(&subset, "model", &pick(&model_e), coverage(&rs), &mut rows);
+        row(&subset, "linear speedup", &pick(&lin_e), None, &mut rows);
+        row(&subset, "no speedup", &pick(&none_e), None, &mut rows);
+    }
     let beats = |m: &[f64], other: &[f64]| -> bool {
         match (ErrorStats::of(m), ErrorStats::of(other)) {
             (Some(a), Some(b)) => {
