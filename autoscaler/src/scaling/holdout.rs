@@ -237,6 +237,44 @@ pub fn fit_amdahl_times(groups: &[Vec<(f64, f64)>]) -> Option<f64> {
     Some(((a + b) / 2.0).exp())
 }
 
+/// A benchmark's size law fitted on MLPerf time to train.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct BenchmarkSerial {
+    /// The serial fraction used: the benchmark's own fit shrunk toward `pooled`.
+    pub serial: f64,
+    /// The benchmark's own fit on its submitter × accelerator groups.
+    pub own: f64,
+    /// The fit on every other benchmark.
+    pub pooled: f64,
+    /// Groups behind `own`.
+    pub groups: usize,
+}
+
+/// The size law of `benchmark` from the setups `keep` accepts among its own (any setup of
+/// another benchmark forms the pooled law): `ln σ = (k ln σ_own + ln σ_pooled) / (k + 1)` for
+/// `k` groups, the pooled law counting as one more group, so that one submitter's two sizes
+/// do not decide alone. `None` when the benchmark has no group of ≥ 2 sizes.
+pub fn benchmark_serial(
+    setups: &[Setup],
+    benchmark: &str,
+    keep: impl Fn(&Setup) -> bool,
+) -> Option<BenchmarkSerial> {
+    let groups = size_groups(setups, |s| s.benchmark == benchmark && keep(s));
+    let own = fit_amdahl_times(&groups)?;
+    let k = groups.len() as f64;
+    let pooled = fit_amdahl_times(&size_groups(setups, |s| s.benchmark != benchmark));
+    let serial = match pooled {
+        Some(p) => ((k * own.ln() + p.ln()) / (k + 1.0)).exp(),
+        None => own,
+    };
+    Some(BenchmarkSerial {
+        serial,
+        own,
+        pooled: pooled.unwrap_or(own),
+        groups: groups.len(),
+    })
+}
+
 /// `ln(T(to)/T(from))` under Amdahl with `serial`.
 pub fn amdahl_log_ratio(from: f64, to: f64, serial: f64) -> f64 {
     (amdahl_time(to, serial) / amdahl_time(from, serial)).ln()
@@ -329,10 +367,8 @@ fn size_sources(p: &Pair, setups: &[Setup]) -> SizeSources {
         .map(|s| (s.gpus, s.time_s))
         .collect();
     let own = fit_amdahl_times(&[own_group]).map(|s| amdahl_log_ratio(p.from_gpus, p.to_gpus, s));
-    let same = fit_amdahl_times(&size_groups(setups, |s| {
-        s.benchmark == p.benchmark && s.submitter != p.submitter
-    }))
-    .map(|s| amdahl_log_ratio(p.from_gpus, p.to_gpus, s));
+    let same = benchmark_serial(setups, &p.benchmark, |s| s.submitter != p.submitter)
+        .map(|f| amdahl_log_ratio(p.from_gpus, p.to_gpus, f.serial));
     let other = fit_amdahl_times(&size_groups(setups, |s| s.benchmark != p.benchmark))
         .map(|s| amdahl_log_ratio(p.from_gpus, p.to_gpus, s));
     SizeSources {
@@ -685,7 +721,7 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
         mlperf_serial: base
             .mlperf_serials()
             .iter()
-            .map(|(b, (s, _))| (b.clone(), *s))
+            .map(|(b, f)| (b.clone(), f.serial))
             .collect(),
         notes,
     }

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use super::family::{accelerator_variant, gavel_family, mlperf_benchmark, normalize_gpu_type};
 use super::holdout::{
-    fit_amdahl_times, mlperf_residuals, mlperf_setups, size_groups, type_logs, type_pairs, Pair,
-    Setup,
+    benchmark_serial, fit_amdahl_times, mlperf_residuals, mlperf_setups, type_logs, type_pairs,
+    BenchmarkSerial, Pair, Setup,
 };
 use super::{amdahl_time, fit_amdahl, pollux_speedups};
 use crate::error::SimError;
@@ -151,8 +151,8 @@ pub struct Reshaper {
     gavel: GavelSpeeds,
     /// MLPerf setups (variant grain) the size and type evidence comes from.
     mlperf: Vec<Setup>,
-    /// Benchmark → (Amdahl serial fraction on time to train, submitter groups).
-    mlperf_serial: BTreeMap<String, (f64, usize)>,
+    /// Benchmark → its size law on MLPerf time to train.
+    mlperf_serial: BTreeMap<String, BenchmarkSerial>,
     /// Type pairs at `grain`.
     mlperf_types: Vec<Pair>,
     residuals: Residuals,
@@ -375,11 +375,7 @@ impl Reshaper {
         benchmarks.dedup();
         let mlperf_serial = benchmarks
             .iter()
-            .filter_map(|b| {
-                let groups = size_groups(&setups, |s| s.benchmark == *b);
-                let serial = fit_amdahl_times(&groups)?;
-                Some((b.to_string(), (serial, groups.len())))
-            })
+            .filter_map(|b| Some((b.to_string(), benchmark_serial(&setups, b, |_| true)?)))
             .collect();
         Reshaper {
             grain,
@@ -398,8 +394,8 @@ impl Reshaper {
         &self.residuals
     }
 
-    /// Benchmark → (Amdahl serial fraction fitted on MLPerf time to train, submitter groups).
-    pub fn mlperf_serials(&self) -> &BTreeMap<String, (f64, usize)> {
+    /// Benchmark → its size law fitted on MLPerf time to train.
+    pub fn mlperf_serials(&self) -> &BTreeMap<String, BenchmarkSerial> {
         &self.mlperf_serial
     }
 
@@ -540,7 +536,8 @@ impl Reshaper {
 
     fn mlperf_size(&self, bench: Option<&str>, n_from: f64, n_to: f64) -> Option<Factor> {
         let b = bench?;
-        let &(serial, groups) = self.mlperf_serial.get(b)?;
+        let f = *self.mlperf_serial.get(b)?;
+        let serial = f.serial;
         let scale = (n_to / n_from).ln().abs();
         let (lo, hi) = band(&self.residuals.mlperf_size, &self.residuals.pollux);
         Some(Factor {
@@ -549,7 +546,8 @@ impl Reshaper {
             hi: hi * scale,
             source: BasisSource::Mlperf,
             detail: format!(
-                "MLPerf v1.0 {b}: Amdahl serial fraction {serial:.4} fitted on time to train of {groups} submitter group(s)"
+                "MLPerf v1.0 {b}: Amdahl serial fraction {serial:.4} (time to train of {} submitter group(s), σ {:.4}, shrunk toward the other benchmarks' {:.4})",
+                f.groups, f.own, f.pooled
             ),
         })
     }
