@@ -780,6 +780,18 @@ mod tests {
     }
 
     #[test]
+    fn shared_across_threads_and_serialised_with_its_source() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Reshaper>();
+        let r = Reshaper::bundled().unwrap();
+        let x = r.ratio(Some("bert"), &shape(8.0, None), &shape(64.0, None), &[]);
+        let v = serde_json::to_value(&x).unwrap();
+        assert_eq!(v["basis"]["source"], "mlperf");
+        let back: RuntimeRatio = serde_json::from_value(v).unwrap();
+        assert_eq!(back, x);
+    }
+
+    #[test]
     fn absurd_input_still_gives_a_finite_positive_ratio() {
         let r = Reshaper::bundled().unwrap();
         for (a, b) in [
