@@ -279,7 +279,12 @@ pub fn advise_at(
         )));
     }
     mark(&mut options, at);
-    options[1..].sort_by(|a, b| a.finish.total_cmp(&b.finish));
+    options[1..].sort_by(|a, b| {
+        let hours = |o: &AdviceOption| o.gpu_hours.unwrap_or(f64::INFINITY);
+        a.finish
+            .total_cmp(&b.finish)
+            .then(hours(a).total_cmp(&hours(b)))
+    });
     Ok(Advice {
         now: at,
         job_id: job_id.map(str::to_string),
