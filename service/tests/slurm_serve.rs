@@ -102,8 +102,14 @@ fn eta_json(addr: std::net::SocketAddr) -> Value {
 
 /// `augur eta --why` (the real binary) while `gpu` (1 GPU) waits behind `hold` (both GPUs):
 /// under the job's line, Augur's reading names `hold` as the release that frees its GPU,
-/// and Slurm's reason (`Resources` or `Priority`) stands beside it; the JSON agrees.
-fn why_names_the_release_and_slurms_reason(addr: std::net::SocketAddr, hold: &str, gpu: &str) {
+/// and Slurm's reason (`Resources` or `Priority`) stands beside it; the JSON agrees. `both`
+/// (no GPU, `--exclusive`) reads as a whole node that the GPU reading cannot time.
+fn why_names_the_release_and_slurms_reason(
+    addr: std::net::SocketAddr,
+    hold: &str,
+    gpu: &str,
+    both: &str,
+) {
     let url = format!("http://{addr}");
     let mut text = String::new();
     let mut block = Vec::new();
@@ -146,6 +152,24 @@ fn why_names_the_release_and_slurms_reason(addr: std::net::SocketAddr, hold: &st
     assert_eq!(why["shape"]["gpu_type"], "tesla", "{eta}");
     assert!(why["start"]["queue_drain"].is_number(), "{eta}");
     assert!(why["scheduler_reason"].is_string(), "{eta}");
+    let out = augur()
+        .args(["eta", "--why", "--json", "--url", &url, both])
+        .output()
+        .unwrap();
+    let eta = json_of(&String::from_utf8_lossy(&out.stdout));
+    let why = &eta["jobs"][0]["why"];
+    assert_eq!(why["shape"]["whole_nodes"], true, "{eta}");
+    assert_eq!(
+        why["shape"]["description"], "no GPUs (2 CPUs) on a whole node",
+        "{eta}"
+    );
+    assert!(why["start"]["queue_drain"].is_null(), "{eta}");
+    assert!(
+        why["reading"]
+            .as_str()
+            .is_some_and(|r| r.contains("Augur reads the GPU queue only")),
+        "{eta}"
+    );
 }
 
 #[test]
@@ -197,7 +221,17 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
         "--wrap",
         "sleep 2",
     ]);
-    let both = cluster.sbatch(&["-J", "wait-both", "-n", "2", "-t", "1", "--wrap", "sleep 2"]);
+    let both = cluster.sbatch(&[
+        "-J",
+        "wait-both",
+        "-n",
+        "2",
+        "-t",
+        "1",
+        "--exclusive",
+        "--wrap",
+        "sleep 2",
+    ]);
     let fail = cluster.sbatch(&["-J", "fails", "-n", "1", "-t", "1", "--wrap", "exit 1"]);
     let cancel = cluster.sbatch(&[
         "-J",
@@ -210,7 +244,7 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
         "sleep 30",
     ]);
 
-    why_names_the_release_and_slurms_reason(addr, &hold, &gpu);
+    why_names_the_release_and_slurms_reason(addr, &hold, &gpu, &both);
 
     // the pending jobs reach the store, with Augur's and (after a backfill pass) Slurm's estimates
     let mut eta = Value::Null;

@@ -90,6 +90,12 @@ pub trait ServeBackend: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether the pending job with this store id asks for whole nodes (Slurm's
+    /// `--exclusive`).
+    fn whole_nodes(&self, _store_id: &str) -> bool {
+        false
+    }
+
     /// Free GPUs by type (lower-case type names) as the backend last saw them, when its
     /// cluster names GPU types; `None` reads the cluster snapshot's GPUs as one pool.
     fn free_gpus_by_type(&self) -> Option<std::collections::BTreeMap<String, f64>> {

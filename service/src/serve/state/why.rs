@@ -64,7 +64,10 @@ pub struct WaitShape {
     pub gpu_type: Option<String>,
     pub nodes: Option<f64>,
     pub cpus: Option<f64>,
-    /// In words: "8 GPUs", "16 GPUs (v100) as a gang over 2 nodes", "no GPUs (2 CPUs)".
+    /// It asks for whole nodes (Slurm's `--exclusive`).
+    pub whole_nodes: bool,
+    /// In words: "8 GPUs", "16 GPUs (v100) as a gang over 2 nodes", "no GPUs (2 CPUs)",
+    /// "8 GPUs on a whole node".
     pub description: String,
 }
 
@@ -386,12 +389,20 @@ impl QueueSnapshot {
             queue_wait_model_upper: model_start_upper(me.submit, me.wait.as_ref(), self.now),
             scheduler: backend.scheduler_start(&me.id),
         };
+        let whole_nodes = backend.whole_nodes(&me.id);
+        if whole_nodes {
+            notes.push(
+                "it asks for whole nodes: the reading counts free GPUs, not idle nodes, so it may start later"
+                    .into(),
+            );
+        }
         let shape = WaitShape {
             gpus: me.gpus,
             gpu_type: me.gpu_type.clone(),
             nodes: me.nodes,
             cpus: me.cpus,
-            description: describe(me),
+            whole_nodes,
+            description: describe(me, whole_nodes),
         };
         let free_gpus = free.as_ref().map(|_| estimate.free_now);
         let why = Reading {
@@ -419,7 +430,7 @@ impl QueueSnapshot {
 }
 
 /// The shape in words.
-fn describe(e: &Entry) -> String {
+fn describe(e: &Entry, whole_nodes: bool) -> String {
     let mut s = if e.gpus == 0.0 {
         "no GPUs".to_string()
     } else {
@@ -435,6 +446,13 @@ fn describe(e: &Entry) -> String {
     }
     if let (true, Some(c)) = (e.gpus == 0.0, e.cpus) {
         s.push_str(&format!(" ({c} CPUs)"));
+    }
+    if whole_nodes {
+        let whole = match e.nodes {
+            Some(n) if n > 1.0 => " on whole nodes",
+            _ => " on a whole node",
+        };
+        s.push_str(whole);
     }
     s
 }
@@ -865,6 +883,12 @@ mod tests {
         assert_eq!(
             gang.shape.description,
             "16 GPUs (a100) as a gang over 2 nodes"
+        );
+        assert!(!gang.shape.whole_nodes);
+        let entry = Entry::of(&b.online.jobs["gang"]).unwrap();
+        assert_eq!(
+            describe(&entry, true),
+            "16 GPUs (a100) as a gang over 2 nodes on whole nodes"
         );
     }
 

@@ -154,10 +154,11 @@ fn parse_cluster_name(text: &str) -> Option<String> {
 }
 
 /// The `squeue` output format: the job name last, since it may hold a `|`. `%r` is the
-/// reason a job is in its state (a pending job's `Priority`, `Resources`, ...).
-const SQUEUE_FORMAT: &str = "%i|%V|%S|%T|%u|%a|%P|%D|%C|%l|%b|%r|%j";
+/// reason a job is in its state (a pending job's `Priority`, `Resources`, ...); `%h` whether
+/// its nodes may be shared (`NO`: it asks for whole nodes, `--exclusive`).
+const SQUEUE_FORMAT: &str = "%i|%V|%S|%T|%u|%a|%P|%D|%C|%l|%b|%r|%h|%j";
 /// Fields in a line of [`SQUEUE_FORMAT`].
-const SQUEUE_FIELDS: usize = 13;
+const SQUEUE_FIELDS: usize = 14;
 
 /// One pending or running job as `squeue` shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,6 +183,8 @@ pub struct QueuedJob {
     /// Why it is in its state (Slurm's `Reason`: `Priority`, `Resources`, `None` while it
     /// runs, ...).
     pub reason: String,
+    /// It asks for whole nodes (`--exclusive`: `%h` is `NO`).
+    pub whole_nodes: bool,
     pub name: String,
 }
 
@@ -233,7 +236,8 @@ fn parse_squeue_line(line: &str) -> Result<QueuedJob, String> {
         gpus: parse_gpus(f[10]) * f[7].trim().parse::<f64>().unwrap_or(1.0),
         gpu_type: parse_gpu_type(f[10]),
         reason: f[11].trim().to_string(),
-        name: f[12].to_string(),
+        whole_nodes: f[12].trim() == "NO",
+        name: f[13].to_string(),
     })
 }
 
@@ -389,7 +393,7 @@ mod tests {
     #[test]
     fn squeue_lines_parse() {
         let j = parse_squeue_line(
-            "42_3|2026-11-23T07:13:18|2026-11-23T07:14:00|PENDING|alice|ml|debug|2|4|1-00:00:00|gres/gpu:tesla:1|Resources|train|v2",
+            "42_3|2026-11-23T07:13:18|2026-11-23T07:14:00|PENDING|alice|ml|debug|2|4|1-00:00:00|gres/gpu:tesla:1|Resources|NO|train|v2",
         )
         .unwrap();
         assert_eq!(j.id, "42_3");
@@ -401,13 +405,16 @@ mod tests {
         assert_eq!(j.name, "train|v2");
         assert_eq!(j.reason, "Resources");
         assert_eq!(j.gpu_type.as_deref(), Some("tesla"));
-        let j =
-            parse_squeue_line("7|2026-11-23T07:13:18|N/A|RUNNING|bob|a|p|1|1|UNLIMITED|N/A|None|x")
-                .unwrap();
+        assert!(j.whole_nodes);
+        let j = parse_squeue_line(
+            "7|2026-11-23T07:13:18|N/A|RUNNING|bob|a|p|1|1|UNLIMITED|N/A|None|OK|x",
+        )
+        .unwrap();
         assert!(j.running);
         assert_eq!((j.start, j.time_limit, j.gpus), (None, None, 0.0));
         assert_eq!((j.gpu_type, j.reason.as_str()), (None, "None"));
-        assert!(parse_squeue_line("7|yesterday|N/A|RUNNING|b|a|p|1|1|1:00|N/A|None|x").is_err());
+        assert!(!j.whole_nodes);
+        assert!(parse_squeue_line("7|yesterday|N/A|RUNNING|b|a|p|1|1|1:00|N/A|None|OK|x").is_err());
         assert!(parse_squeue_line("7|2026").is_err());
     }
 

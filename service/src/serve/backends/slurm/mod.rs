@@ -4,7 +4,8 @@
 //! - `squeue` (pending and running jobs, one line per array task): new jobs become
 //!   `job_submitted` events, jobs now running `job_started` ones; a pending job's expected
 //!   start (what `squeue --start` prints, the scheduler's estimate) and its reason for
-//!   waiting (`%r`: `Priority`, `Resources`, ...) are kept beside it for `GET /v1/eta` and
+//!   waiting (`%r`: `Priority`, `Resources`, ...) and whether it asks for whole nodes (`%h`)
+//!   are kept beside it for `GET /v1/eta` and
 //!   `GET /v1/jobs/{id}`;
 //! - `sacct` (every job in any state since the last poll, read by the sacct reader): the
 //!   finish of every ended job, with its Slurm state as status, and the submit and start of
@@ -149,6 +150,10 @@ impl ServeBackend for SlurmBackend {
         lock(&self.status.inner).reasons.get(store_id).cloned()
     }
 
+    fn whole_nodes(&self, store_id: &str) -> bool {
+        lock(&self.status.inner).whole_nodes.contains(store_id)
+    }
+
     fn free_gpus_by_type(&self) -> Option<BTreeMap<String, f64>> {
         lock(&self.status.inner).free_by_type.clone()
     }
@@ -172,6 +177,7 @@ struct StatusInner {
     view: SlurmView,
     estimates: HashMap<String, f64>,
     reasons: HashMap<String, String>,
+    whole_nodes: std::collections::HashSet<String>,
     free_by_type: Option<BTreeMap<String, f64>>,
 }
 
@@ -339,6 +345,7 @@ fn record_poll(
     let mut i = lock(&status.inner);
     i.estimates = tracker.estimates().clone();
     i.reasons = tracker.reasons().clone();
+    i.whole_nodes = tracker.whole_nodes().clone();
     i.free_by_type = free_by_type;
     let v = &mut i.view;
     v.last_poll = Some(now);

@@ -6,7 +6,7 @@
 //! of the controller, or a requeue that resubmits) is a new run. Its id in the store is
 //! `<cluster>/<slurm id>@<submit unix seconds>` ([`store_id`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use augur_datasets::{JobRecord, JobStatus};
 
@@ -49,6 +49,8 @@ pub struct Tracker {
     estimates: HashMap<String, f64>,
     /// Slurm's reason each pending run waits (store id → `Priority`, `Resources`, ...).
     reasons: HashMap<String, String>,
+    /// Pending runs that ask for whole nodes (`--exclusive`).
+    whole_nodes: HashSet<String>,
 }
 
 impl Tracker {
@@ -90,6 +92,11 @@ impl Tracker {
         &self.reasons
     }
 
+    /// The pending runs that ask for whole nodes, by store id.
+    pub fn whole_nodes(&self) -> &HashSet<String> {
+        &self.whole_nodes
+    }
+
     /// The events one `squeue` poll adds: submits of new runs, starts of runs now running.
     /// Unfinished runs not listed count a missed poll; after [`MISSING_POLLS`] they are
     /// recorded finished (unknown status) at the last time they were seen.
@@ -98,6 +105,7 @@ impl Tracker {
         let mut listed = std::collections::HashSet::new();
         self.estimates.clear();
         self.reasons.clear();
+        self.whole_nodes.clear();
         for j in jobs {
             let id = store_id(&self.cluster, &j.id, j.submit);
             listed.insert(id.clone());
@@ -121,6 +129,9 @@ impl Tracker {
                     job_id: id.clone(),
                     at: j.start.unwrap_or(now),
                 });
+            }
+            if !j.running && j.whole_nodes {
+                self.whole_nodes.insert(id.clone());
             }
             if !j.running && !j.reason.is_empty() && j.reason != "None" {
                 self.reasons.insert(id.clone(), j.reason.clone());
@@ -257,6 +268,7 @@ mod tests {
             gpus: 1.0,
             gpu_type: None,
             reason: if running { "None" } else { "Priority" }.into(),
+            whole_nodes: !running,
             name: "train".into(),
         }
     }
@@ -297,6 +309,7 @@ mod tests {
             t.reasons().get("c/1@100").map(String::as_str),
             Some("Priority")
         );
+        assert!(t.whole_nodes().contains("c/1@100"));
         // same poll again: nothing new
         assert!(t
             .observe_queue(&[queued("1", 100.0, Some(150.0), false)], 120.0)
@@ -305,6 +318,7 @@ mod tests {
         assert_eq!(kinds(&evs), [("job_started", "c/1@100".into())]);
         assert!(t.estimates().is_empty());
         assert!(t.reasons().is_empty(), "a running job waits for nothing");
+        assert!(t.whole_nodes().is_empty());
         let done = ended("1", 100.0, Some(140.0), 200.0, JobStatus::Failed);
         let evs = t.observe_accounting(std::slice::from_ref(&done), 205.0);
         assert_eq!(kinds(&evs), [("job_finished", "c/1@100".into())]);
