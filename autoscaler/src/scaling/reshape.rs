@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use super::family::{accelerator_variant, gavel_family, mlperf_benchmark, normalize_gpu_type};
 use super::holdout::{
-    fit_amdahl_times, mlperf_residuals, mlperf_setups, size_groups, type_logs, type_pairs, Pair,
-    Setup,
+    benchmark_serial, fit_amdahl_times, mlperf_residuals, mlperf_setups, type_logs, type_pairs,
+    BenchmarkSerial, Pair, Setup,
 };
 use super::{amdahl_time, fit_amdahl, pollux_speedups};
 use crate::error::SimError;
@@ -151,8 +151,8 @@ pub struct Reshaper {
     gavel: GavelSpeeds,
     /// MLPerf setups (variant grain) the size and type evidence comes from.
     mlperf: Vec<Setup>,
-    /// Benchmark → (Amdahl serial fraction on time to train, submitter groups).
-    mlperf_serial: BTreeMap<String, (f64, usize)>,
+    /// Benchmark → its size law on MLPerf time to train.
+    mlperf_serial: BTreeMap<String, BenchmarkSerial>,
     /// Type pairs at `grain`.
     mlperf_types: Vec<Pair>,
     residuals: Residuals,
@@ -172,14 +172,18 @@ fn gavel_type_family(job_type: &str) -> &str {
     job_type.split(" (").next().unwrap_or(job_type).trim()
 }
 
-/// The 10% and 90% quantiles of `res` (of `fallback` when `res` has fewer than 3), widened to
-/// hold 0 so the point estimate is inside its interval.
+/// The 80% band of held-out residuals `res` (of `fallback` when `res` has fewer than 3): the
+/// split-conformal quantiles with the finite-sample correction (levels `⌈0.9 (m + 1)⌉ / m` and
+/// one minus it, the rule of the predictor's conformal calibration), widened to hold 0 so the
+/// point estimate is inside its interval.
 fn band(res: &[f64], fallback: &[f64]) -> (f64, f64) {
     let r = if res.len() >= 3 { res } else { fallback };
     if r.is_empty() {
         return (0.0, 0.0);
     }
-    let (lo, hi) = (quantile(r, 0.1), quantile(r, 0.9));
+    let m = r.len() as f64;
+    let q = ((0.9 * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
+    let (lo, hi) = (quantile(r, 1.0 - q), quantile(r, q));
     (lo.min(0.0), hi.max(0.0))
 }
 
@@ -371,11 +375,7 @@ impl Reshaper {
         benchmarks.dedup();
         let mlperf_serial = benchmarks
             .iter()
-            .filter_map(|b| {
-                let groups = size_groups(&setups, |s| s.benchmark == *b);
-                let serial = fit_amdahl_times(&groups)?;
-                Some((b.to_string(), (serial, groups.len())))
-            })
+            .filter_map(|b| Some((b.to_string(), benchmark_serial(&setups, b, |_| true)?)))
             .collect();
         Reshaper {
             grain,
@@ -392,6 +392,11 @@ impl Reshaper {
     /// The residuals its intervals come from.
     pub fn residuals(&self) -> &Residuals {
         &self.residuals
+    }
+
+    /// Benchmark → its size law fitted on MLPerf time to train.
+    pub fn mlperf_serials(&self) -> &BTreeMap<String, BenchmarkSerial> {
+        &self.mlperf_serial
     }
 
     /// The Pollux Amdahl serial fraction (the default size law).
@@ -531,7 +536,8 @@ impl Reshaper {
 
     fn mlperf_size(&self, bench: Option<&str>, n_from: f64, n_to: f64) -> Option<Factor> {
         let b = bench?;
-        let &(serial, groups) = self.mlperf_serial.get(b)?;
+        let f = *self.mlperf_serial.get(b)?;
+        let serial = f.serial;
         let scale = (n_to / n_from).ln().abs();
         let (lo, hi) = band(&self.residuals.mlperf_size, &self.residuals.pollux);
         Some(Factor {
@@ -540,7 +546,8 @@ impl Reshaper {
             hi: hi * scale,
             source: BasisSource::Mlperf,
             detail: format!(
-                "MLPerf v1.0 {b}: Amdahl serial fraction {serial:.4} fitted on time to train of {groups} submitter group(s)"
+                "MLPerf v1.0 {b}: Amdahl serial fraction {serial:.4} (time to train of {} submitter group(s), σ {:.4}, shrunk toward the other benchmarks' {:.4})",
+                f.groups, f.own, f.pooled
             ),
         })
     }
@@ -580,7 +587,7 @@ impl Reshaper {
         let (logs, what) = if own.is_empty() {
             (all, "median over benchmarks".to_string())
         } else {
-            (own, format!("{}", bench.unwrap_or("")))
+            (own, bench.unwrap_or("").to_string())
         };
         if logs.is_empty() {
             return None;
@@ -736,6 +743,40 @@ mod tests {
             &[],
         );
         assert_eq!(unknown.basis.source, BasisSource::Unmeasured);
+    }
+
+    #[test]
+    fn evidence_order_own_runs_then_mlperf_then_pollux() {
+        let r = Reshaper::bundled().unwrap();
+        let (a8, a64) = (shape(8.0, Some("A100")), shape(64.0, Some("a100")));
+        let bert = r.ratio(Some("bert-large-pretrain"), &a8, &a64, &[]);
+        assert_eq!(bert.basis.source, BasisSource::Mlperf, "{bert:?}");
+        // MLPerf's bert scales far better than the Pollux default.
+        let plain = r.ratio(Some("job-42"), &a8, &a64, &[]);
+        assert_eq!(plain.basis.source, BasisSource::PolluxAmdahl);
+        assert!(bert.ratio < plain.ratio, "{bert:?} {plain:?}");
+        let run = |gpus: f64, runtime_s: f64| PastRun {
+            shape: shape(gpus, Some("NVIDIA A100-SXM4-80GB")),
+            runtime_s,
+        };
+        // Two past sizes: Amdahl fitted on them (here: perfectly linear).
+        let own = r.ratio(Some("bert"), &a8, &a64, &[run(2.0, 400.0), run(4.0, 200.0)]);
+        assert_eq!(own.basis.source, BasisSource::OwnHistory);
+        assert!((own.ratio - 0.125).abs() < 0.01, "{own:?}");
+        // Runs at both shapes: their ratio.
+        let both = r.ratio(None, &a8, &a64, &[run(8.0, 1000.0), run(64.0, 300.0)]);
+        assert_eq!(both.basis.source, BasisSource::OwnHistory);
+        assert!((both.ratio - 0.3).abs() < 1e-9, "{both:?}");
+        assert!(both.low < 0.3 && both.high > 0.3);
+        // Size and type together: factors multiply, the detail names both.
+        let x = r.ratio(
+            Some("resnet50"),
+            &shape(1.0, Some("k80")),
+            &shape(4.0, Some("v100")),
+            &[],
+        );
+        assert!(x.basis.detail.contains("Gavel") && x.basis.detail.contains("MLPerf"));
+        assert!(x.ratio < 0.25, "{x:?}");
     }
 
     #[test]
