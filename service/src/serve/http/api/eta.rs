@@ -72,7 +72,7 @@ pub struct EtaView {
     get,
     path = "/v1/eta",
     tag = "jobs",
-    summary = "When queued jobs will start and end: Augur's predicted start (median, 95% bound) beside the scheduler's own estimate, and the predicted end",
+    summary = "When queued jobs will start and end: Augur's predicted start (median, 95% bound) beside the scheduler's own estimate, and the predicted end; `why=true` adds why each waits (as `GET /v1/jobs/{id}`)",
     params(EtaQuery),
     responses(
         (status = 200, description = "the queued jobs that match", body = EtaView),
