@@ -1,10 +1,12 @@
 //! `augur serve --backend slurm` on a real Slurm: starts the single-node test cluster
 //! (`scripts/slurm-test-cluster.sh`, Debian's `slurmctld slurmd slurm-client munge slurmdbd
 //! mariadb-server`, which `scripts/test.sh` installs; runs as root), runs the real binary polling it
-//! every second, submits `sbatch --wrap` jobs (two pending behind one that holds both CPUs,
-//! one cancelled while pending, one failing with `exit 1`) and checks that every job's submit,
-//! start and finish reach the store with the right status, that predictions are answered for
-//! them, that `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
+//! every second, submits `sbatch --wrap` jobs (two pending behind one that holds both CPUs
+//! and both GPUs, one cancelled while pending, one failing with `exit 1`) and checks that
+//! every job's submit, start and finish reach the store with the right status, that
+//! predictions are answered for them, that `augur eta --why` names what holds the pending
+//! GPU job (Slurm's reason, and Augur's reading: the running job as the release), that
+//! `augur eta --json` lists the pending ones with Augur's and Slurm's estimates, and
 //! that a restart on the same data folder adds no event for jobs already recorded; then that
 //! a first start on a fresh data folder, with enough finished jobs in the accounting, trains
 //! its first models on that history and records it. Without the Slurm tools it fails with
@@ -98,6 +100,78 @@ fn eta_json(addr: std::net::SocketAddr) -> Value {
     json_of(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// `augur eta --why` (the real binary) while `gpu` (1 GPU) waits behind `hold` (both GPUs):
+/// under the job's line, Augur's reading names `hold` as the release that frees its GPU,
+/// and Slurm's reason (`Resources` or `Priority`) stands beside it; the JSON agrees. `both`
+/// (no GPU, `--exclusive`) reads as a whole node that the GPU reading cannot time.
+fn why_names_the_release_and_slurms_reason(
+    addr: std::net::SocketAddr,
+    hold: &str,
+    gpu: &str,
+    both: &str,
+) {
+    let url = format!("http://{addr}");
+    let mut text = String::new();
+    let mut block = Vec::new();
+    wait_until(
+        Duration::from_secs(40),
+        "augur eta --why with Slurm's reason",
+        || {
+            let out = augur()
+                .args(["eta", "--why", "--url", &url, gpu])
+                .output()
+                .expect("run augur eta --why");
+            text = String::from_utf8_lossy(&out.stdout).into_owned();
+            // the job's line and the lines under it
+            block = text
+                .lines()
+                .skip_while(|l| !l.starts_with(gpu))
+                .take(3)
+                .map(str::to_string)
+                .collect();
+            // once `hold` runs (a first poll may see it pending, ahead of the job)
+            block.len() == 3
+                && block[1].starts_with(
+                    "    why: waits for 1 GPU (tesla): no job ahead, 0 free now; frees",
+                )
+                && block[1].contains(&format!("job {hold}"))
+                && ["Resources", "Priority"]
+                    .iter()
+                    .any(|r| block[2] == format!("    Slurm's reason: {r}"))
+        },
+    );
+    eprintln!("augur eta --why:\n{text}");
+    let out = augur()
+        .args(["eta", "--why", "--json", "--url", &url, gpu])
+        .output()
+        .unwrap();
+    let eta = json_of(&String::from_utf8_lossy(&out.stdout));
+    let why = &eta["jobs"][0]["why"];
+    assert_eq!(why["releases"][0]["scheduler_id"], hold, "{eta}");
+    assert_eq!(why["releases"][0]["running"], true, "{eta}");
+    assert_eq!(why["shape"]["gpu_type"], "tesla", "{eta}");
+    assert!(why["start"]["queue_drain"].is_number(), "{eta}");
+    assert!(why["scheduler_reason"].is_string(), "{eta}");
+    let out = augur()
+        .args(["eta", "--why", "--json", "--url", &url, both])
+        .output()
+        .unwrap();
+    let eta = json_of(&String::from_utf8_lossy(&out.stdout));
+    let why = &eta["jobs"][0]["why"];
+    assert_eq!(why["shape"]["whole_nodes"], true, "{eta}");
+    assert_eq!(
+        why["shape"]["description"], "no GPUs (2 CPUs) on a whole node",
+        "{eta}"
+    );
+    assert!(why["start"]["queue_drain"].is_null(), "{eta}");
+    assert!(
+        why["reading"]
+            .as_str()
+            .is_some_and(|r| r.contains("Augur reads the GPU queue only")),
+        "{eta}"
+    );
+}
+
 #[test]
 fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     let began = Instant::now();
@@ -123,8 +197,19 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     assert_eq!(identity["backend"], "slurm");
     assert_eq!(identity["cluster"], "augurtest");
 
-    // `hold` takes both CPUs; the others wait behind it
-    let hold = cluster.sbatch(&["-J", "hold", "-n", "2", "-t", "2", "--wrap", "sleep 45"]);
+    // `hold` takes both CPUs and both GPUs; the others wait behind it
+    let hold = cluster.sbatch(&[
+        "-J",
+        "hold",
+        "-n",
+        "2",
+        "-t",
+        "2",
+        "--gres=gpu:tesla:2",
+        "--wrap",
+        // long enough for the why and the estimates (a backfill pass) while the others wait
+        "sleep 60",
+    ]);
     let gpu = cluster.sbatch(&[
         "-J",
         "wait-gpu",
@@ -136,7 +221,17 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
         "--wrap",
         "sleep 2",
     ]);
-    let both = cluster.sbatch(&["-J", "wait-both", "-n", "2", "-t", "1", "--wrap", "sleep 2"]);
+    let both = cluster.sbatch(&[
+        "-J",
+        "wait-both",
+        "-n",
+        "2",
+        "-t",
+        "1",
+        "--exclusive",
+        "--wrap",
+        "sleep 2",
+    ]);
     let fail = cluster.sbatch(&["-J", "fails", "-n", "1", "-t", "1", "--wrap", "exit 1"]);
     let cancel = cluster.sbatch(&[
         "-J",
@@ -148,6 +243,8 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
         "--wrap",
         "sleep 30",
     ]);
+
+    why_names_the_release_and_slurms_reason(addr, &hold, &gpu, &both);
 
     // the pending jobs reach the store, with Augur's and (after a backfill pass) Slurm's estimates
     let mut eta = Value::Null;

@@ -145,6 +145,11 @@ pub struct EtaArgs {
     /// Only this user's jobs.
     #[arg(long)]
     pub user: Option<String>,
+    /// Under each job, why it waits: Augur's reading of the queue (jobs and GPUs ahead, the
+    /// running jobs whose predicted ends free enough for it) and the scheduler's reason
+    /// (Slurm's `Reason`).
+    #[arg(long)]
+    pub why: bool,
     /// Print the service's JSON answer.
     #[arg(long)]
     pub json: bool,

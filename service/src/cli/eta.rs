@@ -1,7 +1,8 @@
 //! `augur eta`: asks a running service (`GET /v1/eta`) when queued jobs will start and end,
 //! and prints one line per job: Augur's predicted start (median and 95% bound), the
 //! scheduler's own estimate beside it (Slurm's `squeue --start`, under `--backend slurm`) and
-//! the predicted end.
+//! the predicted end. With `--why`, under each job: why it waits (Augur's reading of the
+//! queue and, under `--backend slurm`, Slurm's reason).
 //!
 //! The request goes through the commands' HTTP client ([`super::client`]).
 
@@ -18,6 +19,9 @@ pub fn run(args: &EtaArgs) -> anyhow::Result<()> {
     }
     if !args.jobs.is_empty() {
         query.push(format!("job={}", encode(&args.jobs.join(","))));
+    }
+    if args.why {
+        query.push("why=true".into());
     }
     let path = if query.is_empty() {
         "/v1/eta".to_string()
@@ -73,6 +77,13 @@ fn table(view: &EtaView) -> String {
             let _ = write!(s, " {:<24}", when(j.scheduler_start, view.now));
         }
         let _ = writeln!(s, " {:<24}", when(j.end, view.now));
+        if let Some(why) = &j.why {
+            let _ = writeln!(s, "    why: {}", why.reading);
+            if scheduler {
+                let reason = why.scheduler_reason.as_deref().unwrap_or("-");
+                let _ = writeln!(s, "    Slurm's reason: {reason}");
+            }
+        }
     }
     s
 }
@@ -96,16 +107,7 @@ fn when(t: Option<f64>, now: f64) -> String {
     } else {
         at.format("%Y-%m-%d %H:%M").to_string()
     };
-    let d = (t - now).max(0.0) as u64;
-    let rel = if d < 60 {
-        format!("{d}s")
-    } else if d < 3600 {
-        format!("{}m", d / 60)
-    } else if d < 86_400 {
-        format!("{}h{:02}m", d / 3600, d % 3600 / 60)
-    } else {
-        format!("{}d{:02}h", d / 86_400, d % 86_400 / 3600)
-    };
+    let rel = crate::serve::state::why::span(t - now);
     format!("{clock} (in {rel})")
 }
 

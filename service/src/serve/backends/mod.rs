@@ -2,8 +2,9 @@
 //! cluster's identity for the data folder), what it starts (the tasks that feed its
 //! cluster's events into the event store and act on the cluster), its health for `/readyz`
 //! and `/metrics`, and what it answers about its cluster (`GET /v1/cluster`, the scheduler's
-//! own job ids and start estimates for `GET /v1/eta`, the history the first models train
-//! on).
+//! own job ids, start estimates and reasons for waiting for `GET /v1/eta` and
+//! `GET /v1/jobs/{id}`, the free GPUs by type where it knows them, the history the first
+//! models train on).
 //!
 //! - [`none`]: no cluster (predictions only);
 //! - [`sim`]: the simulator replaying a bundled trace under the elastic controller;
@@ -80,6 +81,24 @@ pub trait ServeBackend: Send + Sync + std::fmt::Debug {
 
     /// The scheduler's own estimate of when the pending job with this store id starts.
     fn scheduler_start(&self, _store_id: &str) -> Option<f64> {
+        None
+    }
+
+    /// The scheduler's own reason why the pending job with this store id waits (Slurm's
+    /// `Reason`: `Priority`, `Resources`, `QOSMaxGPUPerUserLimit`, ...).
+    fn scheduler_reason(&self, _store_id: &str) -> Option<String> {
+        None
+    }
+
+    /// Whether the pending job with this store id asks for whole nodes (Slurm's
+    /// `--exclusive`).
+    fn whole_nodes(&self, _store_id: &str) -> bool {
+        false
+    }
+
+    /// Free GPUs by type (lower-case type names) as the backend last saw them, when its
+    /// cluster names GPU types; `None` reads the cluster snapshot's GPUs as one pool.
+    fn free_gpus_by_type(&self) -> Option<std::collections::BTreeMap<String, f64>> {
         None
     }
 

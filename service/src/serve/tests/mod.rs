@@ -20,7 +20,9 @@
 //!   damaged, stale and foreign snapshots are refused;
 //! - [`store_errors`]: a failing store answers 500 without its path or SQL text;
 //! - [`kinds`]: every registered kind is loaded, snapshotted and restored, listed, promoted,
-//!   rolled back and announced.
+//!   rolled back and announced;
+//! - [`why`]: a queued job's reading of what holds it, the same in `GET /v1/jobs/{id}` and
+//!   `GET /v1/eta?why=true`.
 
 mod answers;
 mod auth;
@@ -37,6 +39,7 @@ mod routes;
 mod snapshot;
 mod store_errors;
 mod time_identity;
+mod why;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -5,6 +5,7 @@
 //! prints are UTC wall times (`2026-11-23T07:13:18`) whatever the site's zone: no guess about
 //! the controller's zone is needed. `SLURM_CONF` and the rest of the environment pass through.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -152,8 +153,12 @@ fn parse_cluster_name(text: &str) -> Option<String> {
     })
 }
 
-/// The `squeue` output format: the job name last, since it may hold a `|`.
-const SQUEUE_FORMAT: &str = "%i|%V|%S|%T|%u|%a|%P|%D|%C|%l|%b|%j";
+/// The `squeue` output format: the job name last, since it may hold a `|`. `%r` is the
+/// reason a job is in its state (a pending job's `Priority`, `Resources`, ...); `%h` whether
+/// its nodes may be shared (`NO`: it asks for whole nodes, `--exclusive`).
+const SQUEUE_FORMAT: &str = "%i|%V|%S|%T|%u|%a|%P|%D|%C|%l|%b|%r|%h|%j";
+/// Fields in a line of [`SQUEUE_FORMAT`].
+const SQUEUE_FIELDS: usize = 14;
 
 /// One pending or running job as `squeue` shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +178,13 @@ pub struct QueuedJob {
     /// Time limit, seconds (`None`: unlimited or unknown).
     pub time_limit: Option<f64>,
     pub gpus: f64,
+    /// The GPU type the job asks for (`--gres=gpu:v100:2`), lower-case, when it names one.
+    pub gpu_type: Option<String>,
+    /// Why it is in its state (Slurm's `Reason`: `Priority`, `Resources`, `None` while it
+    /// runs, ...).
+    pub reason: String,
+    /// It asks for whole nodes (`--exclusive`: `%h` is `NO`).
+    pub whole_nodes: bool,
     pub name: String,
 }
 
@@ -204,9 +216,9 @@ pub async fn squeue() -> Result<Vec<QueuedJob>, CommandError> {
 }
 
 fn parse_squeue_line(line: &str) -> Result<QueuedJob, String> {
-    let f: Vec<&str> = line.splitn(12, '|').collect();
-    if f.len() < 12 {
-        return Err(format!("{} fields, want 12", f.len()));
+    let f: Vec<&str> = line.splitn(SQUEUE_FIELDS, '|').collect();
+    if f.len() < SQUEUE_FIELDS {
+        return Err(format!("{} fields, want {SQUEUE_FIELDS}", f.len()));
     }
     let submit = parse_time(f[1]).ok_or_else(|| format!("submit time `{}`", f[1]))?;
     let state = f[3].trim();
@@ -222,7 +234,10 @@ fn parse_squeue_line(line: &str) -> Result<QueuedJob, String> {
         cpus: f[8].trim().parse().ok(),
         time_limit: parse_duration(f[9]),
         gpus: parse_gpus(f[10]) * f[7].trim().parse::<f64>().unwrap_or(1.0),
-        name: f[11].to_string(),
+        gpu_type: parse_gpu_type(f[10]),
+        reason: f[11].trim().to_string(),
+        whole_nodes: f[12].trim() == "NO",
+        name: f[13].to_string(),
     })
 }
 
@@ -275,12 +290,35 @@ pub fn parse_gpus(s: &str) -> f64 {
         .sum()
 }
 
+/// The GPU type a gres/TRES list names (`gres/gpu:v100:2` → `v100`), lower-case; `None`
+/// without a GPU entry, for an untyped one (`gpu:2`, `gres/gpu=2`) or for several types.
+pub fn parse_gpu_type(s: &str) -> Option<String> {
+    let mut types = s.split(',').filter_map(|entry| {
+        let entry = entry.trim();
+        let rest = &entry[entry.find("gpu")? + 3..];
+        let rest = rest.split('(').next().unwrap_or(rest);
+        // `:type:count`, `:type` (count 1); an untyped entry has only a count or nothing
+        let parts: Vec<&str> = rest.split(':').filter(|p| !p.is_empty()).collect();
+        let ty = match parts.as_slice() {
+            [t, _] | [t] if t.parse::<f64>().is_err() && !t.contains('=') => Some(*t),
+            _ => None,
+        };
+        Some(ty.map(str::to_lowercase))
+    });
+    let first = types.next()??;
+    types
+        .all(|t| t.as_deref() == Some(first.as_str()))
+        .then_some(first)
+}
+
 /// The cluster's capacity as `sinfo` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Capacity {
     pub nodes: u64,
     pub cpus: f64,
     pub gpus: f64,
+    /// GPUs by type (lower-case), when every node's GPUs name their type.
+    pub gpus_by_type: Option<BTreeMap<String, f64>>,
 }
 
 /// Nodes, CPUs and GPUs of the cluster (each node once, whatever its partitions).
@@ -292,6 +330,7 @@ pub async fn sinfo() -> Result<Capacity, CommandError> {
 fn parse_sinfo(text: &str) -> Capacity {
     let mut seen = std::collections::BTreeSet::new();
     let mut cap = Capacity::default();
+    let mut typed = Some(BTreeMap::new());
     for line in text.lines() {
         let f: Vec<&str> = line.split('|').collect();
         if f.len() < 3 || !seen.insert(f[0].trim().to_string()) {
@@ -299,8 +338,16 @@ fn parse_sinfo(text: &str) -> Capacity {
         }
         cap.nodes += 1;
         cap.cpus += f[1].trim().parse::<f64>().unwrap_or(0.0);
-        cap.gpus += parse_gpus(f[2]);
+        let gpus = parse_gpus(f[2]);
+        cap.gpus += gpus;
+        if gpus > 0.0 {
+            typed = typed.and_then(|mut m: BTreeMap<String, f64>| {
+                *m.entry(parse_gpu_type(f[2])?).or_insert(0.0) += gpus;
+                Some(m)
+            });
+        }
     }
+    cap.gpus_by_type = typed.filter(|m| !m.is_empty());
     cap
 }
 
@@ -346,7 +393,7 @@ mod tests {
     #[test]
     fn squeue_lines_parse() {
         let j = parse_squeue_line(
-            "42_3|2026-11-23T07:13:18|2026-11-23T07:14:00|PENDING|alice|ml|debug|2|4|1-00:00:00|gres/gpu:tesla:1|train|v2",
+            "42_3|2026-11-23T07:13:18|2026-11-23T07:14:00|PENDING|alice|ml|debug|2|4|1-00:00:00|gres/gpu:tesla:1|Resources|NO|train|v2",
         )
         .unwrap();
         assert_eq!(j.id, "42_3");
@@ -356,11 +403,18 @@ mod tests {
         assert_eq!(j.time_limit, Some(86_400.0));
         assert_eq!(j.gpus, 2.0); // one per node on two nodes
         assert_eq!(j.name, "train|v2");
-        let j = parse_squeue_line("7|2026-11-23T07:13:18|N/A|RUNNING|bob|a|p|1|1|UNLIMITED|N/A|x")
-            .unwrap();
+        assert_eq!(j.reason, "Resources");
+        assert_eq!(j.gpu_type.as_deref(), Some("tesla"));
+        assert!(j.whole_nodes);
+        let j = parse_squeue_line(
+            "7|2026-11-23T07:13:18|N/A|RUNNING|bob|a|p|1|1|UNLIMITED|N/A|None|OK|x",
+        )
+        .unwrap();
         assert!(j.running);
         assert_eq!((j.start, j.time_limit, j.gpus), (None, None, 0.0));
-        assert!(parse_squeue_line("7|yesterday|N/A|RUNNING|b|a|p|1|1|1:00|N/A|x").is_err());
+        assert_eq!((j.gpu_type, j.reason.as_str()), (None, "None"));
+        assert!(!j.whole_nodes);
+        assert!(parse_squeue_line("7|yesterday|N/A|RUNNING|b|a|p|1|1|1:00|N/A|None|OK|x").is_err());
         assert!(parse_squeue_line("7|2026").is_err());
     }
 
@@ -375,14 +429,36 @@ mod tests {
         assert_eq!(parse_gpus("gres/gpu=3"), 3.0);
         assert_eq!(parse_gpus("gpu"), 1.0);
         assert_eq!(parse_gpus("(null)"), 0.0);
+        assert_eq!(parse_gpu_type("gres/gpu:V100:2").as_deref(), Some("v100"));
+        assert_eq!(
+            parse_gpu_type("gres:gpu:tesla:2(IDX:0-1)").as_deref(),
+            Some("tesla")
+        );
+        assert_eq!(parse_gpu_type("gpu:a100"), Some("a100".into()));
+        assert_eq!(parse_gpu_type("gres/gpu:2"), None);
+        assert_eq!(parse_gpu_type("gres/gpu=2"), None);
+        assert_eq!(parse_gpu_type("gpu"), None);
+        assert_eq!(parse_gpu_type("(null)"), None);
+        assert_eq!(parse_gpu_type("gpu:k80:1,gpu:v100:1"), None);
         let cap = parse_sinfo("n1|2|gpu:tesla:2\nn1|2|gpu:tesla:2\nn2|8|(null)\n");
         assert_eq!(
             cap,
             Capacity {
                 nodes: 2,
                 cpus: 10.0,
-                gpus: 2.0
+                gpus: 2.0,
+                gpus_by_type: Some(BTreeMap::from([("tesla".into(), 2.0)])),
             }
+        );
+        let cap = parse_sinfo("n1|2|gpu:v100:4(S:0)\nn2|2|gpu:V100:2\nn3|2|gpu:k80:8\n");
+        assert_eq!(
+            cap.gpus_by_type,
+            Some(BTreeMap::from([("k80".into(), 8.0), ("v100".into(), 6.0)]))
+        );
+        // an untyped GPU node: no split by type
+        assert_eq!(
+            parse_sinfo("n1|2|gpu:v100:4\nn2|2|gpu:2\n").gpus_by_type,
+            None
         );
         assert_eq!(
             parse_cluster_name("Foo = 1\nClusterName             = augurtest\n"),

@@ -3,8 +3,10 @@
 //! Every `slurm_poll_seconds` (default 15) it polls the Slurm client commands:
 //! - `squeue` (pending and running jobs, one line per array task): new jobs become
 //!   `job_submitted` events, jobs now running `job_started` ones; a pending job's expected
-//!   start (what `squeue --start` prints, the scheduler's estimate) is kept beside it for
-//!   `GET /v1/eta`;
+//!   start (what `squeue --start` prints, the scheduler's estimate) and its reason for
+//!   waiting (`%r`: `Priority`, `Resources`, ...) and whether it asks for whole nodes (`%h`)
+//!   are kept beside it for `GET /v1/eta` and
+//!   `GET /v1/jobs/{id}`;
 //! - `sacct` (every job in any state since the last poll, read by the sacct reader): the
 //!   finish of every ended job, with its Slurm state as status, and the submit and start of
 //!   jobs that began and ended between two polls. On the first start the window is the last
@@ -12,7 +14,8 @@
 //!   when it holds at least `min_retrain_jobs` finished jobs the first models are trained on
 //!   it instead of the bundled trace ([`bootstrap_history`]);
 //! - `sinfo` (nodes, CPUs, GPUs): a `cluster_snapshot` event per poll, busy GPUs summed
-//!   over the running jobs.
+//!   over the running jobs; where every node's and running job's GPUs name their type, the
+//!   free GPUs by type (for the reading of why a job waits).
 //!
 //! The events go through the event store like every other backend's and the API's, so the
 //! online state, the predictions and retraining learn from them. Job ids in the store are
@@ -36,7 +39,7 @@
 pub mod commands;
 pub mod tracker;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -143,14 +146,26 @@ impl ServeBackend for SlurmBackend {
         self.status.estimate(store_id)
     }
 
+    fn scheduler_reason(&self, store_id: &str) -> Option<String> {
+        lock(&self.status.inner).reasons.get(store_id).cloned()
+    }
+
+    fn whole_nodes(&self, store_id: &str) -> bool {
+        lock(&self.status.inner).whole_nodes.contains(store_id)
+    }
+
+    fn free_gpus_by_type(&self) -> Option<BTreeMap<String, f64>> {
+        lock(&self.status.inner).free_by_type.clone()
+    }
+
     fn training_history(&self, state: &AppState) -> Option<(String, Vec<JobRecord>)> {
         let jobs = bootstrap_history(state)?;
         Some((format!("slurm:{}", self.cluster), jobs))
     }
 }
 
-/// The backend's state for the endpoints: up or not, the last poll, and Slurm's own start
-/// estimates of the pending jobs.
+/// The backend's state for the endpoints: up or not, the last poll, Slurm's own start
+/// estimates and reasons of the pending jobs, and the free GPUs by type.
 #[derive(Debug, Default)]
 pub struct SlurmStatus {
     up: AtomicBool,
@@ -161,6 +176,9 @@ pub struct SlurmStatus {
 struct StatusInner {
     view: SlurmView,
     estimates: HashMap<String, f64>,
+    reasons: HashMap<String, String>,
+    whole_nodes: std::collections::HashSet<String>,
+    free_by_type: Option<BTreeMap<String, f64>>,
 }
 
 impl SlurmStatus {
@@ -310,7 +328,7 @@ async fn poll_once(
             .await
             .map_err(PollError::Store)?;
     }
-    record_poll(status, tracker, &queue, capacity, busy, now);
+    record_poll(status, tracker, &queue, &capacity, busy, now);
     Ok(())
 }
 
@@ -318,13 +336,17 @@ fn record_poll(
     status: &SlurmStatus,
     tracker: &Tracker,
     queue: &[commands::QueuedJob],
-    capacity: Capacity,
+    capacity: &Capacity,
     busy: f64,
     now: f64,
 ) {
     let running = queue.iter().filter(|j| j.running).count();
+    let free_by_type = free_by_type(capacity, queue);
     let mut i = lock(&status.inner);
     i.estimates = tracker.estimates().clone();
+    i.reasons = tracker.reasons().clone();
+    i.whole_nodes = tracker.whole_nodes().clone();
+    i.free_by_type = free_by_type;
     let v = &mut i.view;
     v.last_poll = Some(now);
     v.last_error = None;
@@ -337,6 +359,20 @@ fn record_poll(
     v.busy_gpus = busy;
     drop(i);
     status.up.store(true, Ordering::SeqCst);
+}
+
+/// Free GPUs by type: each type's GPUs less those the running jobs hold; `None` when a
+/// node's or a running job's GPUs name no type (which pool they draw from is unknown).
+fn free_by_type(
+    capacity: &Capacity,
+    queue: &[commands::QueuedJob],
+) -> Option<BTreeMap<String, f64>> {
+    let mut free = capacity.gpus_by_type.clone()?;
+    for j in queue.iter().filter(|j| j.running && j.gpus > 0.0) {
+        let left = free.entry(j.gpu_type.clone()?).or_insert(0.0);
+        *left = (*left - j.gpus).max(0.0);
+    }
+    Some(free)
 }
 
 /// The jobs `sacct` lists since `since`, through the sacct reader (times in UTC).

@@ -6,7 +6,7 @@
 //! of the controller, or a requeue that resubmits) is a new run. Its id in the store is
 //! `<cluster>/<slurm id>@<submit unix seconds>` ([`store_id`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use augur_datasets::{JobRecord, JobStatus};
 
@@ -47,6 +47,10 @@ pub struct Tracker {
     runs: HashMap<String, Run>,
     /// Slurm's expected start of each pending run (store id → Unix seconds).
     estimates: HashMap<String, f64>,
+    /// Slurm's reason each pending run waits (store id → `Priority`, `Resources`, ...).
+    reasons: HashMap<String, String>,
+    /// Pending runs that ask for whole nodes (`--exclusive`).
+    whole_nodes: HashSet<String>,
 }
 
 impl Tracker {
@@ -83,6 +87,16 @@ impl Tracker {
         &self.estimates
     }
 
+    /// Slurm's reason each pending run waits, by store id.
+    pub fn reasons(&self) -> &HashMap<String, String> {
+        &self.reasons
+    }
+
+    /// The pending runs that ask for whole nodes, by store id.
+    pub fn whole_nodes(&self) -> &HashSet<String> {
+        &self.whole_nodes
+    }
+
     /// The events one `squeue` poll adds: submits of new runs, starts of runs now running.
     /// Unfinished runs not listed count a missed poll; after [`MISSING_POLLS`] they are
     /// recorded finished (unknown status) at the last time they were seen.
@@ -90,6 +104,8 @@ impl Tracker {
         let mut out = Vec::new();
         let mut listed = std::collections::HashSet::new();
         self.estimates.clear();
+        self.reasons.clear();
+        self.whole_nodes.clear();
         for j in jobs {
             let id = store_id(&self.cluster, &j.id, j.submit);
             listed.insert(id.clone());
@@ -113,6 +129,12 @@ impl Tracker {
                     job_id: id.clone(),
                     at: j.start.unwrap_or(now),
                 });
+            }
+            if !j.running && j.whole_nodes {
+                self.whole_nodes.insert(id.clone());
+            }
+            if !j.running && !j.reason.is_empty() && j.reason != "None" {
+                self.reasons.insert(id.clone(), j.reason.clone());
             }
             if let (false, Some(start)) = (j.running, j.start) {
                 self.estimates.insert(id, start);
@@ -199,6 +221,7 @@ fn queued_profile(j: &QueuedJob, cluster: &str) -> JobProfile {
     JobProfile {
         num_gpus: Some(j.gpus),
         num_nodes: j.nodes,
+        gpu_type: j.gpu_type.clone(),
         cpus: j.cpus,
         requested_time: j.time_limit,
         user: non_empty(&j.user),
@@ -243,6 +266,9 @@ mod tests {
             cpus: Some(1.0),
             time_limit: Some(600.0),
             gpus: 1.0,
+            gpu_type: None,
+            reason: if running { "None" } else { "Priority" }.into(),
+            whole_nodes: !running,
             name: "train".into(),
         }
     }
@@ -279,6 +305,11 @@ mod tests {
         let evs = t.observe_queue(&[queued("1", 100.0, Some(150.0), false)], 110.0);
         assert_eq!(kinds(&evs), [("job_submitted", "c/1@100".into())]);
         assert_eq!(t.estimates().get("c/1@100"), Some(&150.0));
+        assert_eq!(
+            t.reasons().get("c/1@100").map(String::as_str),
+            Some("Priority")
+        );
+        assert!(t.whole_nodes().contains("c/1@100"));
         // same poll again: nothing new
         assert!(t
             .observe_queue(&[queued("1", 100.0, Some(150.0), false)], 120.0)
@@ -286,6 +317,8 @@ mod tests {
         let evs = t.observe_queue(&[queued("1", 100.0, Some(140.0), true)], 145.0);
         assert_eq!(kinds(&evs), [("job_started", "c/1@100".into())]);
         assert!(t.estimates().is_empty());
+        assert!(t.reasons().is_empty(), "a running job waits for nothing");
+        assert!(t.whole_nodes().is_empty());
         let done = ended("1", 100.0, Some(140.0), 200.0, JobStatus::Failed);
         let evs = t.observe_accounting(std::slice::from_ref(&done), 205.0);
         assert_eq!(kinds(&evs), [("job_finished", "c/1@100".into())]);

@@ -1,7 +1,9 @@
 //! `GET /v1/eta`: when the queued jobs will start and end — Augur's predicted start (median
 //! and 95% bound of the queue wait predicted at submit), the scheduler's own estimate beside
 //! it where the backend has one (Slurm's expected start, `squeue --start`), and the predicted
-//! end (start plus the runtime predicted at submit). `augur eta` prints it.
+//! end (start plus the runtime predicted at submit). With `why=true` each job carries why it
+//! waits ([`crate::serve::state::why`], the same reading as `GET /v1/jobs/{id}`).
+//! `augur eta` prints it.
 
 use axum::extract::{Query, State};
 use axum::Json;
@@ -10,9 +12,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::serve::http::error::ApiError;
 use crate::serve::state::online::JobInfo;
+use crate::serve::state::why::{model_start, model_start_upper, QueueSnapshot, WhyWaiting};
 use crate::serve::AppState;
 
-/// `?user=U&job=ID[,ID…]`.
+/// `?user=U&job=ID[,ID…]&why=true`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -22,6 +25,8 @@ pub struct EtaQuery {
     /// Only these jobs (comma-separated): store ids, or under `--backend slurm` Slurm job
     /// ids (`123`, `123_4`).
     pub job: Option<String>,
+    /// Add why each job waits (`why`).
+    pub why: Option<bool>,
 }
 
 /// One queued job's ETA. Times are Unix seconds on the events' clock.
@@ -46,6 +51,9 @@ pub struct JobEta {
     /// Model versions of the queue-wait and runtime predictions.
     pub queue_wait_model: Option<u32>,
     pub runtime_model: Option<u32>,
+    /// With `why=true`: why it waits, as `GET /v1/jobs/{id}` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<WhyWaiting>,
 }
 
 /// `GET /v1/eta`.
@@ -64,7 +72,7 @@ pub struct EtaView {
     get,
     path = "/v1/eta",
     tag = "jobs",
-    summary = "When queued jobs will start and end: Augur's predicted start (median, 95% bound) beside the scheduler's own estimate, and the predicted end",
+    summary = "When queued jobs will start and end: Augur's predicted start (median, 95% bound) beside the scheduler's own estimate, and the predicted end; `why=true` adds why each waits (as `GET /v1/jobs/{id}`)",
     params(EtaQuery),
     responses(
         (status = 200, description = "the queued jobs that match", body = EtaView),
@@ -110,7 +118,14 @@ pub async fn eta(
             job_eta(j, now, sid, user, scheduler_start)
         })
         .collect();
+    let queue = q.why.unwrap_or(false).then(|| QueueSnapshot::of(&o, now));
     drop(o);
+    if let Some(queue) = queue {
+        let queue = queue.with_free_by_type(backend.free_gpus_by_type());
+        for j in &mut jobs {
+            j.why = queue.why(&j.job_id, backend.as_ref());
+        }
+    }
     jobs.sort_by(|a, b| {
         a.start
             .unwrap_or(f64::INFINITY)
@@ -135,7 +150,7 @@ fn job_eta(
     let submit = j.submitted_at?;
     let wait = j.queue_wait_at_submit;
     let runtime = j.runtime_at_submit;
-    let start = wait.map(|w| (submit + w.seconds).max(now));
+    let start = model_start(submit, wait.as_ref(), now);
     Some(JobEta {
         job_id: j.job_id.clone(),
         slurm_job_id,
@@ -143,11 +158,12 @@ fn job_eta(
         job_name: j.profile.as_ref().and_then(|p| p.job_name.clone()),
         submitted_at: submit,
         start,
-        start_upper: wait.map(|w| (submit + w.upper).max(now)),
+        start_upper: model_start_upper(submit, wait.as_ref(), now),
         start_upper_coverage: wait.map(|w| w.coverage),
         scheduler_start,
         end: start.zip(runtime).map(|(s, r)| s + r.seconds),
         queue_wait_model: wait.map(|w| w.model_version),
         runtime_model: runtime.map(|r| r.model_version),
+        why: None,
     })
 }

@@ -1,4 +1,5 @@
-//! `GET /v1/jobs/{id}`: what is known and predicted about one job, with ETAs.
+//! `GET /v1/jobs/{id}`: what is known and predicted about one job, with ETAs, and for a
+//! queued job why it waits ([`crate::serve::state::why`]).
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -7,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::serve::http::error::ApiError;
 use crate::serve::state::online::{JobInfo, RuntimeAnswer};
+use crate::serve::state::why::{model_start, QueueSnapshot, WhyWaiting};
 use crate::serve::AppState;
 
 /// Where a job is in its life.
@@ -70,6 +72,12 @@ pub struct JobView {
     /// `job.runtime_at_submit`: the stored answer issued when the submit was ingested, by
     /// the model served then, never recomputed.
     pub runtime_now: Option<RuntimeAnswer>,
+    /// A queued job only: what holds it — the jobs and GPUs ahead, the shape it waits
+    /// for, the running jobs whose predicted ends free enough for it and when (the
+    /// queue-drain reading, beside the queue-wait model's start of `eta`), and the
+    /// scheduler's own reason (Slurm's `Reason`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<WhyWaiting>,
 }
 
 fn phase_of(info: &JobInfo) -> Phase {
@@ -92,8 +100,7 @@ fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
     match phase {
         Phase::Queued => {
             if let Some(submit) = info.submitted_at {
-                let start = wait.map(|w| (submit + w.seconds).max(now));
-                let start = start.unwrap_or(now);
+                let start = model_start(submit, wait.as_ref(), now).unwrap_or(now);
                 eta.start = Some(start);
                 eta.start_in_seconds = Some((start - now).max(0.0));
                 if let Some(r) = runtime {
@@ -155,7 +162,7 @@ async fn not_held(state: &AppState, id: String, horizon: Option<f64>) -> ApiErro
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    summary = "What Augur knows and predicts about a job (its latest run; earlier runs of a re-used id are listed): events seen, the answers stored at submit (`runtime_at_submit`, ...), the runtime answer now (`runtime_now`), ETA to start and to finish",
+    summary = "What Augur knows and predicts about a job (its latest run; earlier runs of a re-used id are listed): events seen, the answers stored at submit (`runtime_at_submit`, ...), the runtime answer now (`runtime_now`), ETA to start and to finish, and for a queued job why it waits (`why`)",
     params(("id" = String, Path, description = "The job's id in the ingested events")),
     responses(
         (status = 200, description = "the job", body = JobView),
@@ -191,7 +198,14 @@ pub async fn job(
     } else {
         None
     };
+    // the queue is copied under the lock, read after it
+    let queue = (phase == Phase::Queued).then(|| QueueSnapshot::of(&o, now));
     drop(o);
+    let backend = &state.ext.backend;
+    let why = queue.and_then(|q| {
+        q.with_free_by_type(backend.free_gpus_by_type())
+            .why(&id, backend.as_ref())
+    });
     let actual = Actual {
         runtime: info.duration,
         queue_wait: actual_wait,
@@ -204,5 +218,6 @@ pub async fn job(
         eta,
         actual,
         runtime_now,
+        why,
     }))
 }
