@@ -24,6 +24,7 @@ use super::engine::Simulator;
 use super::job::State;
 use crate::drain::{estimate_start, QueueState, QueuedShape, RunningShape};
 use crate::metrics::SimResult;
+use crate::scaling::reshape::{Reshaper, Shape};
 use crate::scaling::ScalingModel;
 
 /// A shape as the ratio model reads it.
@@ -62,6 +63,23 @@ impl RatioModel for ScalingRatio {
     }
 }
 
+/// The measured scaling model (own history is not passed: the replay keeps no past runs).
+impl RatioModel for Reshaper {
+    fn ratio(&self, job_name: Option<&str>, from: ShapeRef<'_>, to: ShapeRef<'_>) -> f64 {
+        let shape = |s: ShapeRef<'_>| Shape {
+            gpus: f64::from(s.gpus),
+            gpu_type: s.gpu_type.map(str::to_string),
+        };
+        Reshaper::ratio(self, job_name, &shape(from), &shape(to), &[]).ratio
+    }
+
+    fn describe(&self) -> String {
+        "the advisor's measured scaling model (Reshaper: MLPerf v1.0 by benchmark name, Gavel by \
+         model family, else Pollux-fitted Amdahl for size and Gavel's median for type)"
+            .into()
+    }
+}
+
 /// What the advisor reads as a running job's end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,6 +107,8 @@ pub struct AdviceSpec {
 /// Which users take advice: a seeded hash of each user name, with the counts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TakerSelection {
+    /// What identifies a user (`user`, or a stand-in the caller names when the trace has none).
+    pub key: String,
     pub share: f64,
     pub seed: u64,
     pub method: String,
@@ -110,7 +130,13 @@ fn user_draw(user: &str, seed: u64) -> f64 {
 
 /// By row: whether the job's user takes advice (`share` of users, chosen by a seeded hash of
 /// the user name, so a user's jobs all take it or none does). Jobs without a user never do.
-pub fn select_takers(users: &[Option<&str>], share: f64, seed: u64) -> (Vec<bool>, TakerSelection) {
+/// `key` names what `users` holds (for the report).
+pub fn select_takers(
+    users: &[Option<&str>],
+    key: &str,
+    share: f64,
+    seed: u64,
+) -> (Vec<bool>, TakerSelection) {
     let mut by_user: BTreeMap<&str, bool> = BTreeMap::new();
     let takers: Vec<bool> = users
         .iter()
@@ -122,10 +148,11 @@ pub fn select_takers(users: &[Option<&str>], share: f64, seed: u64) -> (Vec<bool
         })
         .collect();
     let sel = TakerSelection {
+        key: key.to_string(),
         share,
         seed,
-        method: "user takes advice when SplitMix64(FNV-1a(user name) xor seed) < share; \
-                 jobs without a user never do"
+        method: "a user takes advice when SplitMix64(FNV-1a(name) xor seed).unit() < share; \
+                 jobs without one never do"
             .into(),
         users: by_user.len(),
         taking_users: by_user.values().filter(|t| **t).count(),
@@ -357,7 +384,9 @@ impl Simulator {
             .map(|t| t.name.to_lowercase())
             .collect();
         // trace durations are measured on the first type
-        let reference = typed.then(|| type_names.first().map(String::as_str)).flatten();
+        let reference = typed
+            .then(|| type_names.first().map(String::as_str))
+            .flatten();
         let from = ShapeRef {
             gpus: g0,
             gpu_type: reference,
@@ -418,10 +447,13 @@ impl Simulator {
             }
         }
         // the request itself comes first and wins ties
-        let Some(best) = options.iter().fold(None::<&Candidate>, |best, c| match best {
-            Some(b) if b.start + b.runtime <= c.start + c.runtime => Some(b),
-            _ => Some(c),
-        }) else {
+        let Some(best) = options
+            .iter()
+            .fold(None::<&Candidate>, |best, c| match best {
+                Some(b) if b.start + b.runtime <= c.start + c.runtime => Some(b),
+                _ => Some(c),
+            })
+        else {
             return;
         };
         let true_ratio = self.true_ratio(i, g0, best.gpus, best.gpu_type);
@@ -661,7 +693,12 @@ fn errors(log: &[AdviceRecord]) -> AdviceErrors {
         changed_jobs: changed.len(),
         ratio_median_abs_log: med(&ratio_err),
         ratio_mean_abs_log: mean(&ratio_err),
-        predicted_ratio_mean: mean(&changed.iter().map(|r| r.predicted_ratio).collect::<Vec<_>>()),
+        predicted_ratio_mean: mean(
+            &changed
+                .iter()
+                .map(|r| r.predicted_ratio)
+                .collect::<Vec<_>>(),
+        ),
         true_ratio_mean: mean(&changed.iter().map(|r| r.true_ratio).collect::<Vec<_>>()),
     }
 }

@@ -30,8 +30,8 @@
 //! lazily (only when the job is touched), snapshot buffers reused between decisions.
 
 mod actions;
-mod advice;
 mod advance;
+mod advice;
 mod affinity;
 mod backend;
 mod config;

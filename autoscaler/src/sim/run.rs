@@ -102,7 +102,10 @@ impl Simulator {
         let wall = Instant::now();
         self.replay_all(policy, progress);
         let log = self.advice_log();
-        (self.finish(policy.name(), wall.elapsed().as_secs_f64()), log)
+        (
+            self.finish(policy.name(), wall.elapsed().as_secs_f64()),
+            log,
+        )
     }
 
     fn replay_all(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(usize, usize)) {

@@ -412,8 +412,22 @@ fn run_advice(
     if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
         bail!("--advice-share must be in [0, 1], not {share}");
     }
-    let users: Vec<Option<&str>> = replay.iter().map(|r| r.user.as_deref()).collect();
-    let (takers, selection) = select_takers(&users, share, args.seed);
+    // a trace without user names (philly's public table) stands in its groups (Philly's
+    // virtual clusters): whole teams take advice or not
+    let (key, users): (&str, Vec<Option<&str>>) = if replay.iter().any(|r| r.user.is_some()) {
+        ("user", replay.iter().map(|r| r.user.as_deref()).collect())
+    } else if replay.iter().any(|r| r.group.is_some()) {
+        (
+            "group (the trace names no users)",
+            replay.iter().map(|r| r.group.as_deref()).collect(),
+        )
+    } else {
+        (
+            "job id (the trace names no users or groups)",
+            replay.iter().map(|r| Some(r.job_id.as_str())).collect(),
+        )
+    };
+    let (takers, selection) = select_takers(&users, key, share, args.seed);
     let job_names: Vec<Option<String>> = replay.iter().map(|r| r.job_name.clone()).collect();
     let model = ratio_model()?;
     let ends = match args.advice_ends {
@@ -431,8 +445,15 @@ fn run_advice(
                 types: types.is_some(),
                 unknown_runtime_s: UNKNOWN_RUNTIME_S,
             };
-            let (with, log) =
-                replay_one(args, name, gpus, jobs, types, policy, Some((spec, model.clone())))?;
+            let (with, log) = replay_one(
+                args,
+                name,
+                gpus,
+                jobs,
+                types,
+                policy,
+                Some((spec, model.clone())),
+            )?;
             reports.push(AdviceReport::compare(
                 &without,
                 &with,
@@ -458,8 +479,7 @@ fn run_advice(
             print!("{}", advice_table(&report));
         }
         if let Some(dir) = &args.report {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             let path = dir.join(format!("advice-{name}-{gpus}.json"));
             std::fs::write(&path, serde_json::to_string_pretty(&report)?)
                 .with_context(|| format!("writing {}", path.display()))?;
@@ -473,9 +493,9 @@ fn run_advice(
 
 /// The advisor's run-time ratios.
 fn ratio_model() -> anyhow::Result<std::sync::Arc<dyn RatioModel>> {
-    Ok(std::sync::Arc::new(augur_autoscaler::sim::ScalingRatio(
-        augur_autoscaler::ScalingModel::default(),
-    )))
+    let reshaper = augur_autoscaler::scaling::reshape::Reshaper::bundled()
+        .context("the advisor's scaling model (bundled Pollux, Gavel and MLPerf data)")?;
+    Ok(std::sync::Arc::new(reshaper))
 }
 
 /// Replays `jobs` under one policy, with an advisor when given.
@@ -498,9 +518,11 @@ fn replay_one(
     }
     let bar = ProgressBar::new(sim.len() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs done [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("█▉▊▋▌▍▎▏ "),
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} jobs done [{elapsed}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("█▉▊▋▌▍▎▏ "),
     );
     let with = if advised { " · with advice" } else { "" };
     bar.set_message(format!("{name} · {gpus} GPUs · {policy}{with}"));
@@ -516,8 +538,8 @@ fn advice_table(r: &AdviceSizeReport) -> String {
     let sel = &r.selection;
     let _ = writeln!(
         s,
-        "{} · {} GPUs · {} jobs ({}) · advice: {} of {} users ({} jobs) take the earliest-finish shape (share {}, seed {})",
-        r.trace, r.gpus, r.jobs, r.replay, sel.taking_users, sel.users, sel.taking_jobs, sel.share, sel.seed
+        "{} · {} GPUs · {} jobs ({}) · advice: {} of {} users by {} ({} jobs) take the earliest-finish shape (share {}, seed {})",
+        r.trace, r.gpus, r.jobs, r.replay, sel.taking_users, sel.users, sel.key, sel.taking_jobs, sel.share, sel.seed
     );
     for p in &r.policies {
         let h = |x: f64| x / 3600.0;
@@ -527,7 +549,11 @@ fn advice_table(r: &AdviceSizeReport) -> String {
             p.policy, p.ends, p.ratio_model
         );
         let _ = writeln!(s, "    mean JCT h      without   with   cut");
-        for (label, j) in [("takers", &p.takers), ("others", &p.others), ("cluster", &p.cluster)] {
+        for (label, j) in [
+            ("takers", &p.takers),
+            ("others", &p.others),
+            ("cluster", &p.cluster),
+        ] {
             let _ = writeln!(
                 s,
                 "    {label:<12} {:>9.2} {:>6.2} {:>+6.1}%  ({} jobs)",
@@ -542,7 +568,11 @@ fn advice_table(r: &AdviceSizeReport) -> String {
             .iter()
             .take(8)
             .map(|c| {
-                let ty = c.to_type.as_deref().map(|t| format!(" {t}")).unwrap_or_default();
+                let ty = c
+                    .to_type
+                    .as_deref()
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
                 format!("{}→{}{ty} ×{}", c.from_gpus, c.to_gpus, c.jobs)
             })
             .collect();
