@@ -36,6 +36,7 @@ fn spec(takers: Vec<bool>, ends: PredictedEnds) -> AdviceSpec {
         ends,
         types: false,
         unknown_runtime_s: 3600.0,
+        gpu_hours_budget: None,
     }
 }
 
@@ -201,4 +202,24 @@ fn only_the_takers_jobs_change_shape_and_the_replay_is_deterministic() {
     let (again, log_again) = run();
     assert_eq!(again.jobs, with.jobs);
     assert_eq!(log_again, log);
+}
+
+/// With GPUs free, a greedy taker doubles its request (it finishes sooner on more GPU-hours);
+/// within the request's GPU-hours it keeps its shape.
+#[test]
+fn the_gpu_hours_budget_stops_a_taker_from_doubling_on_free_gpus() {
+    let jobs = vec![job(0, 0.0, 1000.0, 2)];
+    let ratio: Arc<dyn RatioModel> = Arc::new(ScalingRatio(ScalingModel::default()));
+    let (_, greedy) = replay(
+        &jobs,
+        cfg(8, 8, 0),
+        Some((spec(vec![true], PredictedEnds::Predicted), ratio.clone())),
+    );
+    assert_eq!((greedy[0].from_gpus, greedy[0].to_gpus), (2, 4));
+    let mut budget = spec(vec![true], PredictedEnds::Predicted);
+    budget.gpu_hours_budget = Some(1.0);
+    let (_, kept) = replay(&jobs, cfg(8, 8, 0), Some((budget, ratio)));
+    assert!(!kept[0].changed());
+    // the half would be cheaper but finishes later: not taken
+    assert_eq!(kept[0].options, 2);
 }

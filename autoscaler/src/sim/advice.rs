@@ -102,6 +102,11 @@ pub struct AdviceSpec {
     pub types: bool,
     /// Run time assumed for a job without a prediction (as the policies assume).
     pub unknown_runtime_s: f64,
+    /// An option may cost at most this many times the request's predicted GPU-hours (`None`:
+    /// any cost). At 1, advice never takes GPU-hours from the others: without a budget every
+    /// taker who finds GPUs free doubles its request and the others wait (see
+    /// `docs/advice-simulation.md`).
+    pub gpu_hours_budget: Option<f64>,
 }
 
 /// Which users take advice: a seeded hash of each user name, with the counts.
@@ -425,6 +430,12 @@ impl Simulator {
                     }
                 };
                 let runtime = base_runtime * ratio;
+                let over_budget = adv.spec.gpu_hours_budget.is_some_and(|b| {
+                    f64::from(gpus) * runtime > b * f64::from(g0) * base_runtime * (1.0 + 1e-9)
+                });
+                if over_budget && !(gpus == g0 && gpu_type.is_none()) {
+                    continue;
+                }
                 let state = match (&typed_state, gpu_type) {
                     (Some(s), Some(_)) => s,
                     _ => &any_state,
@@ -602,6 +613,8 @@ pub struct AdviceReport {
     pub errors: AdviceErrors,
     /// GPU-seconds held, with / without advice.
     pub gpu_s_ratio: f64,
+    /// The options' GPU-hours budget (times the request's), when there was one.
+    pub gpu_hours_budget: Option<f64>,
 }
 
 impl AdviceReport {
@@ -647,7 +660,7 @@ impl AdviceReport {
                 jobs,
             })
             .collect();
-        changes.sort_by(|a, b| b.jobs.cmp(&a.jobs));
+        changes.sort_by_key(|c| std::cmp::Reverse(c.jobs));
         let gpu_s = |r: &SimResult| r.jobs.iter().map(|j| j.gpu_s).sum::<f64>();
         AdviceReport {
             policy: with.policy.clone(),
@@ -662,6 +675,7 @@ impl AdviceReport {
             changes,
             errors: errors(log),
             gpu_s_ratio: gpu_s(with) / gpu_s(without).max(1e-9),
+            gpu_hours_budget: None,
         }
     }
 }

@@ -426,6 +426,10 @@ pub struct SimulateArgs {
     /// simulator's true remaining times (an oracle run).
     #[arg(long, value_enum, default_value_t = AdviceEnds::Predicted, requires = "advice_share")]
     pub advice_ends: AdviceEnds,
+    /// Let the advisor pick options that cost more GPU-hours than the request (by default an
+    /// option may cost at most the request's predicted GPU-hours).
+    #[arg(long, requires = "advice_share")]
+    pub advice_greedy: bool,
 }
 
 /// What the simulator's advisor reads as running jobs' ends (`--advice-ends`).

@@ -412,18 +412,13 @@ fn run_advice(
     if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
         bail!("--advice-share must be in [0, 1], not {share}");
     }
-    // a trace without user names (philly's public table) stands in its groups (Philly's
-    // virtual clusters): whole teams take advice or not
+    // the bundled philly and itp tables name no users: each job then stands for its own user
+    // (a seeded share of jobs; philly's virtual clusters are too few, 13, to split in half)
     let (key, users): (&str, Vec<Option<&str>>) = if replay.iter().any(|r| r.user.is_some()) {
         ("user", replay.iter().map(|r| r.user.as_deref()).collect())
-    } else if replay.iter().any(|r| r.group.is_some()) {
-        (
-            "group (the trace names no users)",
-            replay.iter().map(|r| r.group.as_deref()).collect(),
-        )
     } else {
         (
-            "job id (the trace names no users or groups)",
+            "job id (the trace names no users)",
             replay.iter().map(|r| Some(r.job_id.as_str())).collect(),
         )
     };
@@ -434,6 +429,7 @@ fn run_advice(
         AdviceEnds::Predicted => PredictedEnds::Predicted,
         AdviceEnds::Oracle => PredictedEnds::Oracle,
     };
+    let budget = (!args.advice_greedy).then_some(1.0);
     for &gpus in &args.gpus {
         let mut reports = Vec::new();
         for policy in &args.policies {
@@ -444,6 +440,7 @@ fn run_advice(
                 ends,
                 types: types.is_some(),
                 unknown_runtime_s: UNKNOWN_RUNTIME_S,
+                gpu_hours_budget: budget,
             };
             let (with, log) = replay_one(
                 args,
@@ -454,7 +451,7 @@ fn run_advice(
                 policy,
                 Some((spec, model.clone())),
             )?;
-            reports.push(AdviceReport::compare(
+            let mut report = AdviceReport::compare(
                 &without,
                 &with,
                 &log,
@@ -462,7 +459,9 @@ fn run_advice(
                 selection.clone(),
                 ends,
                 model.describe(),
-            ));
+            );
+            report.gpu_hours_budget = budget;
+            reports.push(report);
         }
         let report = AdviceSizeReport {
             trace: name.to_string(),
@@ -545,8 +544,14 @@ fn advice_table(r: &AdviceSizeReport) -> String {
         let h = |x: f64| x / 3600.0;
         let _ = writeln!(
             s,
-            "  {} (ends: {:?}; ratios: {})",
-            p.policy, p.ends, p.ratio_model
+            "  {} (ends: {:?}; GPU-hours budget: {}; ratios: {})",
+            p.policy,
+            p.ends,
+            p.gpu_hours_budget
+                .map_or("none (greedy)".to_string(), |b| format!(
+                    "{b}× the request's"
+                )),
+            p.ratio_model
         );
         let _ = writeln!(s, "    mean JCT h      without   with   cut");
         for (label, j) in [
