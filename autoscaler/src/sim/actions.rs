@@ -20,7 +20,7 @@ impl Simulator {
         let Some(j) = self.jobs.get(i as usize) else {
             return Err(err(ErrorKind::NotFound, i, "no such job"));
         };
-        let (state, min, max) = (j.state, j.min, j.max);
+        let (state, min, max, advised_type) = (j.state, j.min, j.max, j.advised_type);
         match action {
             Action::Admit {
                 workers: w,
@@ -40,7 +40,8 @@ impl Simulator {
                 if gpu_type.is_some_and(|t| usize::from(t) >= self.type_masks.len()) {
                     return Err(err(ErrorKind::Invalid, i, "admit: no such GPU type"));
                 }
-                self.admit(i, w, gpu_type)
+                // a type the user asked for (on advice) binds whatever the policy picks
+                self.admit(i, w, advised_type.or(gpu_type))
             }
             Action::SetWorkers { workers: w, .. } => {
                 if state != State::Running {

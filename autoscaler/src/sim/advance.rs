@@ -38,6 +38,7 @@ impl Simulator {
                 let i = self.arrivals.get(self.next_arrival).copied().unwrap_or(0);
                 self.next_arrival += 1;
                 self.events += 1;
+                self.advise_at_submit(i);
                 self.enqueue(i);
                 self.dirty = true;
             }

@@ -74,6 +74,8 @@ pub struct Simulator {
     pub(super) policy_calls: u64,
     /// Scratch placement.
     pub(super) tmp: Vec<Slot>,
+    /// The advisor of an advice replay.
+    pub(super) advisor: Option<Box<super::advice::Advisor>>,
 }
 
 impl Simulator {
@@ -163,6 +165,7 @@ impl Simulator {
             failures: 0,
             policy_calls: 0,
             tmp: Vec::new(),
+            advisor: None,
             cfg,
         };
         let faults = sim.cfg.faults.clone();

@@ -63,6 +63,10 @@ pub(super) struct Job {
     pub pinned: Option<u16>,
     /// GPU-seconds held on each GPU type.
     pub gpu_s_by_type: Vec<f64>,
+    /// The GPU type its user asked for on advice (it is admitted there only).
+    pub advised_type: Option<u16>,
+    /// The run time the advisor predicted for it in its advised shape.
+    pub believed_runtime: Option<f64>,
 }
 
 impl Job {
@@ -99,6 +103,8 @@ impl Job {
             run_pos: usize::MAX,
             pinned: None,
             gpu_s_by_type: Vec::new(),
+            advised_type: None,
+            believed_runtime: None,
             src,
         }
     }

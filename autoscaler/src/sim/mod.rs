@@ -20,6 +20,9 @@
 //! - Node failures ([`NodeFault`], e.g. from the StepFun fault trace): a failed node's jobs lose
 //!   the work since their last checkpoint (periodic every `checkpoint_interval_s`, and at every
 //!   rescale/suspend) and go back to the queue; the node's GPUs are gone until it recovers.
+//! - Advice replay ([`Simulator::with_advice`]): a seeded share of users take the advisor's
+//!   earliest-finish shape at submit (predicted from the queue and a run-time ratio model);
+//!   the truth of the new shape stays the simulator's own.
 //! - Deterministic: the event queue is ordered by (time, sequence number); the only randomness
 //!   (which jobs are elastic) comes from the seed.
 //!
@@ -28,6 +31,7 @@
 
 mod actions;
 mod advance;
+mod advice;
 mod affinity;
 mod backend;
 mod config;
@@ -40,6 +44,10 @@ mod snapshot;
 mod spec;
 mod trace;
 
+pub use advice::{
+    select_takers, AdviceErrors, AdviceRecord, AdviceReport, AdviceSpec, JctPair, PredictedEnds,
+    RatioModel, ScalingRatio, ShapeChange, ShapeRef, TakerSelection,
+};
 pub use affinity::{affinity_from_gavel, AffinityReport, ClassUse};
 pub use config::{ElasticSpec, SimConfig};
 pub use engine::Simulator;

@@ -88,6 +88,27 @@ impl Simulator {
         progress: &mut dyn FnMut(usize, usize),
     ) -> SimResult {
         let wall = Instant::now();
+        self.replay_all(policy, progress);
+        self.finish(policy.name(), wall.elapsed().as_secs_f64())
+    }
+
+    /// As [`Simulator::run_with_progress`], also returning the advice given (with each
+    /// advised job's actual start and finish) when the replay has an advisor.
+    pub fn run_advised(
+        mut self,
+        policy: &mut dyn Policy,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> (SimResult, Vec<super::AdviceRecord>) {
+        let wall = Instant::now();
+        self.replay_all(policy, progress);
+        let log = self.advice_log();
+        (
+            self.finish(policy.name(), wall.elapsed().as_secs_f64()),
+            log,
+        )
+    }
+
+    fn replay_all(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(usize, usize)) {
         let total = self.jobs.len();
         let mut last_report = 0;
         while self.finished < total {
@@ -106,7 +127,6 @@ impl Simulator {
         }
         self.sample(true);
         progress(self.finished, total);
-        self.finish(policy.name(), wall.elapsed().as_secs_f64())
     }
 
     fn finish(mut self, policy: &str, wall_s: f64) -> SimResult {

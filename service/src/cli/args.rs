@@ -494,6 +494,27 @@ pub struct SimulateArgs {
     /// utilisation plots, decision logs).
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Advice replay: this share of users (chosen by a seeded hash of the user name) take the
+    /// advisor's earliest-finish shape at submit; each policy is replayed with and without.
+    #[arg(long)]
+    pub advice_share: Option<f64>,
+    /// What the advisor reads as running jobs' ends: their predicted run times, or the
+    /// simulator's true remaining times (an oracle run).
+    #[arg(long, value_enum, default_value_t = AdviceEnds::Predicted, requires = "advice_share")]
+    pub advice_ends: AdviceEnds,
+    /// Let the advisor pick options that cost more GPU-hours than the request (by default an
+    /// option may cost at most the request's predicted GPU-hours).
+    #[arg(long, requires = "advice_share")]
+    pub advice_greedy: bool,
+}
+
+/// What the simulator's advisor reads as running jobs' ends (`--advice-ends`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AdviceEnds {
+    /// First start + predicted run time.
+    Predicted,
+    /// The simulator's true remaining time.
+    Oracle,
 }
 
 #[derive(Debug, Args)]

@@ -12,8 +12,9 @@
 use anyhow::{anyhow, bail, Context};
 use augur_autoscaler::metrics::{SimResult, Summary};
 use augur_autoscaler::sim::{
-    affinity_from_gavel, faults_from_episodes, jobs_from_records, AffinityReport, ClusterSpec,
-    SimConfig, SimJob, Simulator,
+    affinity_from_gavel, faults_from_episodes, jobs_from_records, select_takers, AdviceReport,
+    AdviceSpec, AffinityReport, ClusterSpec, PredictedEnds, RatioModel, SimConfig, SimJob,
+    Simulator, TakerSelection,
 };
 use augur_autoscaler::TypeAffinity;
 use augur_autoscaler::{by_name, POLICY_NAMES};
@@ -26,7 +27,7 @@ use augur_models::Matrix;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::trace::load_inputs;
-use crate::cli::{ReplayPart, SimulateArgs};
+use crate::cli::{AdviceEnds, ReplayPart, SimulateArgs};
 use crate::report::simulate::{
     table, write_report, PredictionInfo, SizeReport, TypeAwareVs, Versus,
 };
@@ -267,6 +268,18 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         ReplayPart::Test => "test 20% (out-of-sample predictions)",
         ReplayPart::All => "whole trace",
     };
+    if let Some(share) = args.advice_share {
+        return run_advice(
+            args,
+            &name,
+            share,
+            &replay,
+            &jobs,
+            types.as_ref(),
+            part,
+            &info,
+        );
+    }
     for &gpus in &args.gpus {
         let results = replay_policies(args, &name, gpus, &jobs, types.as_ref())?;
         let rows: Vec<Summary> = results.iter().map(SimResult::summary).collect();
@@ -366,4 +379,228 @@ fn type_aware_against(rows: &[Summary]) -> Vec<TypeAwareVs> {
             total_jct_cut: cut(typed.total_jct, r.total_jct),
         })
         .collect()
+}
+
+/// One cluster size of an advice replay: each policy with and without advice.
+#[derive(serde::Serialize)]
+struct AdviceSizeReport {
+    trace: String,
+    gpus: u32,
+    jobs: usize,
+    replay: String,
+    predictions: PredictionInfo,
+    selection: TakerSelection,
+    policies: Vec<AdviceReport>,
+}
+
+/// Run time assumed for a job without a prediction (the policies' own fallback).
+const UNKNOWN_RUNTIME_S: f64 = 3600.0;
+
+/// `augur simulate --advice-share S`: every policy of `--policies` replayed without advice and
+/// with `S` of the users taking the advisor's earliest-finish shape at submit.
+#[allow(clippy::too_many_arguments)]
+fn run_advice(
+    args: &SimulateArgs,
+    name: &str,
+    share: f64,
+    replay: &[JobRecord],
+    jobs: &[SimJob],
+    types: Option<&GpuTypes>,
+    part: &str,
+    info: &PredictionInfo,
+) -> anyhow::Result<()> {
+    if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
+        bail!("--advice-share must be in [0, 1], not {share}");
+    }
+    // the bundled philly and itp tables name no users: each job then stands for its own user
+    // (a seeded share of jobs; philly's virtual clusters are too few, 13, to split in half)
+    let (key, users): (&str, Vec<Option<&str>>) = if replay.iter().any(|r| r.user.is_some()) {
+        ("user", replay.iter().map(|r| r.user.as_deref()).collect())
+    } else {
+        (
+            "job id (the trace names no users)",
+            replay.iter().map(|r| Some(r.job_id.as_str())).collect(),
+        )
+    };
+    let (takers, selection) = select_takers(&users, key, share, args.seed);
+    let job_names: Vec<Option<String>> = replay.iter().map(|r| r.job_name.clone()).collect();
+    let model = ratio_model()?;
+    let ends = match args.advice_ends {
+        AdviceEnds::Predicted => PredictedEnds::Predicted,
+        AdviceEnds::Oracle => PredictedEnds::Oracle,
+    };
+    let budget = (!args.advice_greedy).then_some(1.0);
+    for &gpus in &args.gpus {
+        let mut reports = Vec::new();
+        for policy in &args.policies {
+            let without = replay_one(args, name, gpus, jobs, types, policy, None)?.0;
+            let spec = AdviceSpec {
+                takers: takers.clone(),
+                job_names: job_names.clone(),
+                ends,
+                types: types.is_some(),
+                unknown_runtime_s: UNKNOWN_RUNTIME_S,
+                gpu_hours_budget: budget,
+            };
+            let (with, log) = replay_one(
+                args,
+                name,
+                gpus,
+                jobs,
+                types,
+                policy,
+                Some((spec, model.clone())),
+            )?;
+            let mut report = AdviceReport::compare(
+                &without,
+                &with,
+                &log,
+                &takers,
+                selection.clone(),
+                ends,
+                model.describe(),
+            );
+            report.gpu_hours_budget = budget;
+            reports.push(report);
+        }
+        let report = AdviceSizeReport {
+            trace: name.to_string(),
+            gpus,
+            jobs: jobs.len(),
+            replay: part.to_string(),
+            predictions: info.clone(),
+            selection: selection.clone(),
+            policies: reports,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            print!("{}", advice_table(&report));
+        }
+        if let Some(dir) = &args.report {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let path = dir.join(format!("advice-{name}-{gpus}.json"));
+            std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            if !args.json {
+                println!("  report: {}\n", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The advisor's run-time ratios.
+fn ratio_model() -> anyhow::Result<std::sync::Arc<dyn RatioModel>> {
+    let reshaper = augur_autoscaler::scaling::reshape::Reshaper::bundled()
+        .context("the advisor's scaling model (bundled Pollux, Gavel and MLPerf data)")?;
+    Ok(std::sync::Arc::new(reshaper))
+}
+
+/// Replays `jobs` under one policy, with an advisor when given.
+#[allow(clippy::type_complexity)]
+fn replay_one(
+    args: &SimulateArgs,
+    name: &str,
+    gpus: u32,
+    jobs: &[SimJob],
+    types: Option<&GpuTypes>,
+    policy: &str,
+    advice: Option<(AdviceSpec, std::sync::Arc<dyn RatioModel>)>,
+) -> anyhow::Result<(SimResult, Vec<augur_autoscaler::sim::AdviceRecord>)> {
+    let cfg = config(args, gpus, jobs, types)?;
+    let mut p = policy_for(policy, &cfg)?;
+    let mut sim = Simulator::new(jobs.to_vec(), cfg)?;
+    let advised = advice.is_some();
+    if let Some((spec, model)) = advice {
+        sim = sim.with_advice(spec, model);
+    }
+    let bar = ProgressBar::new(sim.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} jobs done [{elapsed}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("█▉▊▋▌▍▎▏ "),
+    );
+    let with = if advised { " · with advice" } else { "" };
+    bar.set_message(format!("{name} · {gpus} GPUs · {policy}{with}"));
+    let out = sim.run_advised(p.as_mut(), &mut |done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+/// The advice replay as text.
+fn advice_table(r: &AdviceSizeReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let sel = &r.selection;
+    let _ = writeln!(
+        s,
+        "{} · {} GPUs · {} jobs ({}) · advice: {} of {} users by {} ({} jobs) take the earliest-finish shape (share {}, seed {})",
+        r.trace, r.gpus, r.jobs, r.replay, sel.taking_users, sel.users, sel.key, sel.taking_jobs, sel.share, sel.seed
+    );
+    for p in &r.policies {
+        let h = |x: f64| x / 3600.0;
+        let _ = writeln!(
+            s,
+            "  {} (ends: {:?}; GPU-hours budget: {}; ratios: {})",
+            p.policy,
+            p.ends,
+            p.gpu_hours_budget
+                .map_or("none (greedy)".to_string(), |b| format!(
+                    "{b}× the request's"
+                )),
+            p.ratio_model
+        );
+        let _ = writeln!(s, "    mean JCT h      without   with   cut");
+        for (label, j) in [
+            ("takers", &p.takers),
+            ("others", &p.others),
+            ("cluster", &p.cluster),
+        ] {
+            let _ = writeln!(
+                s,
+                "    {label:<12} {:>9.2} {:>6.2} {:>+6.1}%  ({} jobs)",
+                h(j.without),
+                h(j.with),
+                100.0 * j.cut,
+                j.jobs
+            );
+        }
+        let changes: Vec<String> = p
+            .changes
+            .iter()
+            .take(8)
+            .map(|c| {
+                let ty = c
+                    .to_type
+                    .as_deref()
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
+                format!("{}→{}{ty} ×{}", c.from_gpus, c.to_gpus, c.jobs)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "    {} of {} advised jobs changed shape: {}; GPU-hours with/without {:.3}",
+            p.changed_jobs,
+            p.advised_jobs,
+            changes.join(", "),
+            p.gpu_s_ratio
+        );
+        let e = &p.errors;
+        let _ = writeln!(
+            s,
+            "    advisor error (predicted − actual, h): start median {:+.2} (|·| {:.2}), finish median {:+.2} (|·| {:.2}); run-time ratio |ln| median {:.3} (predicted mean {:.3}, true {:.3})",
+            h(e.start_median_s),
+            h(e.start_median_abs_s),
+            h(e.finish_median_s),
+            h(e.finish_median_abs_s),
+            e.ratio_median_abs_log,
+            e.predicted_ratio_mean,
+            e.true_ratio_mean
+        );
+    }
+    s
 }
