@@ -69,6 +69,7 @@ pub async fn write_predictions(state: &AppState, backend: &mut KubeBackend, dry_
     let report = backend
         .write_back(
             |key, phase| job_predictions(&state.online(), key, phase),
+            |_| None,
             dry_run,
         )
         .await;
