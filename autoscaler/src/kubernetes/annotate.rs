@@ -3,7 +3,7 @@
 //! every kind and their Kueue Workloads; keys Augur wrote that no longer apply set to `null`),
 //! and a `Normal` Event on a job; only by the lease holder, never in dry-run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -96,7 +96,7 @@ impl KubeBackend {
             return report;
         }
         let jobs = self.live_jobs();
-        let queued: Vec<&JobKey> = jobs
+        let queued: HashSet<&JobKey> = jobs
             .iter()
             .filter(|j| j.phase == JobPhase::Queued)
             .map(|j| &j.key)
