@@ -15,7 +15,7 @@ fn main() {
     init_tracing(args.log_format);
     if let Err(err) = cli::run(args) {
         eprintln!("error: {}", cli::error_chain(&err));
-        std::process::exit(1);
+        std::process::exit(cli::exit_code(&err));
     }
 }
 

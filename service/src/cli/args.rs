@@ -67,6 +67,74 @@ pub enum Command {
     /// (median and 95% bound), the scheduler's own estimate beside it (Slurm's
     /// `squeue --start`, with `augur serve --backend slurm`) and the predicted end.
     Eta(EtaArgs),
+    /// What to ask for: a job's alternatives (GPU counts, GPU types, queues) with predicted
+    /// start, run time, finish and GPU-hours, from a running service (`POST /v1/advise`).
+    ///
+    /// The job comes from a Slurm batch script's #SBATCH lines (`augur advise job.sbatch`),
+    /// from flags (which override the script's values), or is an ingested job (--job-id).
+    /// Exits 2 naming the line, flag or field when the input is bad.
+    Advise(AdviseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// A Slurm batch script: its #SBATCH lines (before the first command) are the request.
+    #[arg(value_name = "SCRIPT")]
+    pub script: Option<PathBuf>,
+    /// An ingested job (the service's job id): its profile, unless flags or a script give one.
+    #[arg(long)]
+    pub job_id: Option<String>,
+    /// GPUs requested, `[type:]N` (as sbatch's --gpus).
+    #[arg(long, value_name = "[TYPE:]N")]
+    pub gpus: Option<String>,
+    /// GPU type requested.
+    #[arg(long)]
+    pub gpu_type: Option<String>,
+    /// Nodes requested.
+    #[arg(long)]
+    pub nodes: Option<String>,
+    /// CPUs requested (in all).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Memory requested, with a K, M (default), G or T suffix.
+    #[arg(long)]
+    pub mem: Option<String>,
+    /// Time limit, in Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S).
+    #[arg(long)]
+    pub time: Option<String>,
+    /// Partition (queue) requested.
+    #[arg(long, short = 'p')]
+    pub partition: Option<String>,
+    /// Account (group).
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
+    /// The submitting user (default: $USER when a profile is given).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The job's name (its past runs at other sizes are the best scaling evidence).
+    #[arg(long, short = 'J')]
+    pub job_name: Option<String>,
+    /// Fewest GPUs to weigh (default: a quarter of the request).
+    #[arg(long)]
+    pub min_gpus: Option<u32>,
+    /// Most GPUs to weigh (default: four times the request, within the cluster).
+    #[arg(long)]
+    pub max_gpus: Option<u32>,
+    /// GPU types to weigh, comma-separated (default: every type the cluster's jobs named).
+    #[arg(long, value_delimiter = ',')]
+    pub gpu_types: Vec<String>,
+    /// Queues / partitions to weigh, comma-separated (default: the ones your jobs used).
+    #[arg(long, value_delimiter = ',')]
+    pub queues: Vec<String>,
+    /// Print the service's JSON answer.
+    #[arg(long)]
+    pub json: bool,
+    /// The service's address.
+    #[arg(long, env = "AUGUR_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A bearer token to send (the endpoint needs none; a proxy in front may).
+    #[arg(long, env = "AUGUR_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,16 +3,11 @@
 //! scheduler's own estimate beside it (Slurm's `squeue --start`, under `--backend slurm`) and
 //! the predicted end.
 //!
-//! The request is plain HTTP/1.1 over TCP (the service serves plain HTTP; put a TLS proxy in
-//! front of it on a shared network and run `augur eta` where the service listens).
-
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+//! The request goes through the commands' HTTP client ([`super::client`]).
 
 use anyhow::{bail, Context};
 
-use crate::cli::EtaArgs;
+use crate::cli::{client, EtaArgs};
 use crate::serve::http::api::eta::{EtaView, JobEta};
 
 /// `augur eta`.
@@ -29,7 +24,7 @@ pub fn run(args: &EtaArgs) -> anyhow::Result<()> {
     } else {
         format!("/v1/eta?{}", query.join("&"))
     };
-    let (status, body) = get(&args.url, &path, args.token.as_deref())?;
+    let (status, body) = client::request(&args.url, "GET", &path, args.token.as_deref(), None)?;
     if status != 200 {
         bail!("{}{path} answered {status}: {}", args.url, body.trim());
     }
@@ -126,92 +121,12 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-/// `GET url+path` (plain HTTP): the status and the body.
-fn get(url: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, String)> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        bail!("--url `{url}`: give the service's http:// address (e.g. http://127.0.0.1:8080)");
-    };
-    let host = rest.trim_end_matches('/');
-    if host.is_empty() || host.contains('/') {
-        bail!("--url `{url}`: give the service's address without a path");
-    }
-    let with_port = if host
-        .rsplit(':')
-        .next()
-        .is_some_and(|p| p.parse::<u16>().is_ok())
-    {
-        host.to_string()
-    } else {
-        format!("{host}:80")
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .with_context(|| format!("--url `{url}`: cannot resolve {with_port}"))?
-        .next()
-        .with_context(|| format!("--url `{url}`: {with_port} has no address"))?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| {
-            format!("cannot reach the service at {url} (is `augur serve` running?)")
-        })?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n{auth}Connection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .with_context(|| format!("reading the answer of {url}{path}"))?;
-    parse_response(&raw).with_context(|| format!("the answer of {url}{path}"))
-}
-
-/// Status and body of an HTTP/1.1 response (identity or chunked body).
-fn parse_response(raw: &[u8]) -> anyhow::Result<(u16, String)> {
-    let text = String::from_utf8_lossy(raw);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        bail!("no HTTP header");
-    };
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse::<u16>().ok())
-        .context("no HTTP status line")?;
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if !chunked {
-        return Ok((status, body.to_string()));
-    }
-    let mut out = String::new();
-    let mut rest = body;
-    loop {
-        let (size, after) = rest.split_once("\r\n").context("a truncated chunk")?;
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-            .context("a bad chunk size")?;
-        if size == 0 {
-            return Ok((status, out));
-        }
-        let chunk = after.get(..size).context("a truncated chunk")?;
-        out.push_str(chunk);
-        rest = after.get(size + 2..).unwrap_or("");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn responses_and_times_read_and_print() {
-        let (s, b) = parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").unwrap();
-        assert_eq!((s, b.as_str()), (200, "{}"));
-        let raw = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        let (s, b) = parse_response(raw).unwrap();
-        assert_eq!((s, b.as_str()), (404, "abcde"));
-        assert!(parse_response(b"garbage").is_err());
+    fn times_and_queries_print() {
         assert_eq!(when(Some(3_725.0), 0.0), "01:02:05 (in 1h02m)");
         assert_eq!(when(None, 0.0), "-");
         assert_eq!(encode("a b/c,1"), "a%20b%2Fc,1");

@@ -3,7 +3,9 @@
 //! libraries, and prints for people (tables, progress bars) or machines (`--json`). Plots and
 //! tables are drawn by [`crate::report`]; `augur serve` starts [`crate::serve`].
 
+pub mod advise;
 pub mod args;
+pub mod client;
 pub mod eta;
 pub mod evaluate;
 pub mod export;
@@ -36,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Eta(args) => eta::run(&args),
+        Command::Advise(args) => advise::run(&args),
     }
 }
 
@@ -52,6 +55,16 @@ fn private_files() {
 
 #[cfg(not(unix))]
 fn private_files() {}
+
+/// The exit status for an error: 2 for input the command cannot use ([`advise::BadInput`]),
+/// as for a usage error, else 1.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    if err.is::<advise::BadInput>() {
+        2
+    } else {
+        1
+    }
+}
 
 /// The error and its causes, `: `-joined, skipping a cause whose text the message already
 /// holds (library errors such as "cannot read PATH: REASON" carry their source in their own

@@ -9,6 +9,8 @@
 //! - [`http`]: the route table ([`http::routes`]), the handlers ([`http::api`]), auth, the
 //!   one error type, the accept loop, the status page and `/metrics`; [`http::openapi`]
 //!   generates the document of every route.
+//! - [`advice`]: the advisor (what to ask for), over the online state and the measured
+//!   scaling.
 //! - [`tasks`]: first-start training, retraining through the model gate, compaction,
 //!   write-back.
 //! - [`run()`] opens the data folder (event store, model registry, auth token), loads or
@@ -19,6 +21,7 @@
 //! with `state.events.subscribe()`); background tasks are started by [`run()`] and stop when
 //! [`AppState::shutdown`] turns true.
 
+pub mod advice;
 pub mod backends;
 pub mod config;
 pub mod heap;
@@ -86,6 +89,9 @@ pub struct Extensions {
     pub predictions: http::api::pool::PredictionPool,
     /// Snapshots of the online state (`<data_dir>/snapshot/`).
     pub snapshots: state::snapshot::Snapshots,
+    /// The measured scaling the advisor reads (built once; missing data is logged and
+    /// said in every advice).
+    pub scaling: advice::Scaling,
 }
 
 impl Extensions {
@@ -101,6 +107,7 @@ impl Extensions {
             )),
             predictions: http::api::pool::PredictionPool::new(config.prediction_workers),
             snapshots: state::snapshot::Snapshots::new(&config.data_dir),
+            scaling: advice::Scaling::bundled(),
         }
     }
 }

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ComponentsBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use super::api::{dag, eta, ingest, jobs, models, predict};
+use super::api::{advise, dag, eta, ingest, jobs, models, predict};
 use super::error::ErrorBody;
 use crate::serve::{
     backends, http::access, http::api, http::metrics, http::status, kinds, AppState,
@@ -41,6 +41,7 @@ use crate::serve::{
         predict::predict_failure,
         predict::predict_convergence,
         dag::predict_dag,
+        advise::advise,
         models::list_models,
         models::retrain_status,
         models::retrain,

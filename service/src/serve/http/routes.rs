@@ -45,7 +45,7 @@ pub fn all() -> Vec<RouteSpec> {
 
 /// The API: ingest, jobs, predictions, models, and the service's own health and document.
 fn api_routes() -> Vec<RouteSpec> {
-    use api::{dag, ingest, jobs, models, predict};
+    use api::{advise, dag, ingest, jobs, models, predict};
     vec![
         spec("GET", "/healthz", false, get(api::healthz)),
         spec("GET", "/readyz", false, get(api::readyz)),
@@ -85,6 +85,7 @@ fn api_routes() -> Vec<RouteSpec> {
             false,
             post(dag::predict_dag),
         ),
+        spec("POST", "/v1/advise", false, post(advise::advise)),
         spec("GET", "/v1/models", false, get(models::list_models)),
         spec(
             "GET",

@@ -4,10 +4,12 @@
 //! - [`ingest`]: storing events and reading them back;
 //! - [`jobs`]: what is known and predicted about one job; [`eta`]: when queued jobs start;
 //! - [`predict`] and [`dag`]: the predictions, run off the async workers by [`pool`];
+//!   [`advise`]: the advisor's options for a job, in the same pool;
 //! - [`models`]: the served models, retraining, promotion and rollback.
 //!
 //! Here: liveness, readiness and the fallback for unknown paths.
 
+pub mod advise;
 pub mod dag;
 pub mod eta;
 pub mod ingest;

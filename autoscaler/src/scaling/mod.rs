@@ -15,6 +15,14 @@
 //!   time; the median α is [`MLPERF_POWER_ALPHA`]. MLPerf runs also grow the global batch with
 //!   the scale (strong scaling at tuned hyper-parameters), so this is kept as a cross-check and
 //!   an alternative model ([`ScalingModel::PowerLaw`]).
+//!
+//! [`reshape`] uses these fits (and Gavel's per-type throughputs, and MLPerf pairs) to say how
+//! a job's run time changes under another GPU count or type; [`family`] maps job names to
+//! model families and spells GPU types one way.
+
+pub mod family;
+pub mod holdout;
+pub mod reshape;
 
 use std::collections::BTreeMap;
 
@@ -63,6 +71,16 @@ impl ScalingModel {
     }
 }
 
+/// Run time on `n` GPUs relative to one under Amdahl's law with serial fraction `serial`,
+/// `(1 + serial · (n − 1)) / n` (`1 / n` below one GPU: a share of one).
+pub fn amdahl_time(n: f64, serial: f64) -> f64 {
+    if n <= 1.0 {
+        1.0 / n
+    } else {
+        (1.0 + serial * (n - 1.0)) / n
+    }
+}
+
 /// The fit of one group (a model, or a benchmark on one accelerator).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupFit {
@@ -108,9 +126,10 @@ pub fn fit_amdahl(points: &[(f64, f64)]) -> f64 {
     (a + b) / 2.0
 }
 
-/// Amdahl fit on Pollux/Sia placements tables (only the original profiles, `gpu == None`,
-/// are used when there are any).
-pub fn fit_amdahl_pollux(tables: &[StepTimeTable]) -> Option<ScalingFit> {
+/// Measured speedups `(n, speedup)` of each model in Pollux/Sia placements tables (only the
+/// original profiles, `gpu == None`, when there are any): `n · step_time(1) / step_time(n)` at
+/// the same per-GPU batch size.
+pub fn pollux_speedups(tables: &[StepTimeTable]) -> BTreeMap<String, Vec<(f64, f64)>> {
     let originals: Vec<&StepTimeTable> = tables.iter().filter(|t| t.gpu.is_none()).collect();
     let use_tables: Vec<&StepTimeTable> = if originals.is_empty() {
         tables.iter().collect()
@@ -139,8 +158,13 @@ pub fn fit_amdahl_pollux(tables: &[StepTimeTable]) -> Option<ScalingFit> {
             }
         }
     }
+    by_model
+}
+
+/// Amdahl fit on Pollux/Sia placements tables ([`pollux_speedups`]; models with ≥ 3 points).
+pub fn fit_amdahl_pollux(tables: &[StepTimeTable]) -> Option<ScalingFit> {
     let mut groups = Vec::new();
-    for (model, pts) in by_model {
+    for (model, pts) in pollux_speedups(tables) {
         if pts.len() < 3 {
             continue;
         }
