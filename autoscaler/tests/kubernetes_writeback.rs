@@ -8,8 +8,8 @@ mod fixtures;
 use std::collections::BTreeSet;
 
 use augur_autoscaler::kubernetes::{
-    Hooks, JobAdvice, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend, KubeConfig,
-    LeaderGate, Span, WriteBackConfig, WRITEBACK_PREFIX,
+    AdviceAnswer, Hooks, JobAdvice, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend,
+    KubeConfig, LeaderGate, Span, WriteBackConfig, WRITEBACK_PREFIX,
 };
 use augur_autoscaler::ClusterBackend;
 use augur_kube_fake::*;
@@ -45,8 +45,8 @@ fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
 }
 
 /// No job is advised otherwise.
-fn no_advice(_: &JobKey) -> Option<JobAdvice> {
-    None
+fn no_advice(_: &JobKey) -> AdviceAnswer {
+    AdviceAnswer::Same
 }
 
 /// A replica that does not hold the lease.
@@ -377,9 +377,12 @@ impl Advisor {
         self.says.insert(job.into(), a);
     }
 
-    fn advise(&mut self, k: &JobKey) -> Option<JobAdvice> {
+    fn advise(&mut self, k: &JobKey) -> AdviceAnswer {
         self.asked.push(k.name.clone());
-        self.says.get(&k.name).cloned()
+        match self.says.get(&k.name) {
+            Some(a) => AdviceAnswer::Differs(a.clone()),
+            None => AdviceAnswer::Same,
+        }
     }
 }
 

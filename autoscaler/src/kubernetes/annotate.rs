@@ -18,7 +18,8 @@ use super::objects::{owner_job, JobKey, JobState};
 use super::safety::{into_error, with_timeout};
 use super::workloads::job_view;
 use super::writeback::{
-    Admission, JobAdvice, JobPhase, JobPredictions, WriteBackReport, WriteTarget, WRITEBACK_PREFIX,
+    Admission, AdviceAnswer, JobPhase, JobPredictions, WriteBackReport, WriteTarget,
+    WRITEBACK_PREFIX,
 };
 use crate::error::BackendError;
 
@@ -82,7 +83,7 @@ impl KubeBackend {
     pub async fn write_back(
         &mut self,
         predict: impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
-        mut advise: impl FnMut(&JobKey) -> Option<JobAdvice>,
+        mut advise: impl FnMut(&JobKey) -> AdviceAnswer,
         dry_run: bool,
     ) -> WriteBackReport {
         let now = self.now();

@@ -278,12 +278,30 @@ impl WriteBackLimiter {
     }
 }
 
-/// The advice last computed for each queued job and when (sample and hold): a job's advice is
-/// recomputed at most once per `advice_every_s`, for at most `advice_per_round` jobs a round.
+/// What the advisor answered for a queued job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdviceAnswer {
+    /// An option differs meaningfully from the request.
+    Differs(JobAdvice),
+    /// No option differs meaningfully from the request.
+    Same,
+    /// No answer now (the job not known yet, a model not served): the advice held so far
+    /// stays, and the job is asked again after [`ADVICE_RETRY_S`].
+    Unknown,
+}
+
+/// How soon a job the advisor could not answer for is asked again, seconds (at most
+/// `advice_every_s`).
+pub const ADVICE_RETRY_S: f64 = 60.0;
+
+/// The advice held for each queued job and when it is due again (sample and hold): a job's
+/// advice is recomputed at most once per `advice_every_s` (an unknown answer: after
+/// [`ADVICE_RETRY_S`]), for at most `advice_per_round` jobs a round.
 #[derive(Debug, Default)]
 pub struct AdviceMemo {
     every_s: f64,
     per_round: usize,
+    /// By job: when it is due again, and the advice held.
     last: HashMap<JobKey, (f64, Option<JobAdvice>)>,
 }
 
@@ -296,14 +314,14 @@ impl AdviceMemo {
         }
     }
 
-    /// The jobs of `queued` whose advice is due at `now` (never computed, or longer ago than
-    /// `advice_every_s`), those advised longest ago first, at most `advice_per_round`.
+    /// The jobs of `queued` whose advice is due at `now`, the longest due first (never
+    /// advised before all), at most `advice_per_round`.
     pub fn due<'a>(&self, now: f64, queued: impl IntoIterator<Item = &'a JobKey>) -> Vec<JobKey> {
         let mut due: Vec<(f64, &JobKey)> = queued
             .into_iter()
             .filter_map(|k| match self.last.get(k) {
                 None => Some((f64::NEG_INFINITY, k)),
-                Some((at, _)) if now - at >= self.every_s => Some((*at, k)),
+                Some((next, _)) if now >= *next => Some((*next, k)),
                 Some(_) => None,
             })
             .collect();
@@ -314,9 +332,15 @@ impl AdviceMemo {
             .collect()
     }
 
-    /// `key`'s advice computed at `now`.
-    pub fn set(&mut self, now: f64, key: JobKey, advice: Option<JobAdvice>) {
-        self.last.insert(key, (now, advice));
+    /// The advisor's `answer` for `key` at `now`.
+    pub fn set(&mut self, now: f64, key: JobKey, answer: AdviceAnswer) {
+        let held = |m: &Self| m.last.get(&key).and_then(|(_, a)| a.clone());
+        let (next, advice) = match answer {
+            AdviceAnswer::Differs(a) => (now + self.every_s, Some(a)),
+            AdviceAnswer::Same => (now + self.every_s, None),
+            AdviceAnswer::Unknown => (now + ADVICE_RETRY_S.min(self.every_s), held(self)),
+        };
+        self.last.insert(key, (next, advice));
     }
 
     /// The advice held for `key`.
@@ -426,6 +450,10 @@ mod tests {
         })
     }
 
+    fn differs(h: &str) -> AdviceAnswer {
+        AdviceAnswer::Differs(advice(h).unwrap())
+    }
+
     #[test]
     fn advice_keys_are_written_only_where_the_option_differs() {
         let p = JobPredictions {
@@ -466,16 +494,22 @@ mod tests {
         let queued = [c.clone(), a.clone(), b.clone()];
         // never advised: by key, two a round
         assert_eq!(m.due(0.0, &queued), [a.clone(), b.clone()]);
-        m.set(0.0, a.clone(), advice("x"));
-        m.set(0.0, b.clone(), None);
+        m.set(0.0, a.clone(), differs("x"));
+        m.set(0.0, b.clone(), AdviceAnswer::Same);
         assert_eq!(m.due(10.0, &queued), std::slice::from_ref(&c));
-        m.set(10.0, c.clone(), advice("y"));
+        m.set(10.0, c.clone(), differs("y"));
         // held until 300 s have passed, then the longest ago first
         assert!(m.due(299.0, &queued).is_empty());
         assert_eq!(m.due(305.0, &queued), [a.clone(), b.clone()]);
         assert_eq!(m.due(310.0, &queued), [a.clone(), b.clone()]);
         assert_eq!(m.get(&a), advice("x").as_ref());
         assert_eq!(m.get(&b), None);
+        // no answer: the held advice stays and the job is asked again a minute later
+        m.set(310.0, a.clone(), AdviceAnswer::Unknown);
+        assert_eq!(m.get(&a), advice("x").as_ref());
+        let only_a = std::slice::from_ref(&a);
+        assert!(m.due(369.0, only_a).is_empty());
+        assert_eq!(m.due(370.0, only_a), only_a);
         m.retain(|k| *k != a);
         assert_eq!(m.get(&a), None);
         assert_eq!(

@@ -11,7 +11,7 @@
 //! round (a few, each at most every few minutes), so the advisor's cost stays bounded.
 
 use augur_autoscaler::kubernetes::{
-    JobAdvice, JobKey, JobPhase, JobPredictions, KubeBackend, Span,
+    AdviceAnswer, JobAdvice, JobKey, JobPhase, JobPredictions, KubeBackend, Span,
 };
 use augur_autoscaler::live::{LiveDecision, Outcome};
 use augur_autoscaler::Action;
@@ -72,13 +72,18 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
 
 /// The advice for the queued job `key` at the online state's now (the options `POST
 /// /v1/advise` weighs by default), when its earliest-finishing option differs meaningfully
-/// from the request ([`advice::Advice::headline`]); none for a job that started or that the
-/// advisor cannot answer for.
-pub fn job_advice(online: &Online, scaling: &Scaling, key: &JobKey) -> Option<JobAdvice> {
+/// from the request ([`advice::Advice::headline`]); unknown while the job is not ingested yet
+/// or the advisor cannot answer (a model not served).
+pub fn job_advice(online: &Online, scaling: &Scaling, key: &JobKey) -> AdviceAnswer {
     let id = key.to_string();
-    let job = online.jobs.get(&id)?;
-    if job.started_at.is_some() || job.submitted_at.is_none() {
-        return None;
+    let Some(job) = online.jobs.get(&id) else {
+        return AdviceAnswer::Unknown;
+    };
+    if job.submitted_at.is_none() {
+        return AdviceAnswer::Unknown;
+    }
+    if job.started_at.is_some() {
+        return AdviceAnswer::Same;
     }
     let profile = job.profile.clone().unwrap_or_default();
     let req = AdviceRequest::default();
@@ -93,18 +98,23 @@ pub fn job_advice(online: &Online, scaling: &Scaling, key: &JobKey) -> Option<Jo
         Ok(a) => a,
         Err(e) => {
             tracing::debug!(job = %id, error = %e, "no advice for the queued job");
-            return None;
+            return AdviceAnswer::Unknown;
         }
     };
-    let headline = advice.headline()?;
-    let request = advice.options.iter().find(|o| o.is_request)?;
-    let best = advice.options.iter().find(|o| o.earliest_finish)?;
+    let Some(headline) = advice.headline() else {
+        return AdviceAnswer::Same;
+    };
+    let request = advice.options.iter().find(|o| o.is_request);
+    let best = advice.options.iter().find(|o| o.earliest_finish);
+    let (Some(request), Some(best)) = (request, best) else {
+        return AdviceAnswer::Same;
+    };
     let gpus = best
         .gpus
         .filter(|g| g.is_finite() && *g >= 0.0 && best.gpus != request.gpus)
         .map(|g| g.round() as u32);
     let differs = |a: &Option<String>, b: &Option<String>| !choices::same(a, b);
-    Some(JobAdvice {
+    AdviceAnswer::Differs(JobAdvice {
         headline,
         gpus,
         gpu_type: best
