@@ -331,3 +331,31 @@ fn advice_end_to_end() {
         text(&out.stderr)
     );
 }
+
+/// Without the scaling data the service still starts, and its advice says loudly that
+/// other sizes and types could not be weighed (the request and its other queues still are).
+#[test]
+fn advice_without_the_scaling_data_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("no-bundled-data");
+    std::fs::create_dir(&empty).unwrap();
+    let addr = free_addr();
+    let mut cmd = serve_none(addr, dir.path());
+    // the job models from a trace file; the bundled folder (scaling data) empty
+    cmd.args(["--bootstrap", &format!("{}/swf/mira.swf.gz", common::DATA)])
+        .env("AUGUR_DATASETS_DIR", &empty);
+    let server = Server::spawn(cmd, addr);
+    server.wait_ready();
+    let (status, advice) = post(
+        &server,
+        "/v1/advise",
+        &json!({"job": {"profile": {"num_gpus": 4.0, "user": "u", "requested_time": 3600.0}},
+                "gpus": {"min": 1, "max": 8}}),
+    );
+    assert_eq!(status, 200, "{advice}");
+    let options = advice["options"].as_array().unwrap();
+    assert_eq!(options.len(), 1, "only the request itself: {advice}");
+    assert_eq!(options[0]["is_request"], json!(true));
+    let unavailable = advice["unavailable"].to_string();
+    assert!(unavailable.contains("scaling data is missing"), "{advice}");
+}

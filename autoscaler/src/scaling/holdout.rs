@@ -51,7 +51,7 @@ pub fn mlperf_setups(runs: &[MlperfRun]) -> (Vec<Setup>, Vec<f64>) {
             continue;
         };
         let acc = accelerator_variant(acc);
-        if n == 0 || !(d > 0.0) || acc.is_empty() {
+        if n == 0 || d.is_nan() || d <= 0.0 || acc.is_empty() {
             continue;
         }
         by.entry((r.benchmark.clone(), r.submitter.clone(), acc, n))
@@ -175,7 +175,9 @@ pub fn type_pairs(setups: &[Setup], grain: TypeGrain) -> Vec<Pair> {
 /// Size groups `(gpus, time)` by (benchmark, submitter, accelerator) of the setups `keep`
 /// selects; groups with ≥ 2 sizes.
 pub fn size_groups(setups: &[Setup], keep: impl Fn(&Setup) -> bool) -> Vec<Vec<(f64, f64)>> {
-    let mut by: BTreeMap<(&str, &str, &str), Vec<(f64, f64)>> = BTreeMap::new();
+    // (benchmark, submitter, accelerator) → (gpus, time)
+    type Group<'a> = (&'a str, &'a str, &'a str);
+    let mut by: BTreeMap<Group, Vec<(f64, f64)>> = BTreeMap::new();
     for s in setups.iter().filter(|s| keep(s)) {
         by.entry((&s.benchmark, &s.submitter, &s.accelerator))
             .or_default()
@@ -301,6 +303,9 @@ pub struct ScalingHoldout {
     pub size_beats_naive: bool,
     /// Model's median and mean |log error| both at or below "no change" on MLPerf type pairs.
     pub type_beats_no_change: bool,
+    /// The fitted size laws the deployed model uses: Pollux σ and each MLPerf benchmark's σ.
+    pub pollux_serial: f64,
+    pub mlperf_serial: BTreeMap<String, f64>,
     pub notes: Vec<String>,
 }
 
@@ -544,6 +549,22 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
         row(&subset, "linear speedup", &pick(&lin_e), None, &mut rows);
         row(&subset, "no speedup", &pick(&none_e), None, &mut rows);
     }
+    // Per benchmark: where the model loses, the table says so.
+    let mut benches: Vec<&str> = results.iter().map(|r| r.pair.benchmark.as_str()).collect();
+    benches.sort();
+    benches.dedup();
+    for b in benches {
+        let idx: Vec<usize> = (0..results.len())
+            .filter(|&k| results.get(k).is_some_and(|r| r.pair.benchmark == b))
+            .collect();
+        let pick =
+            |v: &[f64]| -> Vec<f64> { idx.iter().filter_map(|&k| v.get(k).copied()).collect() };
+        let rs: Vec<&PairResult> = idx.iter().filter_map(|&k| results.get(k)).collect();
+        let subset = format!("size: {b}");
+        row(&subset, "model", &pick(&model_e), coverage(&rs), &mut rows);
+        row(&subset, "linear speedup", &pick(&lin_e), None, &mut rows);
+        row(&subset, "no speedup", &pick(&none_e), None, &mut rows);
+    }
     let beats = |m: &[f64], other: &[f64]| -> bool {
         match (ErrorStats::of(m), ErrorStats::of(other)) {
             (Some(a), Some(b)) => {
@@ -660,6 +681,12 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
         pairs: results,
         size_beats_naive,
         type_beats_no_change,
+        pollux_serial: base.pollux_serial(),
+        mlperf_serial: base
+            .mlperf_serials()
+            .iter()
+            .map(|(b, (s, _))| (b.clone(), *s))
+            .collect(),
         notes,
     }
 }

@@ -172,14 +172,18 @@ fn gavel_type_family(job_type: &str) -> &str {
     job_type.split(" (").next().unwrap_or(job_type).trim()
 }
 
-/// The 10% and 90% quantiles of `res` (of `fallback` when `res` has fewer than 3), widened to
-/// hold 0 so the point estimate is inside its interval.
+/// The 80% band of held-out residuals `res` (of `fallback` when `res` has fewer than 3): the
+/// split-conformal quantiles with the finite-sample correction (levels `⌈0.9 (m + 1)⌉ / m` and
+/// one minus it, the rule of the predictor's conformal calibration), widened to hold 0 so the
+/// point estimate is inside its interval.
 fn band(res: &[f64], fallback: &[f64]) -> (f64, f64) {
     let r = if res.len() >= 3 { res } else { fallback };
     if r.is_empty() {
         return (0.0, 0.0);
     }
-    let (lo, hi) = (quantile(r, 0.1), quantile(r, 0.9));
+    let m = r.len() as f64;
+    let q = ((0.9 * (m + 1.0)).ceil() / m).clamp(0.0, 1.0);
+    let (lo, hi) = (quantile(r, 1.0 - q), quantile(r, q));
     (lo.min(0.0), hi.max(0.0))
 }
 
@@ -394,6 +398,11 @@ impl Reshaper {
         &self.residuals
     }
 
+    /// Benchmark → (Amdahl serial fraction fitted on MLPerf time to train, submitter groups).
+    pub fn mlperf_serials(&self) -> &BTreeMap<String, (f64, usize)> {
+        &self.mlperf_serial
+    }
+
     /// The Pollux Amdahl serial fraction (the default size law).
     pub fn pollux_serial(&self) -> f64 {
         self.pollux_serial
@@ -580,7 +589,7 @@ impl Reshaper {
         let (logs, what) = if own.is_empty() {
             (all, "median over benchmarks".to_string())
         } else {
-            (own, format!("{}", bench.unwrap_or("")))
+            (own, bench.unwrap_or("").to_string())
         };
         if logs.is_empty() {
             return None;
@@ -736,6 +745,40 @@ mod tests {
             &[],
         );
         assert_eq!(unknown.basis.source, BasisSource::Unmeasured);
+    }
+
+    #[test]
+    fn evidence_order_own_runs_then_mlperf_then_pollux() {
+        let r = Reshaper::bundled().unwrap();
+        let (a8, a64) = (shape(8.0, Some("A100")), shape(64.0, Some("a100")));
+        let bert = r.ratio(Some("bert-large-pretrain"), &a8, &a64, &[]);
+        assert_eq!(bert.basis.source, BasisSource::Mlperf, "{bert:?}");
+        // MLPerf's bert scales far better than the Pollux default.
+        let plain = r.ratio(Some("job-42"), &a8, &a64, &[]);
+        assert_eq!(plain.basis.source, BasisSource::PolluxAmdahl);
+        assert!(bert.ratio < plain.ratio, "{bert:?} {plain:?}");
+        let run = |gpus: f64, runtime_s: f64| PastRun {
+            shape: shape(gpus, Some("NVIDIA A100-SXM4-80GB")),
+            runtime_s,
+        };
+        // Two past sizes: Amdahl fitted on them (here: perfectly linear).
+        let own = r.ratio(Some("bert"), &a8, &a64, &[run(2.0, 400.0), run(4.0, 200.0)]);
+        assert_eq!(own.basis.source, BasisSource::OwnHistory);
+        assert!((own.ratio - 0.125).abs() < 0.01, "{own:?}");
+        // Runs at both shapes: their ratio.
+        let both = r.ratio(None, &a8, &a64, &[run(8.0, 1000.0), run(64.0, 300.0)]);
+        assert_eq!(both.basis.source, BasisSource::OwnHistory);
+        assert!((both.ratio - 0.3).abs() < 1e-9, "{both:?}");
+        assert!(both.low < 0.3 && both.high > 0.3);
+        // Size and type together: factors multiply, the detail names both.
+        let x = r.ratio(
+            Some("resnet50"),
+            &shape(1.0, Some("k80")),
+            &shape(4.0, Some("v100")),
+            &[],
+        );
+        assert!(x.basis.detail.contains("Gavel") && x.basis.detail.contains("MLPerf"));
+        assert!(x.ratio < 0.25, "{x:?}");
     }
 
     #[test]

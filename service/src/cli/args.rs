@@ -347,6 +347,9 @@ pub enum EvalTask {
     /// Remaining wall time to a training run's quality target from a prefix of its eval
     /// curve (bundled MLPerf v1.0 curves).
     Convergence,
+    /// Run time under another GPU count or type: the scaling model on held-out MLPerf v1.0
+    /// pairs (and Gavel families) beside linear speedup, no speedup and no change.
+    Scaling,
 }
 
 #[derive(Debug, Subcommand)]

@@ -303,7 +303,7 @@ fn first_of_list(v: &str) -> Result<String, String> {
 /// A positive whole count.
 pub fn count(v: &str) -> Result<f64, String> {
     match v.parse::<u64>() {
-        Ok(n) if n >= 1 && n <= 100_000_000 => Ok(n as f64),
+        Ok(n) if (1..=100_000_000).contains(&n) => Ok(n as f64),
         _ => Err("not a count (a whole number of at least 1)".into()),
     }
 }

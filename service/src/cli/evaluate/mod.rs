@@ -6,6 +6,7 @@ pub mod dag;
 pub mod failure;
 pub mod queue_wait;
 pub mod runtime;
+pub mod scaling;
 
 use super::{EvalTask, EvaluateArgs};
 
@@ -17,5 +18,6 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
         EvalTask::Failure => failure::run(args),
         EvalTask::Dag => dag::run(args),
         EvalTask::Convergence => convergence::run(args),
+        EvalTask::Scaling => scaling::run(args),
     }
 }

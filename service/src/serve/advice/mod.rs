@@ -279,7 +279,12 @@ pub fn advise_at(
         )));
     }
     mark(&mut options, at);
-    options[1..].sort_by(|a, b| a.finish.total_cmp(&b.finish));
+    options[1..].sort_by(|a, b| {
+        let hours = |o: &AdviceOption| o.gpu_hours.unwrap_or(f64::INFINITY);
+        a.finish
+            .total_cmp(&b.finish)
+            .then(hours(a).total_cmp(&hours(b)))
+    });
     Ok(Advice {
         now: at,
         job_id: job_id.map(str::to_string),
@@ -629,8 +634,9 @@ mod tests {
         assert_eq!((rt.seconds, rt.upper), (6000.0, 7200.0));
         assert!(rt.capped_by_requested_time && rt.lower < 6000.0 && rt.lower > 0.0);
         let wide = scaled(&base, &ratio, None).unwrap();
-        // wider than either interval alone, in log terms
-        assert!(wide.upper / wide.seconds > 3.0 && wide.upper / wide.seconds > 1.5);
+        // wider than either interval alone (the runtime's ×3 up and down, the ratio's ×1.5
+        // up and ×1.33 down), in log terms
+        assert!(wide.upper / wide.seconds > 3.0 && wide.seconds / wide.lower > 3.0);
         let bad = RuntimeRatio {
             ratio: f64::NAN,
             ..ratio
