@@ -31,7 +31,8 @@
 //! held ([`AdviceMemo`]): a queued job's is recomputed at most once per
 //! [`WriteBackConfig::advice_every_s`], for at most [`WriteBackConfig::advice_per_round`] jobs a
 //! round, so an advice that flaps round to round cannot cause a patch storm; it is dropped at
-//! once when the job is admitted or starts.
+//! once when the job is admitted or starts. An unknown answer ([`AdviceAnswer::Unknown`])
+//! keeps the advice held and is asked again after [`ADVICE_RETRY_S`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
