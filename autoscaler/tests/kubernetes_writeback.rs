@@ -8,8 +8,8 @@ mod fixtures;
 use std::collections::BTreeSet;
 
 use augur_autoscaler::kubernetes::{
-    Hooks, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend, KubeConfig, LeaderGate, Span,
-    WriteBackConfig, WRITEBACK_PREFIX,
+    AdviceAnswer, Hooks, JobAdvice, JobKey, JobKind, JobPhase, JobPredictions, KubeBackend,
+    KubeConfig, LeaderGate, Span, WriteBackConfig, WRITEBACK_PREFIX,
 };
 use augur_autoscaler::ClusterBackend;
 use augur_kube_fake::*;
@@ -40,7 +40,13 @@ fn predict(k: &JobKey, phase: JobPhase) -> Option<JobPredictions> {
         eta: Some(T0 + 600.0 + 3600.0),
         failure_probability: (k.name == "a").then_some(0.25),
         model_versions: vec![("runtime", 1)],
+        advice: None,
     })
+}
+
+/// No job is advised otherwise.
+fn no_advice(_: &JobKey) -> AdviceAnswer {
+    AdviceAnswer::Same
 }
 
 /// A replica that does not hold the lease.
@@ -98,7 +104,7 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
     b.observe().await.expect("snapshot");
     api.clear_requests();
 
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!((r.patched, r.failed, r.skipped), (4, 0, None), "{r:?}");
     let sent = patches(&api);
     assert_eq!(
@@ -155,7 +161,7 @@ async fn predictions_are_merge_patched_as_annotations_onto_jobs_and_their_worklo
 
     // the same predictions again: nothing to patch
     api.clear_requests();
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!((r.patched, r.unchanged), (0, 4), "{r:?}");
     assert!(patches(&api).is_empty());
 
@@ -185,7 +191,7 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let clock = VClock::new(T0 + 100.0);
     let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
     api.clear_requests();
-    let r = f.write_back(predict, false).await;
+    let r = f.write_back(predict, no_advice, false).await;
     assert_eq!(r.skipped, Some("not the leader"));
     let key_a = JobKey::pytorchjob("ml", "a");
     f.record_event(&key_a, "ScaledUp", "x").await.unwrap();
@@ -199,22 +205,26 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
     let limits = WriteBackConfig {
         min_interval_s: 120.0,
         max_patches_per_minute: 1,
+        ..WriteBackConfig::default()
     };
     let mut b = backend_with(&api, &clock, limits, Hooks::default()).await;
     api.clear_requests();
-    assert_eq!(b.write_back(predict, true).await.skipped, Some("dry-run"));
+    assert_eq!(
+        b.write_back(predict, no_advice, true).await.skipped,
+        Some("dry-run")
+    );
     assert!(patches(&api).is_empty());
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
     clock.set(T0 + 130.0);
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!(
         (r.patched, r.deferred),
         (0, 1),
         "the minute's budget is spent: {r:?}"
     );
     clock.set(T0 + 161.0);
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!((r.patched, r.unchanged), (1, 1), "{r:?}");
     // a changed prediction inside the object's interval waits
     let longer = |k: &JobKey, p: JobPhase| {
@@ -224,7 +234,7 @@ async fn only_the_leader_writes_none_in_dry_run_and_the_rate_limits_hold() {
         })
     };
     clock.set(T0 + 230.0);
-    let r = b.write_back(longer, false).await;
+    let r = b.write_back(longer, no_advice, false).await;
     assert_eq!((r.patched, r.deferred), (1, 1), "{r:?}");
     assert_eq!(patches(&api).len(), 3);
 }
@@ -241,17 +251,20 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
     f.observe().await.expect("snapshot");
     api.clear_requests();
     assert_eq!(
-        f.write_back(predict, false).await.skipped,
+        f.write_back(predict, no_advice, false).await.skipped,
         Some("not the leader")
     );
     let llama = JobKey::new(JobKind::TrainJob, "ml", "llama");
     f.record_event(&llama, "AugurScaled", "x").await.unwrap();
     let mut b = backend_with(&api, &clock, WriteBackConfig::default(), Hooks::default()).await;
     b.observe().await.expect("snapshot");
-    assert_eq!(b.write_back(predict, true).await.skipped, Some("dry-run"));
+    assert_eq!(
+        b.write_back(predict, no_advice, true).await.skipped,
+        Some("dry-run")
+    );
     assert!(api.requests().iter().all(|r| r.method == "GET"));
 
-    let r = b.write_back(predict, false).await;
+    let r = b.write_back(predict, no_advice, false).await;
     assert_eq!((r.patched, r.failed), (8, 0), "{r:?}");
     let sent = patches(&api);
     assert_eq!(
@@ -316,7 +329,7 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
 
     // the same predictions: nothing; an Event on the TrainJob names its kind
     api.clear_requests();
-    assert_eq!(b.write_back(predict, false).await.unchanged, 8);
+    assert_eq!(b.write_back(predict, no_advice, false).await.unchanged, 8);
     assert!(patches(&api).is_empty());
     b.record_event(&llama, "AugurScaled", "m").await.unwrap();
     let events = api.list(EVENTS);
@@ -331,6 +344,7 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
     let limits = WriteBackConfig {
         min_interval_s: 60.0,
         max_patches_per_minute: 1,
+        ..WriteBackConfig::default()
     };
     let mut l = backend_with(&api, &clock, limits, Hooks::default()).await;
     l.observe().await.expect("snapshot");
@@ -341,7 +355,286 @@ async fn trainjobs_kueue_jobs_and_their_workloads_get_the_same_annotations_by_th
         })
     };
     api.clear_requests();
-    let r = l.write_back(longer, false).await;
+    let r = l.write_back(longer, no_advice, false).await;
     assert_eq!((r.patched, r.deferred), (1, 7), "{r:?}");
     assert_eq!(patches(&api).len(), 1);
+}
+
+/// The advisor's answers by job name (what it says now), and the jobs it was asked about.
+#[derive(Default)]
+struct Advisor {
+    says: std::collections::HashMap<String, JobAdvice>,
+    asked: Vec<String>,
+}
+
+impl Advisor {
+    fn says(&mut self, job: &str, headline: &str, gpus: u32) {
+        let a = JobAdvice {
+            headline: headline.into(),
+            gpus: Some(gpus),
+            ..JobAdvice::default()
+        };
+        self.says.insert(job.into(), a);
+    }
+
+    fn advise(&mut self, k: &JobKey) -> AdviceAnswer {
+        self.asked.push(k.name.clone());
+        match self.says.get(&k.name) {
+            Some(a) => AdviceAnswer::Differs(a.clone()),
+            None => AdviceAnswer::Same,
+        }
+    }
+}
+
+/// The body of the one PATCH sent to `path`.
+fn body_to(api: &FakeApi, path: &str) -> Value {
+    let sent: Vec<_> = patches(api)
+        .into_iter()
+        .filter(|r| r.path == path)
+        .collect();
+    assert_eq!(sent.len(), 1, "one PATCH to {path}: {sent:?}");
+    sent[0].body.clone().expect("body")
+}
+
+const PJ_B: &str = "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/b";
+const JOB_ETL: &str = "/apis/batch/v1/namespaces/ml/jobs/etl";
+const WL_ETL: &str = "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/workloads/job-etl";
+
+/// What [`predict`] writes on a queued job, with `extra` keys (`null` removes one).
+fn queued_body(extra: Value) -> Value {
+    let mut a = json!({
+        "predicted.augur.dev/runtime-s": "3600",
+        "predicted.augur.dev/runtime-interval-s": "2400-5400",
+        "predicted.augur.dev/runtime-coverage": "0.80",
+        "predicted.augur.dev/start": "2026-01-01T00:10:00Z",
+        "predicted.augur.dev/start-bound": "2026-01-01T00:30:00Z",
+        "predicted.augur.dev/start-coverage": "0.95",
+        "predicted.augur.dev/eta": "2026-01-01T01:10:00Z",
+        "predicted.augur.dev/model-versions": "runtime=1",
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        a[k] = v.clone();
+    }
+    json!({ "metadata": { "annotations": a } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_jobs_get_the_advice_held_between_recomputations_and_removed_when_it_stops_differing_or_they_start(
+) {
+    let api = FakeApi::start(&[TRAINJOBS, BATCH_JOBS, WORKLOADS, EVENTS]).await;
+    seed(&api);
+    seed_workloads(&api);
+    let clock = VClock::new(T0 + 100.0);
+    let limits = WriteBackConfig {
+        advice_every_s: 300.0,
+        ..WriteBackConfig::default()
+    };
+    let mut b = backend_with(&api, &clock, limits, Hooks::default()).await;
+    b.observe().await.expect("snapshot");
+    let advisor = std::sync::Mutex::new(Advisor::default());
+    let advise = |k: &JobKey| advisor.lock().unwrap().advise(k);
+    {
+        let mut a = advisor.lock().unwrap();
+        a.says("b", "8 GPUs: starts ~2 h sooner, finishes ~3 h sooner", 8);
+        a.says("etl", "1 GPU: starts ~5 h sooner, finishes ~4 h sooner", 1);
+        // the advisor has an answer for a running job too: it is never asked
+        a.says("a", "2 GPUs: finishes ~1 h sooner", 2);
+    }
+    api.clear_requests();
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!((r.patched, r.failed), (8, 0), "{r:?}");
+    let mut asked = advisor.lock().unwrap().asked.clone();
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["b", "etl", "tiny"],
+        "only the queued jobs are advised"
+    );
+    // the queued PyTorchJob and the Kueue-managed Job: exact bodies
+    let advice_b = json!({
+        "predicted.augur.dev/advice": "8 GPUs: starts ~2 h sooner, finishes ~3 h sooner",
+        "predicted.augur.dev/advice-gpus": "8",
+    });
+    assert_eq!(body_to(&api, PJ_B), queued_body(advice_b.clone()));
+    assert_eq!(
+        body_to(&api, JOB_ETL),
+        queued_body(json!({
+            "predicted.augur.dev/advice": "1 GPU: starts ~5 h sooner, finishes ~4 h sooner",
+            "predicted.augur.dev/advice-gpus": "1",
+        }))
+    );
+    // a queued job without meaningful advice, running jobs and Workloads: no advice key
+    for p in patches(&api) {
+        if p.path == PJ_B || p.path == JOB_ETL {
+            continue;
+        }
+        let keys = p.body.as_ref().unwrap()["metadata"]["annotations"].clone();
+        assert!(
+            keys.as_object()
+                .unwrap()
+                .keys()
+                .all(|k| !k.starts_with("predicted.augur.dev/advice")),
+            "{}: {keys}",
+            p.path
+        );
+    }
+    assert_eq!(
+        api.get(JOBS, "ml", "b").unwrap()["metadata"]["annotations"]["predicted.augur.dev/advice"],
+        "8 GPUs: starts ~2 h sooner, finishes ~3 h sooner"
+    );
+
+    // inside the hold the advice is not recomputed: a flapping advisor patches nothing
+    caught_up(&b, &api).await;
+    advisor
+        .lock()
+        .unwrap()
+        .says("b", "8 GPUs: starts ~3 h sooner, finishes ~4 h sooner", 8);
+    clock.set(T0 + 399.0);
+    api.clear_requests();
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!((r.patched, r.unchanged), (0, 8), "{r:?}");
+    assert_eq!(advisor.lock().unwrap().asked.len(), 3);
+
+    // due again: b's advice stops differing, so its keys are removed with null
+    advisor.lock().unwrap().says.remove("b");
+    clock.set(T0 + 400.0);
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!((r.patched, r.unchanged), (1, 7), "{r:?}");
+    assert_eq!(advisor.lock().unwrap().asked.len(), 6);
+    assert_eq!(
+        body_to(&api, PJ_B),
+        queued_body(json!({
+            "predicted.augur.dev/advice": null,
+            "predicted.augur.dev/advice-gpus": null,
+        }))
+    );
+    let shown = api.get(JOBS, "ml", "b").unwrap()["metadata"]["annotations"].clone();
+    assert!(shown.get("predicted.augur.dev/advice").is_none(), "{shown}");
+    assert_eq!(shown["predicted.augur.dev/runtime-s"], "3600");
+    // the watch cache catches up: the removal is not sent again
+    caught_up(&b, &api).await;
+    api.clear_requests();
+    clock.set(T0 + 470.0);
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!(r.patched, 0, "{r:?}");
+
+    // Kueue admits etl and it starts: its advice and start keys go at once, from the Job and
+    // its Workload, without asking the advisor
+    let mut etl = api.get(BATCH_JOBS, "ml", "etl").unwrap();
+    set_job_started(&mut etl, T0 + 480.0, 2);
+    api.put(BATCH_JOBS, etl);
+    for i in 0..2 {
+        api.put(PODS, job_pod("ml", "etl", i, 1, Some("n0")));
+    }
+    let mut wl = workload_of("batch/v1", "Job", "ml", "etl", true);
+    wl["metadata"]["annotations"] =
+        api.get(WORKLOADS, "ml", "job-etl").unwrap()["metadata"]["annotations"].clone();
+    api.put(WORKLOADS, wl);
+    caught_up(&b, &api).await;
+    b.observe().await.expect("snapshot");
+    let before = advisor.lock().unwrap().asked.len();
+    clock.set(T0 + 500.0);
+    api.clear_requests();
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!(r.patched, 2, "{r:?}");
+    assert_eq!(advisor.lock().unwrap().asked.len(), before);
+    assert_eq!(
+        body_to(&api, JOB_ETL),
+        json!({ "metadata": { "annotations": {
+            "predicted.augur.dev/runtime-s": "3600",
+            "predicted.augur.dev/runtime-interval-s": "2400-5400",
+            "predicted.augur.dev/runtime-coverage": "0.80",
+            "predicted.augur.dev/eta": "2026-01-01T01:10:00Z",
+            "predicted.augur.dev/model-versions": "runtime=1",
+            "predicted.augur.dev/start": null,
+            "predicted.augur.dev/start-bound": null,
+            "predicted.augur.dev/start-coverage": null,
+            "predicted.augur.dev/advice": null,
+            "predicted.augur.dev/advice-gpus": null,
+        } } })
+    );
+    assert_eq!(
+        body_to(&api, WL_ETL),
+        json!({ "metadata": { "annotations": {
+            "predicted.augur.dev/start": null,
+            "predicted.augur.dev/start-bound": null,
+            "predicted.augur.dev/start-coverage": null,
+            "predicted.augur.dev/eta": null,
+            "predicted.augur.dev/model-versions": null,
+        } } })
+    );
+    let wl = api.get(WORKLOADS, "ml", "job-etl").unwrap();
+    assert!(wl["metadata"]["annotations"]
+        .as_object()
+        .is_none_or(|a| a.keys().all(|k| !k.starts_with(WRITEBACK_PREFIX))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_advice_waits_out_the_objects_interval_and_neither_dry_run_nor_a_follower_advises(
+) {
+    let api = FakeApi::start(&[EVENTS]).await;
+    seed(&api);
+    let clock = VClock::new(T0 + 100.0);
+    let advisor = std::sync::Mutex::new(Advisor::default());
+    let advise = |k: &JobKey| advisor.lock().unwrap().advise(k);
+    advisor
+        .lock()
+        .unwrap()
+        .says("b", "8 GPUs: starts ~2 h sooner, finishes ~3 h sooner", 8);
+
+    // a follower and a dry-run leader neither advise nor write
+    let mut f = backend_with(&api, &clock, WriteBackConfig::default(), follower()).await;
+    api.clear_requests();
+    assert_eq!(
+        f.write_back(predict, advise, false).await.skipped,
+        Some("not the leader")
+    );
+    // recomputed every round: only the object's interval holds the advice back
+    let limits = WriteBackConfig {
+        min_interval_s: 120.0,
+        advice_every_s: 0.0,
+        ..WriteBackConfig::default()
+    };
+    let mut b = backend_with(&api, &clock, limits, Hooks::default()).await;
+    b.observe().await.expect("snapshot");
+    assert_eq!(
+        b.write_back(predict, advise, true).await.skipped,
+        Some("dry-run")
+    );
+    assert!(patches(&api).is_empty());
+    assert!(advisor.lock().unwrap().asked.is_empty());
+
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!(r.patched, 2, "{r:?}");
+    assert_eq!(
+        body_to(&api, PJ_B)["metadata"]["annotations"]["predicted.augur.dev/advice"],
+        "8 GPUs: starts ~2 h sooner, finishes ~3 h sooner"
+    );
+    assert_eq!(advisor.lock().unwrap().asked, ["b"]);
+
+    // a second change inside the interval: b could not be patched, so it is not even advised
+    advisor
+        .lock()
+        .unwrap()
+        .says("b", "4 GPUs: starts ~1 h sooner, finishes ~1 h sooner", 4);
+    caught_up(&b, &api).await;
+    api.clear_requests();
+    clock.set(T0 + 219.0);
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!(r.patched, 0, "{r:?}");
+    assert!(patches(&api).is_empty());
+    assert_eq!(advisor.lock().unwrap().asked, ["b"]);
+
+    // once the interval has passed, it is written
+    clock.set(T0 + 220.0);
+    let r = b.write_back(predict, advise, false).await;
+    assert_eq!(r.patched, 1, "{r:?}");
+    assert_eq!(
+        body_to(&api, PJ_B),
+        queued_body(json!({
+            "predicted.augur.dev/advice": "4 GPUs: starts ~1 h sooner, finishes ~1 h sooner",
+            "predicted.augur.dev/advice-gpus": "4",
+        }))
+    );
+    assert_eq!(advisor.lock().unwrap().asked, ["b", "b"]);
 }

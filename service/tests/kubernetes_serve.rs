@@ -609,3 +609,62 @@ fn an_api_server_down_at_start_or_lost_mid_run_is_retried_and_readiness_follows_
     });
     eprintln!("API server back: /readyz 200 after {:?}", back.elapsed());
 }
+
+/// A queued Kubernetes job whose request is far from its best option: the advisor's option is
+/// written onto it (and onto no running job), the option `POST /v1/advise` marks as the
+/// earliest finish for the same job.
+#[test]
+fn a_queued_job_far_from_its_best_option_gets_the_advice_annotation() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[EVENTS]));
+    seed(&api);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    // 2 one-GPU workers, not elastic, queued (no scheduler starts it in the fake)
+    api.put(JOBS, pytorchjob("ml", "two", 2, 1, None, now - 60.0));
+    let dir = tempfile::tempdir().unwrap();
+    // a bootstrap trace with start times, so a queue-wait model is served
+    let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
+
+    let annotations = wait_for("the advice written onto ml/two", 180, || {
+        let a = api.get(JOBS, "ml", "two")?["metadata"]["annotations"].clone();
+        a.get("predicted.augur.dev/advice").is_some().then_some(a)
+    });
+    let (status, body) = request_with_body(
+        addr,
+        "POST",
+        "/v1/advise",
+        None,
+        &json!({ "job": { "job_id": "ml/two" } }).to_string(),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let advice: Value = serde_json::from_str(&body).unwrap();
+    let options = advice["options"].as_array().unwrap();
+    assert_eq!(options[0]["gpus"], json!(2.0), "{advice}");
+    let best = options
+        .iter()
+        .find(|o| o["earliest_finish"] == json!(true))
+        .expect("an earliest finish");
+    let gpus = best["gpus"].as_f64().unwrap();
+    assert_ne!(gpus, 2.0, "{advice}");
+    assert_eq!(
+        annotations["predicted.augur.dev/advice-gpus"],
+        json!(format!("{gpus}")),
+        "{annotations}"
+    );
+    let headline = annotations["predicted.augur.dev/advice"].as_str().unwrap();
+    assert!(
+        headline.starts_with(&format!("{gpus} GPUs: ")) && headline.contains("finishes ~"),
+        "{headline}"
+    );
+    assert!(annotations
+        .get("predicted.augur.dev/advice-gpu-type")
+        .is_none());
+    // the running job is not advised
+    let a = api.get(JOBS, "ml", "a").unwrap()["metadata"]["annotations"].clone();
+    assert!(a.get("predicted.augur.dev/runtime-s").is_some(), "{a}");
+    assert!(a.get("predicted.augur.dev/advice").is_none(), "{a}");
+}

@@ -1,15 +1,15 @@
 //! The write-back's requests ([`KubeBackend::write_back`], [`KubeBackend::record_event`]):
 //! JSON merge patches of `metadata.annotations` on the objects the watch caches hold (jobs of
-//! every kind and their Kueue Workloads), and a `Normal` Event on a job; only by the lease
-//! holder, never in dry-run.
+//! every kind and their Kueue Workloads; keys Augur wrote that no longer apply set to `null`),
+//! and a `Normal` Event on a job; only by the lease holder, never in dry-run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::api::workload_resource;
 use super::backend::KubeBackend;
@@ -17,18 +17,73 @@ use super::kinds::JobKind;
 use super::objects::{owner_job, JobKey, JobState};
 use super::safety::{into_error, with_timeout};
 use super::workloads::job_view;
-use super::writeback::{Admission, JobPhase, JobPredictions, WriteBackReport, WriteTarget};
+use super::writeback::{
+    Admission, AdviceAnswer, JobPhase, JobPredictions, WriteBackReport, WriteTarget,
+    WRITEBACK_PREFIX,
+};
 use crate::error::BackendError;
+
+/// An unfinished job as the write-back sees it.
+struct LiveJob {
+    key: JobKey,
+    phase: JobPhase,
+    /// The keys under [`WRITEBACK_PREFIX`] its object shows.
+    shown: Vec<String>,
+}
+
+/// One object's write: the annotations it should show, and the keys it shows that it should
+/// not (removed with `null`).
+struct Planned {
+    target: WriteTarget,
+    annotations: BTreeMap<String, String>,
+    removed: Vec<String>,
+}
+
+impl Planned {
+    /// Nothing when there is nothing to set and nothing to remove.
+    fn new(
+        target: WriteTarget,
+        annotations: BTreeMap<String, String>,
+        shown: &[String],
+    ) -> Option<Planned> {
+        let removed: Vec<String> = shown
+            .iter()
+            .filter(|k| !annotations.contains_key(*k))
+            .cloned()
+            .collect();
+        (!annotations.is_empty() || !removed.is_empty()).then_some(Planned {
+            target,
+            annotations,
+            removed,
+        })
+    }
+}
+
+/// The annotation keys under [`WRITEBACK_PREFIX`] an object shows (the watch cache's view).
+fn shown_keys(obj: &DynamicObject) -> Vec<String> {
+    obj.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(WRITEBACK_PREFIX))
+        .cloned()
+        .collect()
+}
 
 impl KubeBackend {
     /// Writes `predict`'s answer for every queued or running job of every watched kind
     /// (PyTorchJob, TrainJob, Kueue-managed Job) onto it (and onto the Kueue `Workload` it
     /// owns, when Kueue is watched), within the rate limits; nothing
-    /// when this replica is not the leader or `dry_run`. `predict` is called for all jobs
-    /// before the first request goes out.
+    /// when this replica is not the leader or `dry_run`. Queued jobs also carry the advice
+    /// `advise` gives, held between its recomputations ([`AdviceMemo`](super::writeback::AdviceMemo)): `advise` runs only
+    /// for the jobs whose advice is due and that could be patched now, at most
+    /// `advice_per_round` a round. `predict` and `advise` are called before the first request
+    /// goes out. Keys Augur wrote that the new set lacks are removed (`null`).
     pub async fn write_back(
         &mut self,
         predict: impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
+        mut advise: impl FnMut(&JobKey) -> AdviceAnswer,
         dry_run: bool,
     ) -> WriteBackReport {
         let now = self.now();
@@ -41,10 +96,30 @@ impl KubeBackend {
             report.skipped = Some("not the leader");
             return report;
         }
-        let planned = self.plan_write_back(&predict);
+        let jobs = self.live_jobs();
+        let queued: HashSet<&JobKey> = jobs
+            .iter()
+            .filter(|j| j.phase == JobPhase::Queued)
+            .map(|j| &j.key)
+            .collect();
+        self.advice.retain(|k| queued.contains(&k));
+        let writable = queued.iter().copied().filter(|k| {
+            self.writeback
+                .may_patch(now, &WriteTarget::Job((*k).clone()))
+        });
+        for key in self.advice.due(now, writable) {
+            let a = advise(&key);
+            self.advice.set(now, key, a);
+        }
+        let planned = self.plan_write_back(&jobs, &predict);
         self.writeback
-            .retain(|t| planned.iter().any(|(p, _)| p == t));
-        for (target, annotations) in planned {
+            .retain(|t| planned.iter().any(|p| &p.target == t));
+        for Planned {
+            target,
+            annotations,
+            removed,
+        } in planned
+        {
             match self.writeback.admit(now, &target, &annotations) {
                 Admission::Write => {}
                 Admission::Unchanged => {
@@ -56,7 +131,10 @@ impl KubeBackend {
                     continue;
                 }
             }
-            match self.patch_annotations(&target, &annotations).await {
+            match self
+                .patch_annotations(&target, &annotations, &removed)
+                .await
+            {
                 Ok(()) => {
                     report.patched += 1;
                     self.writeback.written(now, target, annotations);
@@ -70,18 +148,15 @@ impl KubeBackend {
         report
     }
 
-    /// Every object to annotate and its annotations, from the watch caches.
-    fn plan_write_back(
-        &self,
-        predict: &impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
-    ) -> Vec<(WriteTarget, BTreeMap<String, String>)> {
-        let mut out = Vec::new();
-        let mut owners: HashMap<JobKey, JobPredictions> = HashMap::new();
+    /// The unfinished jobs of every watched kind: key, phase and the annotations under
+    /// [`WRITEBACK_PREFIX`] their object shows.
+    fn live_jobs(&self) -> Vec<LiveJob> {
         let states: HashMap<&JobKey, JobState> =
             self.facts.values().map(|f| (&f.key, f.state)).collect();
         let objects = JobKind::ALL
             .into_iter()
             .flat_map(|k| self.job_objects(k).into_iter().map(move |o| (k, o)));
+        let mut out = Vec::new();
         for (kind, obj) in objects {
             let Some(v) = job_view(kind, &obj, &self.cfg.observe.gpu_resource) else {
                 continue;
@@ -97,44 +172,75 @@ impl KubeBackend {
                 None if v.start_time.is_some() && !v.suspended => JobPhase::Running,
                 None => JobPhase::Queued,
             };
-            let Some(p) = predict(&v.key, phase) else {
+            out.push(LiveJob {
+                key: v.key,
+                phase,
+                shown: shown_keys(&obj),
+            });
+        }
+        out
+    }
+
+    /// Every object to annotate, its annotations and the keys to remove, from the watch caches.
+    fn plan_write_back(
+        &self,
+        jobs: &[LiveJob],
+        predict: &impl Fn(&JobKey, JobPhase) -> Option<JobPredictions>,
+    ) -> Vec<Planned> {
+        let mut out = Vec::new();
+        let mut owners: HashMap<&JobKey, Option<JobPredictions>> = HashMap::new();
+        for job in jobs {
+            let Some(mut p) = predict(&job.key, job.phase) else {
                 continue;
             };
+            p.advice = match job.phase {
+                JobPhase::Queued => self.advice.get(&job.key).cloned(),
+                JobPhase::Running => None,
+            };
             let a = p.job_annotations();
-            if !a.is_empty() {
-                out.push((WriteTarget::Job(v.key.clone()), a));
-            }
-            if phase == JobPhase::Queued {
-                owners.insert(v.key, p);
-            }
+            out.extend(Planned::new(
+                WriteTarget::Job(job.key.clone()),
+                a,
+                &job.shown,
+            ));
+            owners.insert(&job.key, (job.phase == JobPhase::Queued).then_some(p));
         }
         for wl in self.workload_objects() {
             let (Some(ns), Some(name)) = (&wl.metadata.namespace, &wl.metadata.name) else {
                 continue;
             };
-            let Some(p) = owner_job(&wl).and_then(|k| owners.get(&k)) else {
+            let Some(owner) = owner_job(&wl).and_then(|k| owners.get(&k)) else {
                 continue;
             };
-            let a = p.workload_annotations();
-            if !a.is_empty() {
-                out.push((WriteTarget::Workload(ns.clone(), name.clone()), a));
-            }
+            // a queued job's Workload shows when it starts; once admitted, nothing
+            let a = owner
+                .as_ref()
+                .map(JobPredictions::workload_annotations)
+                .unwrap_or_default();
+            let target = WriteTarget::Workload(ns.clone(), name.clone());
+            out.extend(Planned::new(target, a, &shown_keys(&wl)));
         }
         out
     }
 
-    /// A JSON merge patch of `metadata.annotations` only.
+    /// A JSON merge patch of `metadata.annotations` only: `annotations` set, `removed` `null`.
     async fn patch_annotations(
         &self,
         target: &WriteTarget,
         annotations: &BTreeMap<String, String>,
+        removed: &[String],
     ) -> Result<(), BackendError> {
         let (ar, ns, name) = match target {
             WriteTarget::Job(k) => (k.kind.resource(), &k.namespace, &k.name),
             WriteTarget::Workload(ns, name) => (workload_resource(), ns, name),
         };
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
-        let patch = json!({ "metadata": { "annotations": annotations } });
+        let mut body: Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        body.extend(removed.iter().map(|k| (k.clone(), Value::Null)));
+        let patch = json!({ "metadata": { "annotations": body } });
         with_timeout(
             &self.cfg.safety,
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),

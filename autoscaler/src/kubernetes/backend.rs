@@ -22,7 +22,7 @@ use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
-use super::writeback::WriteBackLimiter;
+use super::writeback::{AdviceMemo, WriteBackLimiter};
 use crate::cluster::{ClusterState, JobId};
 use crate::error::{BackendError, ErrorKind};
 
@@ -68,6 +68,8 @@ pub struct KubeBackend {
     pub(super) gpu_types: Vec<String>,
     /// What the write-back last gave each object, and its patch budget.
     pub(super) writeback: WriteBackLimiter,
+    /// The advice held for each queued job, and when it was computed.
+    pub(super) advice: AdviceMemo,
     tasks: Vec<JoinHandle<()>>,
     /// Live loop: the watches' resource versions at the last tick that asked the policy, and
     /// the wall time since.
@@ -207,6 +209,7 @@ impl KubeBackend {
         let workloads =
             kueue.then(|| spawn_watch("workloads", wl_api, wl_ar, t, |_| {}, &mut tasks));
         let writeback = WriteBackLimiter::new(cfg.writeback);
+        let advice = AdviceMemo::new(&cfg.writeback);
         Ok(KubeBackend {
             cfg,
             hooks,
@@ -224,6 +227,7 @@ impl KubeBackend {
             steers: Vec::new(),
             gpu_types: Vec::new(),
             writeback,
+            advice,
             tasks,
             seen_rvs: Vec::new(),
             since_asked: Duration::ZERO,

@@ -77,5 +77,6 @@ pub use safety::Safety;
 pub use steer::{GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};
 pub use watch::WatchSync;
 pub use writeback::{
-    JobPhase, JobPredictions, Span, WriteBackConfig, WriteBackReport, WRITEBACK_PREFIX,
+    AdviceAnswer, JobAdvice, JobPhase, JobPredictions, Span, WriteBackConfig, WriteBackReport,
+    WRITEBACK_PREFIX,
 };

@@ -5,13 +5,19 @@
 //!
 //! The values are the answers recorded at the job's submit (what `GET /v1/jobs/{id}` shows as
 //! `*_at_submit`); a job submitted before a runtime model was served gets the current runtime
-//! answer for its profile at its submit time instead.
+//! answer for its profile at its submit time instead. A queued job also gets the advisor's
+//! headline ([`job_advice`]: what `POST /v1/advise` answers for it now) when its best option
+//! differs meaningfully from the request; the backend decides which jobs are advised in a
+//! round (a few, each at most every few minutes), so the advisor's cost stays bounded.
 
-use augur_autoscaler::kubernetes::{JobKey, JobPhase, JobPredictions, KubeBackend, Span};
+use augur_autoscaler::kubernetes::{
+    AdviceAnswer, JobAdvice, JobKey, JobPhase, JobPredictions, KubeBackend, Span,
+};
 use augur_autoscaler::live::{LiveDecision, Outcome};
 use augur_autoscaler::Action;
 use augur_predictor::ModelKind;
 
+use crate::serve::advice::{self, choices, AdviceRequest, Scaling};
 use crate::serve::state::online::Online;
 use crate::serve::AppState;
 
@@ -64,11 +70,72 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
     Some(p)
 }
 
-/// Writes the predictions of every queued or running job onto its objects.
+/// The advice for the queued job `key` at the online state's now (the options `POST
+/// /v1/advise` weighs by default), when its earliest-finishing option differs meaningfully
+/// from the request ([`advice::Advice::headline`]); unknown while the job is not ingested yet
+/// or the advisor cannot answer (a model not served).
+pub fn job_advice(online: &Online, scaling: &Scaling, key: &JobKey) -> AdviceAnswer {
+    let id = key.to_string();
+    let Some(job) = online.jobs.get(&id) else {
+        return AdviceAnswer::Unknown;
+    };
+    if job.submitted_at.is_none() {
+        return AdviceAnswer::Unknown;
+    }
+    if job.started_at.is_some() {
+        return AdviceAnswer::Same;
+    }
+    let profile = job.profile.clone().unwrap_or_default();
+    let req = AdviceRequest::default();
+    let advice = match advice::advise_at(
+        online,
+        scaling.reshaper(),
+        Some(&id),
+        &profile,
+        &req,
+        online.now(),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::debug!(job = %id, error = %e, "no advice for the queued job");
+            return AdviceAnswer::Unknown;
+        }
+    };
+    let Some(headline) = advice.headline() else {
+        return AdviceAnswer::Same;
+    };
+    let request = advice.options.iter().find(|o| o.is_request);
+    let best = advice.options.iter().find(|o| o.earliest_finish);
+    let (Some(request), Some(best)) = (request, best) else {
+        return AdviceAnswer::Same;
+    };
+    let gpus = best
+        .gpus
+        .filter(|g| g.is_finite() && *g >= 0.0 && best.gpus != request.gpus)
+        .map(|g| g.round() as u32);
+    let differs = |a: &Option<String>, b: &Option<String>| !choices::same(a, b);
+    AdviceAnswer::Differs(JobAdvice {
+        headline,
+        gpus,
+        gpu_type: best
+            .gpu_type
+            .clone()
+            .filter(|_| differs(&best.gpu_type, &request.gpu_type)),
+        queue: best
+            .queue
+            .clone()
+            .filter(|_| differs(&best.queue, &request.queue)),
+    })
+}
+
+/// Writes the predictions of every queued or running job onto its objects, and the advice of
+/// the queued ones.
 pub async fn write_predictions(state: &AppState, backend: &mut KubeBackend, dry_run: bool) {
+    let scaling = &state.ext.scaling;
     let report = backend
         .write_back(
             |key, phase| job_predictions(&state.online(), key, phase),
+            |key| job_advice(&state.online(), scaling, key),
             dry_run,
         )
         .await;
