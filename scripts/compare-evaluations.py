@@ -27,6 +27,7 @@ TASKS = {
     "failure": ["evaluate", "--task", "failure", "--dataset", "openb,mlperf", "--json", "--no-report"],
     "convergence": ["evaluate", "--task", "convergence", "--json", "--no-report"],
     "dag": ["evaluate", "--task", "dag", "--json", "--no-report"],
+    "scaling": ["evaluate", "--task", "scaling", "--json"],
 }
 TIMING_WORDS = ("seconds", "_secs", "_s_wall", "latency", "elapsed", "duration_s", "train_s",
                 "predict_s", "wall", "_ms", "_us", "per_job", "throughput")

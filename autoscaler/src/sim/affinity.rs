@@ -11,22 +11,7 @@ use serde::Serialize;
 
 use crate::cluster::{AffinityClass, TypeAffinity};
 use crate::error::SimError;
-
-/// Keywords of a job name that map it to a Gavel model family (lower case, first match).
-const NAME_FAMILIES: [(&str, &str); 12] = [
-    ("resnet-18", "ResNet-18"),
-    ("resnet18", "ResNet-18"),
-    ("resnet", "ResNet-50"),
-    ("cyclegan", "CycleGAN"),
-    ("transformer", "Transformer"),
-    ("translat", "Transformer"),
-    ("bert", "Transformer"),
-    ("recommend", "Recommendation"),
-    ("ncf", "Recommendation"),
-    ("a3c", "A3C"),
-    ("lstm", "LM"),
-    ("language", "LM"),
-];
+use crate::scaling::family::gavel_family;
 
 /// A model class as the report states it: its speeds and how many jobs got it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,11 +106,11 @@ pub fn affinity_from_gavel(
     let mut rng = SplitMix64(seed ^ 0x6761_7665_6c00_0000);
     let mut job_class = Vec::with_capacity(records.len());
     for r in records {
-        let name = r.job_name.as_deref().unwrap_or("").to_lowercase();
-        let named = NAME_FAMILIES
-            .iter()
-            .find(|(kw, _)| name.contains(kw))
-            .and_then(|(_, fam)| families.get(fam));
+        let named = r
+            .job_name
+            .as_deref()
+            .and_then(gavel_family)
+            .and_then(|fam| families.get(fam));
         let pool = named.unwrap_or(&all);
         let pick = (rng.unit() * pool.len() as f64) as usize;
         let k = pool
