@@ -31,7 +31,7 @@ TASKS = {
 }
 TIMING_WORDS = ("seconds", "_secs", "_s_wall", "latency", "elapsed", "duration_s", "train_s",
                 "predict_s", "wall", "_ms", "_us", "per_job", "throughput")
-ROW_NAMES = ("method", "name", "dataset", "benchmark", "prefix", "policy", "group")
+ROW_NAMES = ("subset", "method", "name", "dataset", "benchmark", "prefix", "policy", "group")
 
 
 def is_timing(key):
