@@ -5,10 +5,9 @@
 //!
 //! This is a conservative-backfill reading (as Slurm's backfill scheduler plans): a job may
 //! start before jobs ahead of it when it fits in GPUs they cannot use yet, but never delays
-//! their reserved starts. It names what holds a job
-//! (jobs and GPUs ahead, the releases that make room and when) rather than replace the
-//! scheduler. The advisor, the "why am I waiting" answer and the simulator's advice replay
-//! all read starts from here, so they agree.
+//! their reserved starts. It names what holds a job (jobs and GPUs ahead, the releases that
+//! make room and when) rather than replace the scheduler. The advisor, the "why am I waiting"
+//! answer and the simulator's advice replay all read starts from here, so they agree.
 
 use std::collections::BTreeMap;
 
