@@ -1,11 +1,13 @@
 //! When a queued job can start, read from the queue as it stands ([`estimate_start`]): the
 //! running jobs free their GPUs at their predicted ends, the jobs ahead of it (in the
-//! scheduler's order) take theirs first, and it starts once its GPUs of its type are free.
+//! scheduler's order) reserve theirs first, and it starts at the earliest time its GPUs of its
+//! type stay free for its whole predicted run time.
 //!
-//! This is a first-come-first-served reading without backfill: it names what holds a job
-//! (jobs and GPUs ahead, the releases that make room and when) rather than replace the
-//! scheduler. The advisor, the "why am I waiting" answer and the simulator's advice replay
-//! all read starts from here, so they agree.
+//! This is a conservative-backfill reading (as Slurm's backfill scheduler plans): a job may
+//! start before jobs ahead of it when it fits in GPUs they cannot use yet, but never delays
+//! their reserved starts. It names what holds a job (jobs and GPUs ahead, the releases that
+//! make room and when) rather than replace the scheduler. The advisor, the "why am I waiting"
+//! answer and the simulator's advice replay all read starts from here, so they agree.
 
 use std::collections::BTreeMap;
 
@@ -72,56 +74,145 @@ pub struct StartEstimate {
     pub releases: Vec<Release>,
 }
 
-/// One pool's GPUs over time: free now and the future releases.
-#[derive(Default)]
+/// One pool's free GPUs over time, a step function: `steps[i] = (from, free)` holds from
+/// `from` until the next step's `from` (the last one forever); `events` are the ends that
+/// raise it, for naming the releases that make room.
 struct Pool {
-    free: f64,
-    /// (time, gpus, id), unsorted; sorted on demand.
-    releases: Vec<(f64, f64, String)>,
+    /// GPUs free now, before any overdue end.
+    free_now: f64,
+    steps: Vec<(f64, f64)>,
+    events: Vec<Release>,
 }
 
 impl Pool {
-    /// Earliest time at or after `from` when `need` GPUs are free (taking them), with the
-    /// releases used to get there; `None` when the pool never holds that many.
-    fn take(&mut self, need: f64, from: f64) -> Option<(f64, Vec<Release>)> {
-        self.releases.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut used = Vec::new();
-        let mut t = from;
-        while self.free + 1e-9 < need {
-            if self.releases.is_empty() {
-                return None;
+    fn new(now: f64, free: f64, mut events: Vec<Release>) -> Self {
+        events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let mut steps = vec![(now, free)];
+        for e in &events {
+            let last = steps.len() - 1;
+            let (from, f) = steps[last];
+            if e.at <= from {
+                steps[last].1 = f + e.gpus;
+            } else {
+                steps.push((e.at, f + e.gpus));
             }
-            let (at, gpus, id) = self.releases.remove(0);
-            self.free += gpus;
-            t = t.max(at);
-            used.push(Release { id, at, gpus });
         }
-        self.free -= need;
-        Some((t, used))
+        Pool {
+            free_now: free,
+            steps,
+            events,
+        }
+    }
+
+    /// The index of the step holding at `t`, splitting a step there so one starts at `t`.
+    fn split_at(&mut self, t: f64) -> usize {
+        let i = self.steps.partition_point(|s| s.0 <= t);
+        // `t` is never before the first step (every start is at or after `now`).
+        let i = i.max(1) - 1;
+        if self.steps[i].0 < t {
+            let free = self.steps[i].1;
+            self.steps.insert(i + 1, (t, free));
+            i + 1
+        } else {
+            i
+        }
+    }
+
+    /// Earliest time when `need` GPUs stay free for `runtime` seconds (a reservation that
+    /// delays no job placed before); `None` when the pool never holds that many.
+    fn earliest(&self, need: f64, runtime: f64) -> Option<f64> {
+        let n = self.steps.len();
+        let mut i = 0;
+        while i < n {
+            if self.steps[i].1 + 1e-9 < need {
+                i += 1;
+                continue;
+            }
+            let t = self.steps[i].0;
+            // Every step the run overlaps must hold `need`; on a shortfall, restart after it.
+            let mut j = i + 1;
+            while j < n && self.steps[j].0 < t + runtime {
+                if self.steps[j].1 + 1e-9 < need {
+                    break;
+                }
+                j += 1;
+            }
+            if j < n && self.steps[j].0 < t + runtime {
+                i = j + 1;
+                continue;
+            }
+            return Some(t);
+        }
+        None
+    }
+
+    /// Take `need` GPUs over `[start, start + runtime)`; they come back as a release at the end.
+    fn reserve(&mut self, id: &str, need: f64, start: f64, runtime: f64) {
+        let end = start + runtime;
+        let i = self.split_at(start);
+        let j = if runtime > 0.0 { self.split_at(end) } else { i };
+        for step in &mut self.steps[i..j] {
+            step.1 -= need;
+        }
+        if runtime > 0.0 {
+            self.events.push(Release {
+                id: id.to_owned(),
+                at: end,
+                gpus: need,
+            });
+        }
+    }
+
+    /// The ends that make room for `need` GPUs at `start`, in time order: those after the
+    /// last time the pool was at its lowest before `start` (counting the GPUs free now,
+    /// before any overdue end) up to `start`; none when the GPUs free now suffice.
+    fn releases_for(&self, need: f64, start: f64) -> Vec<Release> {
+        // (from, free) of the lowest point; ties go to the later one
+        let mut low = (f64::NEG_INFINITY, self.free_now);
+        for &(from, free) in self.steps.iter().take_while(|s| s.0 < start) {
+            if free <= low.1 {
+                low = (from, free);
+            }
+        }
+        if low.1 + 1e-9 >= need {
+            return Vec::new();
+        }
+        let mut used: Vec<Release> = self
+            .events
+            .iter()
+            .filter(|e| e.at > low.0 && e.at <= start)
+            .cloned()
+            .collect();
+        used.sort_by(|a, b| a.at.total_cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
+        used
     }
 }
 
 /// The start of a job shaped like `job` if it joined the queue of `state` behind the jobs
 /// listed before `position` (`None`: at the back). Its own id is skipped in the queue.
+///
+/// Conservative backfill: each job ahead, in order, is placed at the earliest time its GPUs
+/// stay free for its whole predicted run time, given the running jobs' predicted ends and the
+/// places of the jobs before it; then the job itself the same way. A job may so start before
+/// jobs ahead of it, but never delays one of them.
 pub fn estimate_start(
     state: &QueueState,
     job: &QueuedShape,
     position: Option<usize>,
 ) -> StartEstimate {
-    let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
-    for (ty, free) in &state.free {
-        pools.entry(ty.to_lowercase()).or_default().free += free.max(0.0);
+    let mut free: BTreeMap<String, f64> = BTreeMap::new();
+    let mut ends: BTreeMap<String, Vec<Release>> = BTreeMap::new();
+    for (ty, f) in &state.free {
+        *free.entry(ty.to_lowercase()).or_default() += f.max(0.0);
     }
     for r in &state.running {
-        pools
-            .entry(pool_of(r.gpu_type.as_deref()))
+        ends.entry(pool_of(r.gpu_type.as_deref()))
             .or_default()
-            .releases
-            .push((
-                r.predicted_end.max(state.now),
-                r.gpus.max(0.0),
-                r.id.clone(),
-            ));
+            .push(Release {
+                id: r.id.clone(),
+                at: r.predicted_end.max(state.now),
+                gpus: r.gpus.max(0.0),
+            });
     }
     let ahead: Vec<&QueuedShape> = state
         .queued
@@ -130,29 +221,32 @@ pub fn estimate_start(
         .take(position.unwrap_or(usize::MAX))
         .collect();
     let pool_name = pool_of(job.gpu_type.as_deref());
-    let free_now = pools.get(&pool_name).map_or(0.0, |p| p.free);
-    // Jobs ahead start in order (no job starts before the one ahead of it).
-    let mut not_before = state.now;
+    let free_now = free.get(&pool_name).copied().unwrap_or(0.0);
+    let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
+    let mut pool = |name: String| -> Pool {
+        let f = free.get(&name).copied().unwrap_or(0.0);
+        Pool::new(state.now, f, ends.remove(&name).unwrap_or_default())
+    };
     for q in &ahead {
-        let pool = pools.entry(pool_of(q.gpu_type.as_deref())).or_default();
-        match pool.take(q.gpus.max(0.0), not_before) {
-            Some((start, _)) => {
-                not_before = start;
-                pool.releases
-                    .push((start + q.runtime.max(0.0), q.gpus.max(0.0), q.id.clone()));
-            }
-            // A job ahead that can never start does not hold the ones behind it.
-            None => continue,
+        let name = pool_of(q.gpu_type.as_deref());
+        let p = pools.entry(name.clone()).or_insert_with(|| pool(name));
+        let (need, runtime) = (q.gpus.max(0.0), q.runtime.max(0.0));
+        // A job ahead that can never start does not hold the ones behind it.
+        if let Some(start) = p.earliest(need, runtime) {
+            p.reserve(&q.id, need, start, runtime);
         }
     }
-    let pool = pools.entry(pool_name).or_default();
-    let taken = pool.take(job.gpus.max(0.0), not_before);
+    let p = pools
+        .entry(pool_name.clone())
+        .or_insert_with(|| pool(pool_name));
+    let need = job.gpus.max(0.0);
+    let start = p.earliest(need, job.runtime.max(0.0));
     StartEstimate {
-        start: taken.as_ref().map(|(t, _)| *t),
+        start,
         jobs_ahead: ahead.len(),
         gpus_ahead: ahead.iter().map(|q| q.gpus.max(0.0)).sum(),
         free_now,
-        releases: taken.map(|(_, r)| r).unwrap_or_default(),
+        releases: start.map_or_else(Vec::new, |t| p.releases_for(need, t)),
     }
 }
 
@@ -251,5 +345,54 @@ mod tests {
         assert_eq!(estimate_start(&s, &me, None).start, Some(100.0));
         me.gpu_type = Some("k80".into());
         assert_eq!(estimate_start(&s, &me, None).start, Some(900.0));
+    }
+
+    #[test]
+    fn a_short_job_backfills_the_hole_before_the_heads_reservation_and_a_long_one_does_not() {
+        // 2 free, 4 more at 1000; the head needs all 6 and is reserved [1000, 1500).
+        let s = state(
+            2.0,
+            vec![running("a", 4.0, 1000.0)],
+            vec![queued("head", 6.0, 500.0)],
+        );
+        // 2 GPUs for 900 s end by 1000: they start now without delaying the head.
+        let short = estimate_start(&s, &queued("short", 2.0, 900.0), None);
+        assert_eq!(short.start, Some(100.0));
+        assert!(short.releases.is_empty());
+        assert_eq!(short.jobs_ahead, 1);
+        assert_eq!(short.gpus_ahead, 6.0);
+        // 2 GPUs for 2000 s would overlap the head's run: after the head ends at 1500.
+        let long = estimate_start(&s, &queued("long", 2.0, 2000.0), None);
+        assert_eq!(long.start, Some(1500.0));
+        assert_eq!(
+            long.releases,
+            vec![Release {
+                id: "head".into(),
+                at: 1500.0,
+                gpus: 6.0
+            }]
+        );
+        // A hole too narrow in GPUs: 3 GPUs never fit beside the head before it ends.
+        let wide = estimate_start(&s, &queued("wide", 3.0, 10.0), None);
+        assert_eq!(wide.start, Some(1500.0));
+    }
+
+    #[test]
+    fn a_later_hole_is_found_when_the_earliest_one_is_too_short() {
+        // 4 free until the head's reservation [200, 400) takes all 8; all 8 free from 400 on.
+        let s = state(
+            4.0,
+            vec![running("a", 4.0, 200.0)],
+            vec![queued("head", 8.0, 200.0)],
+        );
+        // 50 s fits before 200; 150 s does not and waits for the head to end at 400.
+        assert_eq!(
+            estimate_start(&s, &queued("j", 4.0, 50.0), None).start,
+            Some(100.0)
+        );
+        assert_eq!(
+            estimate_start(&s, &queued("j", 4.0, 150.0), None).start,
+            Some(400.0)
+        );
     }
 }

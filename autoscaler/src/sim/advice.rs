@@ -84,7 +84,8 @@ impl RatioModel for Reshaper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PredictedEnds {
-    /// First start + the job's predicted run time in its shape (a past end means "any moment").
+    /// First start + the job's predicted run time in its shape; once that end has passed, now +
+    /// the time it has run (it is read to run as long again, not to end any moment).
     Predicted,
     /// The simulator's true remaining time (an oracle run).
     Oracle,
@@ -300,7 +301,15 @@ impl Simulator {
                 let done = j.done + j.rate * (self.now - j.t_upd).max(0.0);
                 self.now + (j.work - done).max(0.0) / rate
             } else {
-                j.first_start.unwrap_or(j.started) + self.believed_runtime(i)
+                let start = j.first_start.unwrap_or(j.started);
+                let end = start + self.believed_runtime(i);
+                // past its predicted end, a job is read to run as long again as it has run
+                // (the median remaining life when nothing else is known), not to end now
+                if end < self.now {
+                    self.now + (self.now - start)
+                } else {
+                    end
+                }
             };
             let mut by_type: BTreeMap<Option<String>, u32> = BTreeMap::new();
             for s in &j.slots {

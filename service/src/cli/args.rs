@@ -511,7 +511,7 @@ pub struct SimulateArgs {
 /// What the simulator's advisor reads as running jobs' ends (`--advice-ends`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AdviceEnds {
-    /// First start + predicted run time.
+    /// First start + predicted run time (once past: now + the time it has run).
     Predicted,
     /// The simulator's true remaining time.
     Oracle,

@@ -3,12 +3,15 @@
 //! enough GPUs for it and when — with the scheduler's own reason beside it (Slurm's
 //! `Reason`). `GET /v1/jobs/{id}` and `GET /v1/eta?why=true` both read it from here.
 //!
-//! The queue is read first-come-first-served by [`augur_autoscaler::drain::estimate_start`]:
+//! The queue is read with conservative backfill by
+//! [`augur_autoscaler::drain::estimate_start`]:
 //! - running jobs (started, not finished) free their GPUs at their start plus the runtime
 //!   predicted at their submit (else their requested time limit; with neither they free
 //!   nothing Augur can time);
 //! - the jobs queued before it (submit order; in its queue or partition where both name
-//!   one) start first, each for the runtime predicted at its submit;
+//!   one) reserve their GPUs first, each at its earliest fit for the runtime predicted at its
+//!   submit; the job starts at its earliest fit after them, which may be before some of
+//!   them when it ends before their reservations;
 //! - the GPUs free now are the latest cluster snapshot's total minus busy. The snapshot
 //!   gives no per-type counts, so GPU types are one pool unless the backend knows the free
 //!   GPUs by type and every job in the reading names its type.
@@ -100,8 +103,9 @@ pub struct WhyRelease {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WhyStart {
     /// The queue-drain reading: when the running jobs' predicted ends and the jobs ahead
-    /// leave enough GPUs for it (first come, first served, no backfill); `None` when they
-    /// never do as the cluster stands, or without cluster metrics.
+    /// leave enough GPUs for it (conservative backfill: it may pass a job ahead only without
+    /// delaying its reserved start); `None` when they never do as the cluster stands, or
+    /// without cluster metrics.
     pub queue_drain: Option<f64>,
     /// The queue-wait model's median start (submit + the wait predicted at submit, not
     /// before now): the ETA's `start`.
