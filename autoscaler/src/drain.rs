@@ -18,6 +18,17 @@ fn pool_of(gpu_type: Option<&str>) -> String {
     gpu_type.map_or_else(String::new, str::to_lowercase)
 }
 
+/// A running job's end as the reading takes it: its predicted end while that is ahead; once
+/// passed, now + the time it has run (read to run as long again as it has, the usual guess when
+/// only a job's age is known), not "any moment": an overdue job still holds its GPUs.
+pub fn read_end(started: f64, predicted_end: f64, now: f64) -> f64 {
+    if predicted_end >= now {
+        predicted_end
+    } else {
+        now + (now - started).max(0.0)
+    }
+}
+
 /// A running job as the estimate reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunningShape {
@@ -279,6 +290,12 @@ mod tests {
             running,
             queued,
         }
+    }
+
+    #[test]
+    fn an_overdue_job_is_read_to_run_as_long_again_as_it_has_run() {
+        assert_eq!(read_end(100.0, 400.0, 300.0), 400.0);
+        assert_eq!(read_end(100.0, 400.0, 1000.0), 1900.0);
     }
 
     #[test]

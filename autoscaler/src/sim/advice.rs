@@ -302,14 +302,7 @@ impl Simulator {
                 self.now + (j.work - done).max(0.0) / rate
             } else {
                 let start = j.first_start.unwrap_or(j.started);
-                let end = start + self.believed_runtime(i);
-                // past its predicted end, a job is read to run as long again as it has run
-                // (the median remaining life when nothing else is known), not to end now
-                if end < self.now {
-                    self.now + (self.now - start)
-                } else {
-                    end
-                }
+                crate::drain::read_end(start, start + self.believed_runtime(i), self.now)
             };
             let mut by_type: BTreeMap<Option<String>, u32> = BTreeMap::new();
             for s in &j.slots {

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use augur_autoscaler::drain::{estimate_start, QueueState, QueuedShape, RunningShape};
+use augur_autoscaler::drain::{estimate_start, read_end, QueueState, QueuedShape, RunningShape};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -310,6 +310,21 @@ impl QueueSnapshot {
                 "{limits} job(s) have no runtime predicted at submit: their time limit stands in"
             ));
         }
+        let overdue = self
+            .running
+            .iter()
+            .filter(|e| {
+                e.gpus > 0.0
+                    && e.started
+                        .zip(e.runtime)
+                        .is_some_and(|(s, r)| s + r < self.now)
+            })
+            .count();
+        if overdue > 0 {
+            notes.push(format!(
+                "{overdue} running job(s) are past their predicted end: each is read to run as long again as it has run"
+            ));
+        }
         let state = QueueState {
             now: self.now,
             free: free.clone().unwrap_or_default(),
@@ -321,7 +336,7 @@ impl QueueSnapshot {
                         id: e.id.clone(),
                         gpus: e.gpus,
                         gpu_type: ty(e),
-                        predicted_end: e.started? + e.runtime?,
+                        predicted_end: read_end(e.started?, e.started? + e.runtime?, self.now),
                     })
                 })
                 .collect(),
@@ -897,7 +912,7 @@ mod tests {
     }
 
     #[test]
-    fn an_overdue_release_frees_any_moment_and_slurm_ids_name_the_jobs() {
+    fn an_overdue_release_is_read_to_run_as_long_again_and_slurm_ids_name_the_jobs() {
         let cluster = "c";
         let id = |n: &str| crate::serve::backends::slurm::tracker::store_id(cluster, n, 100.0);
         let mut b = Built::new();
@@ -910,10 +925,22 @@ mod tests {
             .why(&id("8"), &slurm)
             .unwrap();
         assert_eq!(why.releases[0].scheduler_id.as_deref(), Some("7"));
-        assert_eq!(why.start.queue_drain, Some(1000.0));
-        assert_eq!(
-            why.reading,
-            "waits for 2 GPUs: no job ahead, 0 free now; frees any moment: job 7 is past its predicted end"
+        // started at 100, predicted to end at 400, still running at 1000: read to run as
+        // long again as it has run (900 s), not to end any moment
+        assert_eq!(why.start.queue_drain, Some(1900.0));
+        assert!(
+            why.reading
+                .starts_with("waits for 2 GPUs: no job ahead, 0 free now; frees at ~"),
+            "{}",
+            why.reading
+        );
+        assert!(why.reading.contains("when job 7 ends"), "{}", why.reading);
+        assert!(
+            why.notes
+                .iter()
+                .any(|n| n.starts_with("1 running job(s) are past their predicted end")),
+            "{:?}",
+            why.notes
         );
     }
 }
