@@ -108,6 +108,18 @@ impl Pair {
     pub fn actual_log(&self) -> f64 {
         (self.to_s / self.from_s).ln()
     }
+
+    /// The two shapes, as the scaling model is asked about them.
+    fn shapes(&self) -> (Shape, Shape) {
+        let shape = |gpus: f64, accelerator: &str| Shape {
+            gpus,
+            gpu_type: Some(accelerator.to_string()),
+        };
+        (
+            shape(self.from_gpus, &self.from_accelerator),
+            shape(self.to_gpus, &self.to_accelerator),
+        )
+    }
 }
 
 /// Same benchmark, submitter and accelerator at two sizes (smaller first).
@@ -513,24 +525,14 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
                 runtime_s: s.time_s,
             })
             .collect();
+        let (from, to) = p.shapes();
         let r = base
             .with_mlperf(
                 training,
                 TypeGrain::Variant,
                 tagged.without(Some(&p.benchmark), base.residuals()),
             )
-            .ratio(
-                Some(&p.benchmark),
-                &Shape {
-                    gpus: p.from_gpus,
-                    gpu_type: Some(p.from_accelerator.clone()),
-                },
-                &Shape {
-                    gpus: p.to_gpus,
-                    gpu_type: Some(p.to_accelerator.clone()),
-                },
-                &own,
-            );
+            .ratio(Some(&p.benchmark), &from, &to, &own);
         let s = size_sources(p, &variant_setups);
         errs.entry("model").or_default().push(r.ratio.ln() - y);
         errs.entry("linear speedup")
@@ -622,24 +624,14 @@ pub fn evaluate(runs: &[MlperfRun], base: &Reshaper) -> ScalingHoldout {
             .filter(|s| s.benchmark != p.benchmark)
             .cloned()
             .collect();
+        let (from, to) = p.shapes();
         let r = base
             .with_mlperf(
                 training,
                 TypeGrain::Variant,
                 tagged.without(Some(&p.benchmark), base.residuals()),
             )
-            .ratio(
-                Some(&p.benchmark),
-                &Shape {
-                    gpus: p.from_gpus,
-                    gpu_type: Some(p.from_accelerator.clone()),
-                },
-                &Shape {
-                    gpus: p.to_gpus,
-                    gpu_type: Some(p.to_accelerator.clone()),
-                },
-                &[],
-            );
+            .ratio(Some(&p.benchmark), &from, &to, &[]);
         terrs.entry("model").or_default().push(r.ratio.ln() - y);
         terrs.entry("no change").or_default().push(-y);
         tresults.push(PairResult {
