@@ -50,9 +50,9 @@ pub(super) fn migrate(
         if room < r.workers {
             continue;
         }
-        round.planner.suspend(snap, r);
+        // the GPUs it leaves stay taken in this decision's plan: a fresh admission grown
+        // below is applied before the move and must not count on them
         if !round.planner.place_on(snap, r.workers, t, 0.0) {
-            round.planner.unsuspend(snap, r);
             continue;
         }
         if let Some(run) = round.view.runs.get_mut(m.k) {
