@@ -4,7 +4,7 @@
 //! does). A move must save what a growth must, goes to a type at least `migrate_min_speedup`
 //! times faster (so a job never moves back), and a job moves at most `max_migrations` times.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::estimate::Estimates;
 use super::round::{admit, typical_speed, Round, TypePref};
@@ -34,6 +34,7 @@ pub(super) fn migrate(
     if est.params.max_migrations == 0 || round.types.len() < 2 {
         return;
     }
+    forget_finished(snap, migrations);
     round.view.ensure(snap, est);
     let mut moves = candidates(snap, est, round, migrations);
     if moves.is_empty() {
@@ -59,30 +60,19 @@ pub(super) fn migrate(
             run.touched = true;
         }
         *migrations.entry(r.id).or_insert(0) += 1;
+        let reason = Reason::Migrated {
+            from: m.from,
+            to: t,
+            speed_from: m.speed_from,
+            speed_to: m.to.speed,
+            gain: m.to.speed / m.speed_from,
+            saved_s: m.saved_s,
+        };
         out.push(Decision {
             action: Action::Suspend { job: r.id },
-            reason: Reason::Migrated {
-                from: m.from,
-                to: t,
-                speed_from: m.speed_from,
-                speed_to: m.to.speed,
-                gain: m.to.speed / m.speed_from,
-                saved_s: m.saved_s,
-            },
+            reason,
         });
-        out.push(admit(
-            r.id,
-            r.workers,
-            Some(m.to),
-            Reason::Migrated {
-                from: m.from,
-                to: t,
-                speed_from: m.speed_from,
-                speed_to: m.to.speed,
-                gain: m.to.speed / m.speed_from,
-                saved_s: m.saved_s,
-            },
-        ));
+        out.push(admit(r.id, r.workers, Some(m.to), reason));
     }
 }
 
@@ -145,4 +135,20 @@ fn candidates(
         });
     }
     moves
+}
+
+/// Drops the move counts of jobs no longer running or queued once they outnumber those
+/// (a long-lived controller would otherwise keep every job it ever moved).
+fn forget_finished(snap: &ClusterState, migrations: &mut HashMap<JobId, u32>) {
+    let live = snap.running.len() + snap.queued.len();
+    if migrations.len() <= 2 * live + 64 {
+        return;
+    }
+    let ids: HashSet<JobId> = snap
+        .running
+        .iter()
+        .map(|r| r.id)
+        .chain(snap.queued.iter().map(|q| q.id))
+        .collect();
+    migrations.retain(|id, _| ids.contains(id));
 }
