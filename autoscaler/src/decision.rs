@@ -79,6 +79,18 @@ pub enum Reason {
         gain: f64,
         step: &'static str,
     },
+    /// Moved from GPU type `from` to type `to` (indices into the snapshot's types; the report
+    /// names them) where it runs `gain` times faster (`speed_from` → `speed_to` × the reference
+    /// type), saving `saved_s` of its predicted remaining time after the restart pause. The
+    /// job checkpoints and restarts on the new type (its admission there names the type).
+    Migrated {
+        from: u16,
+        to: u16,
+        speed_from: f64,
+        speed_to: f64,
+        gain: f64,
+        saved_s: f64,
+    },
 }
 
 impl Reason {
@@ -97,6 +109,7 @@ impl Reason {
             Reason::Reclaimed { .. } => "reclaimed",
             Reason::QueueWaitHigh { .. } => "queue_wait_high",
             Reason::TypeGain { .. } => "type_gain",
+            Reason::Migrated { .. } => "migrated",
         }
     }
 }

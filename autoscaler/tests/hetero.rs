@@ -307,3 +307,147 @@ fn classes_are_the_job_types_measured_on_every_type_and_names_map_to_families() 
     let (b, _) = affinity_from_gavel(&gavel, &types, &records, 7).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_job_moves_to_the_type_where_it_gains_most_once_it_frees_up_and_never_back() {
+    // one 8-GPU node of k80 and one of v100; every job gains 8× on the v100 (its typical 4×)
+    let classes = vec![AffinityClass {
+        name: "steep".into(),
+        speeds: vec![1.0, 8.0],
+    }];
+    // job 0 holds the v100 until 1000 s; job 1 (t = 10) and job 2 (t = 2000) start on the k80
+    let jobs = vec![
+        job(0, 0.0, 8000.0, 8),
+        job(1, 10.0, 80_000.0, 8),
+        job(2, 2000.0, 16_000.0, 8),
+    ];
+    let mut p = by_name("elastic-typed", Default::default()).unwrap();
+    let res = Simulator::new(jobs, mixed(classes, vec![0, 0, 0]))
+        .unwrap()
+        .run(p.as_mut());
+    let moves: Vec<(JobId, Reason)> = res
+        .decisions
+        .iter()
+        .filter(|d| matches!(d.decision.action, Action::Suspend { .. }))
+        .map(|d| (d.decision.action.job(), d.decision.reason))
+        .collect();
+    // each of jobs 1 and 2 moves once, k80 → v100, when the v100 frees up; nothing moves back
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    for (k, (id, reason)) in moves.iter().enumerate() {
+        assert_eq!(*id, JobId(k as u64 + 1));
+        match *reason {
+            Reason::Migrated {
+                from: 0,
+                to: 1,
+                gain,
+                saved_s,
+                ..
+            } => assert!((gain - 8.0).abs() < 1e-9 && saved_s > 600.0, "{reason:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // the move's admission names the new type and its gain
+    let readmit = res
+        .decisions
+        .iter()
+        .filter(|d| d.decision.action.job() == JobId(1))
+        .nth(2)
+        .unwrap();
+    assert!(matches!(
+        (readmit.decision.action, readmit.decision.reason),
+        (
+            Action::Admit {
+                gpu_type: Some(1),
+                ..
+            },
+            Reason::TypeGain {
+                gpu_type: 1,
+                step: "migrated",
+                ..
+            }
+        )
+    ));
+    let finish = |row: usize| {
+        res.jobs
+            .iter()
+            .find(|j| j.row == row)
+            .unwrap()
+            .finish
+            .unwrap()
+    };
+    // job 1: 990 s done on the k80, moves at 1000 s, 30 s restart, the rest at 8×
+    let f1 = 1000.0 + 30.0 + (80_000.0 - 990.0) / 8.0;
+    assert!((finish(1) - f1).abs() < 1e-6, "{} vs {f1}", finish(1));
+    // job 2: on the k80 from 2000 s until job 1 ends, then moves
+    let f2 = f1 + 30.0 + (16_000.0 - (f1 - 2000.0)) / 8.0;
+    assert!((finish(2) - f2).abs() < 1e-6, "{} vs {f2}", finish(2));
+}
+
+#[test]
+fn a_job_gaining_little_on_the_faster_type_is_not_moved() {
+    // the flat model gains 1.2× on the v100: below the move threshold, it stays on the k80
+    let classes = vec![
+        AffinityClass {
+            name: "steep".into(),
+            speeds: vec![1.0, 8.0],
+        },
+        AffinityClass {
+            name: "flat".into(),
+            speeds: vec![1.0, 1.2],
+        },
+    ];
+    let jobs = vec![job(0, 0.0, 8000.0, 8), job(1, 10.0, 80_000.0, 8)];
+    let mut p = by_name("elastic-typed", Default::default()).unwrap();
+    let res = Simulator::new(jobs, mixed(classes, vec![0, 1]))
+        .unwrap()
+        .run(p.as_mut());
+    assert!(res
+        .decisions
+        .iter()
+        .all(|d| !matches!(d.decision.action, Action::Suspend { .. })));
+    assert_eq!(res.jobs[1].jct(), Some(80_000.0));
+}
+
+#[test]
+fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
+    // only v100s (8 GPUs): one 8-GPU job at a time. `steep` needs 16 000 s on the reference
+    // type but 2000 s here; `flat` needs 4000 s there and 3333 s here: on its type, steep is
+    // the shorter, so it goes first (type-blind, the reference times put flat first)
+    let types = [
+        ("k80".to_string(), 1.0, 0.0),
+        ("v100".to_string(), 4.0, 1.0),
+    ];
+    let classes = vec![
+        AffinityClass {
+            name: "steep".into(),
+            speeds: vec![1.0, 8.0],
+        },
+        AffinityClass {
+            name: "flat".into(),
+            speeds: vec![1.0, 1.2],
+        },
+    ];
+    let cfg = || {
+        let mut c = SimConfig::new(ClusterSpec::heterogeneous(8, 8, 4, &types).unwrap());
+        c.elastic.share = 0.0;
+        c.affinity = Some(TypeAffinity {
+            classes: classes.clone(),
+            job_class: vec![0, 1],
+        });
+        c
+    };
+    let jobs = vec![job(0, 0.0, 16_000.0, 8), job(1, 0.0, 4000.0, 8)];
+    let run = |name: &str| {
+        let mut p = by_name(name, Default::default()).unwrap();
+        Simulator::new(jobs.clone(), cfg()).unwrap().run(p.as_mut())
+    };
+    let start = |r: &augur_autoscaler::SimResult, row: usize| {
+        r.jobs.iter().find(|j| j.row == row).unwrap().first_start
+    };
+    let typed = run("elastic-typed");
+    assert_eq!(start(&typed, 0), Some(0.0));
+    assert!((start(&typed, 1).unwrap() - 2000.0).abs() < 1e-6);
+    let blind = run("elastic");
+    assert_eq!(start(&blind, 1), Some(0.0));
+    assert!((start(&blind, 0).unwrap() - 4000.0 / 1.2).abs() < 1e-6);
+}

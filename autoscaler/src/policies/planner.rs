@@ -74,13 +74,19 @@ impl Planner {
         let Some(t) = gpu_type else {
             return self.admit(snap, q, workers);
         };
+        self.place_on(snap, workers, t, snap.time - q.queued_since)
+    }
+
+    /// Plans to place `workers` on nodes of GPU type `t` under the locality a job that waited
+    /// `waited_s` accepts; true (and the GPUs taken) when they fit.
+    pub fn place_on(&mut self, snap: &ClusterState, workers: u32, t: u16, waited_s: f64) -> bool {
         let Some(mask) = self.masks.get(usize::from(t)) else {
             return false;
         };
         if workers > self.cap.total_free() {
             return false;
         }
-        let level = snap.rules.level_for(snap.time - q.queued_since);
+        let level = snap.rules.level_for(waited_s);
         self.tmp.clear();
         self.cap
             .place_within(workers, level, snap.rules.strategy, mask, &mut self.tmp)

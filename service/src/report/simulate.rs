@@ -427,6 +427,14 @@ fn write_decision_logs(out: &Path, results: &[SimResult]) -> anyhow::Result<()> 
                     obj.insert("gpu_type_name".into(), t.name.clone().into());
                 }
             }
+            // and both types of a move
+            if let Reason::Migrated { from, to, .. } = d.decision.reason {
+                let name = |t: u16| res.gpu_types.get(usize::from(t)).map(|g| g.name.clone());
+                if let (Some(obj), Some(a), Some(b)) = (v.as_object_mut(), name(from), name(to)) {
+                    obj.insert("from_name".into(), a.into());
+                    obj.insert("to_name".into(), b.into());
+                }
+            }
             s.push_str(&serde_json::to_string(&v)?);
             s.push('\n');
         }

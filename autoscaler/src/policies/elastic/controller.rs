@@ -1,12 +1,15 @@
 //! The elastic controller ([`ElasticController`]): ranks the queue, tries the admission steps
 //! for each queued job in that order, then grows jobs into idle GPUs.
 
+use std::collections::HashMap;
+
 use super::admission::{as_requested, preempt, reclaim, shrink_on_high_wait, start_shrunk};
 use super::estimate::Estimates;
 use super::grow::grow_into_idle;
+use super::migrate::migrate;
 use super::params::ElasticParams;
-use super::round::{Round, TypePref};
-use crate::cluster::{ClusterState, QueuedJob};
+use super::round::{typical_speed, Round, TypePref};
+use crate::cluster::{ClusterState, JobId, QueuedJob};
 use crate::decision::{Decision, Reason};
 use crate::policies::planner::next_relax;
 use crate::policies::policy::Policy;
@@ -18,6 +21,8 @@ pub struct ElasticController {
     pub params: ElasticParams,
     pub scaling: ScalingModel,
     round: Round,
+    /// Migrations of each job so far (bounded by `max_migrations`).
+    migrations: HashMap<JobId, u32>,
 }
 
 impl ElasticController {
@@ -27,6 +32,7 @@ impl ElasticController {
             params,
             scaling,
             round: Round::default(),
+            migrations: HashMap::new(),
         }
     }
 }
@@ -44,37 +50,45 @@ impl Policy for ElasticController {
         let est = Estimates {
             params: self.params,
             scaling: self.scaling,
+            typed: self.params.type_aware && !snap.gpu_types.is_empty(),
         };
         let round = &mut self.round;
         round.reset(snap);
-        round.type_aware = self.params.type_aware && !snap.gpu_types.is_empty();
+        round.type_aware = est.typed;
+        if round.type_aware {
+            round.types.extend(
+                (0..snap.gpu_types.len())
+                    .filter_map(|t| u16::try_from(t).ok())
+                    .filter(|&t| snap.nodes.iter().any(|n| n.gpu_type == t)),
+            );
+        }
         rank_queue(snap, &est, round);
         if round.type_aware {
-            // GPUs requested from each rank on (what competes for a type with that job)
-            round.demand_from = vec![0; round.keyed.len() + 1];
-            for i in (0..round.keyed.len()).rev() {
-                let want = snap.queued.get(round.keyed[i].3).map_or(0, |q| q.requested);
-                round.demand_from[i] = round.demand_from[i + 1].saturating_add(want);
-            }
+            fastest_types(snap, round);
+            round.free_at_start = round.planner.cap.total_free();
         }
         for i in 0..round.keyed.len() {
             let (not_starving, key, _, k) = round.keyed[i];
             if let Some(q) = snap.queued.get(k) {
                 if round.type_aware {
-                    let demand = round.demand_from.get(i).copied().unwrap_or(0);
-                    type_prefs(snap, round, q, demand);
+                    type_prefs(snap, round, q, i);
                 }
                 start_queued(snap, &est, round, (q, k), (key, !not_starving), out);
             }
+        }
+        if round.type_aware && !round.blocked {
+            migrate(snap, &est, round, &mut self.migrations, out);
         }
         grow_into_idle(snap, &est, round, out);
         round.wake.is_finite().then_some(round.wake)
     }
 }
 
-/// Queue order: starving jobs first (oldest first), then by predicted remaining GPU-time.
+/// Queue order: starving jobs first (oldest first), then by predicted remaining GPU-time (on
+/// the type the job would take, when type-aware).
 fn rank_queue(snap: &ClusterState, est: &Estimates, round: &mut Round) {
     let now = snap.time;
+    let types = &round.types;
     round
         .keyed
         .extend(snap.queued.iter().enumerate().map(|(k, q)| {
@@ -82,7 +96,7 @@ fn rank_queue(snap: &ClusterState, est: &Estimates, round: &mut Round) {
             let key = if starving {
                 q.queued_since
             } else {
-                est.key_q(q)
+                est.key_q(q, est.speed_q(snap, q, types))
             };
             (!starving, key, q.id, k)
         }));
@@ -91,28 +105,82 @@ fn rank_queue(snap: &ClusterState, est: &Estimates, round: &mut Round) {
         .sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
 }
 
-/// The GPU types `q` may start on, best first, into `round.prefs`. Each type has the job's
-/// measured speed there and its gain (that speed over the type's typical speed, the median
-/// over the measured models: its comparative advantage there). When the GPUs free on the
-/// job's fastest type cover what every job from this one on in the queue asks for (`demand`),
-/// nothing competes: fastest first. Otherwise largest gain first, so a type goes to the jobs
-/// that gain most from it and the others start sooner on a type where they lose least (the
-/// effective-throughput view of Gavel); ties go to the faster type. Every type stays in the
-/// list: a job starts on a worse type rather than wait. A gang bigger than every type's GPUs
-/// is placed over mixed types (its admission then names no type).
-fn type_prefs(snap: &ClusterState, round: &mut Round, q: &QueuedJob, demand: u32) {
-    round.prefs.clear();
-    for (t, g) in snap.gpu_types.iter().enumerate() {
-        let Ok(t) = u16::try_from(t) else { break };
-        if !snap.nodes.iter().any(|n| n.gpu_type == t) {
-            continue;
+/// The fastest GPU type of `q` (a position in `round.types`, the first on a tie) and its gain
+/// there (its speed over the type's typical speed).
+fn fastest(snap: &ClusterState, q: &QueuedJob, types: &[u16]) -> (usize, f64) {
+    let mut best = (0, f64::NEG_INFINITY);
+    for (k, &t) in types.iter().enumerate() {
+        let s = snap.job_speed(q.id, t);
+        if s > best.1 {
+            best = (k, s);
         }
+    }
+    let t = types.get(best.0).copied().unwrap_or(0);
+    (best.0, best.1 / typical_speed(snap, t))
+}
+
+/// Each ranked queued job's fastest type and its gain there, into `round.fastest`.
+fn fastest_types(snap: &ClusterState, round: &mut Round) {
+    round.fastest.clear();
+    for &(_, _, _, k) in &round.keyed {
+        let f = snap
+            .queued
+            .get(k)
+            .map_or((0, 0.0), |q| fastest(snap, q, &round.types));
+        round.fastest.push(f);
+    }
+}
+
+/// GPUs the job at rank `rank` competes for on its fastest type: its own request, plus those
+/// of the jobs ranked after it that could start in this decision too (while their requests
+/// add up to the GPUs free when it began) whose fastest type it is too and who gain more
+/// there.
+fn competing_demand(snap: &ClusterState, round: &Round, rank: usize) -> u32 {
+    let Some(&(f, gain)) = round.fastest.get(rank) else {
+        return 0;
+    };
+    let want = |i: usize| {
+        round
+            .keyed
+            .get(i)
+            .and_then(|e| snap.queued.get(e.3))
+            .map_or(0, |q| q.requested)
+    };
+    let mut demand = want(rank);
+    let mut window = 0u32;
+    for i in rank + 1..round.keyed.len() {
+        let w = want(i);
+        window = window.saturating_add(w);
+        if window > round.free_at_start {
+            break;
+        }
+        if let Some(&(fi, gi)) = round.fastest.get(i) {
+            if fi == f && gi > gain {
+                demand = demand.saturating_add(w);
+            }
+        }
+    }
+    demand
+}
+
+/// The GPU types `q` (at rank `rank`) may start on, best first, into `round.prefs`. Each type
+/// has the job's measured speed there and its gain (that speed over the type's typical speed,
+/// the median over the measured models: its comparative advantage there). When the GPUs free
+/// on the job's fastest type cover its request and those of the jobs that could start now too
+/// and gain more there ([`competing_demand`]), nothing takes it from them: fastest first.
+/// Otherwise largest gain first, so a contended type goes to the jobs that gain most from it
+/// and the others start sooner on a type where they lose least (the effective-throughput view
+/// of Gavel); ties go to the faster type. Every type stays in the list: a job starts on a
+/// worse type rather than wait (and may move later, see [`migrate`]). A gang bigger than every
+/// type's GPUs is placed over mixed types (its admission then names no type).
+fn type_prefs(snap: &ClusterState, round: &mut Round, q: &QueuedJob, rank: usize) {
+    round.prefs.clear();
+    for &t in &round.types {
         let speed = snap.job_speed(q.id, t);
-        let typical = if g.speed > 0.0 { g.speed } else { 1.0 };
         round.prefs.push(TypePref {
             gpu_type: t,
             speed,
-            gain: speed / typical,
+            gain: speed / typical_speed(snap, t),
         });
     }
     let by_speed = |a: &TypePref, b: &TypePref| {
@@ -121,11 +189,10 @@ fn type_prefs(snap: &ClusterState, round: &mut Round, q: &QueuedJob, demand: u32
             .then(a.gpu_type.cmp(&b.gpu_type))
     };
     round.prefs.sort_by(by_speed);
-    let fastest_free = round
-        .prefs
-        .first()
-        .map_or(0, |p| round.planner.free_of_type(p.gpu_type));
-    if demand > fastest_free {
+    let Some(first) = round.prefs.first().map(|p| p.gpu_type) else {
+        return;
+    };
+    if competing_demand(snap, round, rank) > round.planner.free_of_type(first) {
         round
             .prefs
             .sort_by(|a, b| b.gain.total_cmp(&a.gain).then(by_speed(a, b)));

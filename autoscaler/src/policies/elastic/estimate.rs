@@ -1,8 +1,9 @@
 //! What the elastic controller predicts about a job ([`Estimates`]): its remaining work, its
-//! time at a size on the speedup curve, its ranking key, and whether its cooldown is over.
+//! speed on the GPU type it runs on or would get (type-aware only), its remaining time there at
+//! a size on the speedup curve, its ranking key, and whether its cooldown is over.
 
 use super::params::ElasticParams;
-use crate::cluster::{QueuedJob, RunningJob};
+use crate::cluster::{ClusterState, QueuedJob, RunningJob};
 use crate::policies::marginal::{predicted_remaining, time_at};
 use crate::scaling::ScalingModel;
 
@@ -11,6 +12,9 @@ use crate::scaling::ScalingModel;
 pub(super) struct Estimates {
     pub params: ElasticParams,
     pub scaling: ScalingModel,
+    /// The cluster has GPU types and the controller is type-aware: predicted times are on
+    /// the type a job runs on (or would get), not on the reference type.
+    pub typed: bool,
 }
 
 impl Estimates {
@@ -32,9 +36,43 @@ impl Estimates {
         )
     }
 
-    /// Ranking key of a queued job: predicted remaining GPU-seconds at its request.
-    pub fn key_q(&self, q: &QueuedJob) -> f64 {
-        self.remaining_work_q(q) * f64::from(q.requested)
+    /// Speed of running job `r` where it runs (its slowest GPU type) relative to the
+    /// reference type the predictions are measured on; 1 when type-blind.
+    pub fn speed_r(&self, snap: &ClusterState, r: &RunningJob) -> f64 {
+        if !self.typed {
+            return 1.0;
+        }
+        let slowest = snap
+            .placement_of(r)
+            .iter()
+            .filter_map(|s| snap.nodes.get(s.node as usize))
+            .map(|n| snap.job_speed(r.id, n.gpu_type))
+            .fold(f64::INFINITY, f64::min);
+        positive_or_one(slowest)
+    }
+
+    /// Speed of queued job `q` on the fastest of GPU types `types` (the type it would take
+    /// with nothing competing); 1 when type-blind.
+    pub fn speed_q(&self, snap: &ClusterState, q: &QueuedJob, types: &[u16]) -> f64 {
+        if !self.typed {
+            return 1.0;
+        }
+        let best = types
+            .iter()
+            .map(|&t| snap.job_speed(q.id, t))
+            .fold(0.0, f64::max);
+        positive_or_one(best)
+    }
+
+    /// Predicted remaining time of running job `r` at its requested size on its GPU type.
+    pub fn remaining_r(&self, snap: &ClusterState, r: &RunningJob) -> f64 {
+        self.remaining_work_r(r) / self.speed_r(snap, r)
+    }
+
+    /// Ranking key of a queued job: predicted remaining GPU-seconds at its request, on the
+    /// type it would take (`speed` there, see [`Estimates::speed_q`]).
+    pub fn key_q(&self, q: &QueuedJob, speed: f64) -> f64 {
+        self.remaining_work_q(q) / speed * f64::from(q.requested)
     }
 
     /// Seconds `w` workers take for `work` seconds of work measured at `requested` workers.
@@ -46,5 +84,14 @@ impl Estimates {
     pub fn cooled(&self, r: &RunningJob, now: f64) -> bool {
         r.last_rescale
             .is_none_or(|t| now - t >= self.params.cooldown_s)
+    }
+}
+
+/// `x` when it is a positive finite speed, else 1.
+fn positive_or_one(x: f64) -> f64 {
+    if x.is_finite() && x > 0.0 {
+        x
+    } else {
+        1.0
     }
 }

@@ -41,36 +41,82 @@ pub(super) fn grow_into_idle(
         return;
     }
     let budget = idle - headroom;
-    let (who, cands) = candidates(snap, est, round);
-    let sizes = if p.grow_by_marginal_gain {
-        fill_by_marginal_gain(&est.scaling, &cands, budget)
-    } else {
-        longest_first(est, &cands, budget)
-    };
-    for ((g, c), to) in who.iter().zip(&cands).zip(sizes) {
-        if !worth_growing(est, *g, c, to) {
+    let (who, cands, on) = candidates(snap, est, round);
+    if !round.type_aware {
+        let sizes = hand_out(est, &cands, budget);
+        for ((g, c), to) in who.iter().zip(&cands).zip(sizes) {
+            grow_one(snap, est, round, (*g, c, to), idle, out);
+        }
+        return;
+    }
+    // type-aware: a job grows on its own type only, so each type's idle GPUs (its share of
+    // the budget) are handed out among the jobs on it; gangs over mixed types do not grow
+    let free = round.planner.cap.total_free().max(1);
+    let shares: Vec<(u16, u32)> = round
+        .types
+        .iter()
+        .map(|&t| {
+            let f = u64::from(round.planner.free_of_type(t));
+            let share = u64::from(budget) * f / u64::from(free);
+            (t, u32::try_from(share).unwrap_or(budget))
+        })
+        .collect();
+    for (t, share) in shares {
+        let idx: Vec<usize> = (0..cands.len()).filter(|&i| on[i] == Some(t)).collect();
+        if idx.is_empty() || share == 0 {
             continue;
         }
-        match *g {
-            Grown::Running(k) => grow_running(snap, round, k, to, idle, out),
-            Grown::Fresh(n) => grow_fresh(snap, round, n, to, idle, out),
+        let sub: Vec<GrowCandidate> = idx.iter().map(|&i| cands[i]).collect();
+        let sizes = hand_out(est, &sub, share);
+        for (&i, to) in idx.iter().zip(sizes) {
+            grow_one(snap, est, round, (who[i], &cands[i], to), idle, out);
         }
     }
 }
 
+/// The sizes the hand-out gives `cands` from `budget` idle GPUs.
+fn hand_out(est: &Estimates, cands: &[GrowCandidate], budget: u32) -> Vec<u32> {
+    if est.params.grow_by_marginal_gain {
+        fill_by_marginal_gain(&est.scaling, cands, budget)
+    } else {
+        longest_first(est, cands, budget)
+    }
+}
+
+/// Grows candidate `g` (`c`) to `to` workers when that is worth it.
+fn grow_one(
+    snap: &ClusterState,
+    est: &Estimates,
+    round: &mut Round,
+    (g, c, to): (Grown, &GrowCandidate, u32),
+    idle: u32,
+    out: &mut Vec<Decision>,
+) {
+    if !worth_growing(est, g, c, to) {
+        return;
+    }
+    match g {
+        Grown::Running(k) => grow_running(snap, round, k, to, idle, out),
+        Grown::Fresh(n) => grow_fresh(snap, round, n, to, idle, out),
+    }
+}
+
 /// Running elastic jobs below their maximum and out of cooldown (jobs in cooldown lower the
-/// wake-up time to its end), then the elastic jobs this decision admits at their request
-/// (they start at the size the hand-out gives them, with no restart).
+/// wake-up time to its end; jobs this decision moved are left out), then the elastic jobs this
+/// decision admits at their request (they start at the size the hand-out gives them, with no
+/// restart). Their predicted remaining work is in seconds on the type they run on (or start
+/// on) when type-aware, which is also returned.
 fn candidates(
     snap: &ClusterState,
     est: &Estimates,
     round: &mut Round,
-) -> (Vec<Grown>, Vec<GrowCandidate>) {
+) -> (Vec<Grown>, Vec<GrowCandidate>, Vec<Option<u16>>) {
     let now = snap.time;
     let mut who: Vec<Grown> = Vec::new();
     let mut cands: Vec<GrowCandidate> = Vec::new();
+    let mut on: Vec<Option<u16>> = Vec::new();
     for (k, r) in snap.running.iter().enumerate() {
-        if !r.elastic() || r.workers >= r.max_workers || r.restarting {
+        if !r.elastic() || r.workers >= r.max_workers || r.restarting || round.view.touched(k) {
             continue;
         }
         if !est.cooled(r, now) {
@@ -80,20 +126,27 @@ fn candidates(
             continue;
         }
         who.push(Grown::Running(k));
-        cands.push(GrowCandidate::of(r, est.remaining_work_r(r)));
+        cands.push(GrowCandidate::of(r, est.remaining_r(snap, r)));
+        on.push(if round.type_aware {
+            snap.type_of(snap.placement_of(r))
+        } else {
+            None
+        });
     }
     for (n, fresh) in round.fresh.iter().enumerate() {
         if let Some(q) = snap.queued.get(fresh.queued) {
+            let speed = fresh.on.map_or(1.0, |p| p.speed).max(f64::MIN_POSITIVE);
             who.push(Grown::Fresh(n));
             cands.push(GrowCandidate {
                 requested: q.requested,
                 workers: q.requested,
                 max_workers: q.max_workers,
-                remaining: est.remaining_work_q(q),
+                remaining: est.remaining_work_q(q) / speed,
             });
+            on.push(fresh.on.map(|p| p.gpu_type));
         }
     }
-    (who, cands)
+    (who, cands, on)
 }
 
 /// The other hand-out: longest predicted remaining time first, each to its maximum.

@@ -30,6 +30,14 @@
 //! their request take part in the same hand-out and start at the size it gives them (no
 //! restart right after the start).
 //!
+//! **Type-aware** (`type_aware`, on a cluster of several GPU types): every predicted time above
+//! is on the type the job runs on (a queued job: its fastest type), i.e. the prediction, made
+//! on the reference type, divided by the job's measured speed there. Each admission places the
+//! job on one type in its preference order (see `controller::type_prefs`); a job grows on its
+//! own type only, from that type's idle GPUs; and after the queue is served, [`migrate`] moves
+//! running jobs to a type where they run at least `migrate_min_speedup` times faster when its
+//! GPUs are idle, at most `max_migrations` times each.
+//!
 //! No flapping: a job is grown at most once per `cooldown_s` after any rescale; shrinking
 //! below the request also waits for the cooldown; only lent workers come back at once, and a
 //! job that gave them back is not grown again before its cooldown ends. Every decision carries
@@ -39,6 +47,7 @@ mod admission;
 mod controller;
 mod estimate;
 mod grow;
+mod migrate;
 mod params;
 mod round;
 

@@ -48,6 +48,14 @@ pub struct ElasticParams {
     /// Choose each admitted job's GPU type by its measured speed there (see
     /// [`crate::policies::elastic`]); `false` places jobs wherever they fit, type-blind.
     pub type_aware: bool,
+    /// Type-aware only: a running job moves (checkpoint, restart on the other type, paying
+    /// the restart pause) to a GPU type where it runs at least this many times faster, when
+    /// its GPUs there are idle and the move saves `min_gain_s` and `min_gain_share` of its
+    /// predicted remaining time, as a rescale must.
+    pub migrate_min_speedup: f64,
+    /// ...at most this many times per job (0: never). Each move is to a type at least
+    /// `migrate_min_speedup` times faster, so a job never moves back.
+    pub max_migrations: u32,
 }
 
 impl Default for ElasticParams {
@@ -70,6 +78,8 @@ impl Default for ElasticParams {
             grow_by_marginal_gain: true,
             reclaim_least_loss: true,
             type_aware: false,
+            migrate_min_speedup: 1.5,
+            max_migrations: 2,
         }
     }
 }

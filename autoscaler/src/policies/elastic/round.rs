@@ -10,9 +10,10 @@ use crate::policies::planner::Planner;
 /// Per-running-job facts of one decision.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Run {
-    /// Predicted remaining seconds at its current size.
+    /// Predicted remaining seconds at its current size (on its GPU type when type-aware).
     pub time: f64,
-    /// Predicted remaining GPU-seconds at its requested size (the ranking key).
+    /// Predicted remaining GPU-seconds at its requested size (the ranking key; on its GPU
+    /// type when type-aware).
     pub key: f64,
     /// Workers it has now in the plan.
     pub workers: u32,
@@ -47,7 +48,7 @@ impl View {
             .running
             .iter()
             .map(|r| {
-                let work = est.remaining_work_r(r);
+                let work = est.remaining_r(snap, r);
                 Run {
                     time: est.time_at(work, r.requested, r.workers),
                     key: work * f64::from(r.requested),
@@ -79,6 +80,13 @@ impl View {
     }
 }
 
+impl View {
+    /// True when running job `k` was shrunk, preempted or moved by this decision.
+    pub fn touched(&self, k: usize) -> bool {
+        self.ready && self.runs.get(k).is_some_and(|r| r.touched)
+    }
+}
+
 /// Running jobs above their request; with `reclaim_least_loss`, the one whose last worker
 /// saves least gives first (otherwise in index order, for the caller to sort).
 fn lenders(snap: &ClusterState, est: &Estimates) -> Vec<usize> {
@@ -90,7 +98,7 @@ fn lenders(snap: &ClusterState, est: &Estimates) -> Vec<usize> {
     }
     let last_gain = |i: usize| {
         let r = &snap.running[i];
-        let work = est.remaining_work_r(r);
+        let work = est.remaining_r(snap, r);
         est.time_at(work, r.requested, r.workers - 1) - est.time_at(work, r.requested, r.workers)
     };
     let mut keyed: Vec<(f64, usize)> = lenders.iter().map(|&i| (last_gain(i), i)).collect();
@@ -207,10 +215,15 @@ pub(super) struct Round {
     pub planner: Planner,
     /// Place jobs on one GPU type each, in [`Round::prefs`] order.
     pub type_aware: bool,
+    /// The GPU types the cluster has nodes of (type-aware only).
+    pub types: Vec<u16>,
     /// The GPU types the queued job being started may use, best first (type-aware only).
     pub prefs: Vec<TypePref>,
-    /// GPUs the queued jobs still to be considered request (in rank order: from index k on).
-    pub demand_from: Vec<u32>,
+    /// Per rank, the queued job's fastest GPU type (position in [`Round::types`]) and its
+    /// gain there (type-aware only).
+    pub fastest: Vec<(usize, f64)>,
+    /// GPUs free when the decision began.
+    pub free_at_start: u32,
     /// Queue order: (not starving, key, id, index into the queued jobs), sorted.
     pub keyed: Vec<(bool, f64, JobId, usize)>,
     pub view: View,
@@ -232,8 +245,10 @@ impl Round {
     /// Starts a decision on `snap`.
     pub fn reset(&mut self, snap: &ClusterState) {
         self.planner.reset(snap);
+        self.types.clear();
         self.prefs.clear();
-        self.demand_from.clear();
+        self.fastest.clear();
+        self.free_at_start = 0;
         self.keyed.clear();
         self.view.ready = false;
         self.shrinks.plan.clear();
@@ -280,6 +295,13 @@ impl Round {
     pub fn wake_at(&mut self, t: f64, now: f64) {
         min_wake(&mut self.wake, t, now);
     }
+}
+
+/// The typical speed of GPU type `t` (its nominal speed; 1 when unknown).
+pub(super) fn typical_speed(snap: &ClusterState, t: u16) -> f64 {
+    snap.gpu_types
+        .get(usize::from(t))
+        .map_or(1.0, |g| if g.speed > 0.0 { g.speed } else { 1.0 })
 }
 
 /// Lowers `w` to `t` if `t` is after `now`.
