@@ -711,13 +711,17 @@ fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
     set_started(&mut old, now - 5.0 * 3600.0, 1);
     set_succeeded(&mut old, now - 4.0 * 3600.0);
     api.put(JOBS, old);
-    // q: 1 GPU, no type, held suspended (as Kueue holds a queued job)
-    let mut q = pytorchjob("ml", "q", 1, 1, None, now - 60.0);
-    q["spec"]["runPolicy"] = json!({ "suspend": true });
-    api.put(JOBS, q);
     let dir = tempfile::tempdir().unwrap();
     // a bootstrap trace with start times: a queue-wait model is served, so `/v1/eta` has ends
     let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
+    wait_for("/readyz 200 (the models served)", 300, || {
+        (get(addr, "/readyz")?.0 == 200).then_some(())
+    });
+    // q, submitted once the models are served (its answers at submit are stored): 1 GPU, no
+    // type, held suspended (as Kueue holds a queued job)
+    let mut q = pytorchjob("ml", "q", 1, 1, None, now - 60.0);
+    q["spec"]["runPolicy"] = json!({ "suspend": true });
+    api.put(JOBS, q);
     let runtime_s = |api: &FakeApi| -> Option<String> {
         api.get(JOBS, "ml", "q")?["metadata"]["annotations"]["predicted.augur.dev/runtime-s"]
             .as_str()
