@@ -143,7 +143,7 @@ async fn job_lifecycle_events_and_snapshots_reach_the_service_hook() {
             ClusterEvent::Finished { job, time, outcome } => {
                 Some(format!("finished {} {} {outcome:?}", job.name, time - T0))
             }
-            ClusterEvent::Snapshot(_) => None,
+            ClusterEvent::Snapshot(_) | ClusterEvent::Typed { .. } => None,
         })
         .collect();
     lifecycle.sort();

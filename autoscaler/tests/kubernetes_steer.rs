@@ -1,12 +1,15 @@
 //! Steering a queued job to a GPU type on Kubernetes, against the wire-level fake API: the
-//! exact merge patch (a `nodeSelector` on the GPU product label in every pod template, the
-//! type and reason as annotations, the `resourceVersion` read), only for a suspended job that
-//! never started, never over a template the user pinned, and nothing written in dry-run.
+//! exact merge patch (a `nodeSelector` on the GPU product label in every pod template, or a
+//! TrainJob's `podTemplateOverrides` entry for its trainer nodes; the type and reason as
+//! annotations, the `resourceVersion` read), only for a suspended job that never started,
+//! never over a template the user pinned, and nothing written in dry-run. The watches read the
+//! selected type back: at the submit when the job names one, as a `Typed` event when it is
+//! named later (the steer, Kueue's admission).
 
 mod fixtures;
 
 use augur_autoscaler::kubernetes::{
-    Hooks, KubeBackend, GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION,
+    ClusterEvent, Hooks, JobKey, KubeBackend, GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION,
 };
 use augur_autoscaler::{Action, ClusterBackend, Decision, ErrorKind, JobId, Reason};
 use augur_kube_fake::*;
@@ -14,7 +17,9 @@ use fixtures::*;
 use serde_json::{json, Value};
 
 const V100: &str = "Tesla-V100-SXM2-32GB";
+const A100: &str = "NVIDIA-A100-SXM4-80GB";
 const LABEL: &str = "nvidia.com/gpu.product";
+const TRAINJOB_T: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/t";
 
 /// The seeded cluster plus `q`, a suspended Kueue Job (2 pods × 1 GPU), and `p`, a suspended
 /// PyTorchJob with a master and 2 workers.
@@ -65,12 +70,20 @@ fn patches(api: &FakeApi) -> Vec<Request> {
 }
 
 async fn observed(api: &FakeApi, dry_run: bool) -> (KubeBackend, augur_autoscaler::ClusterState) {
+    observed_with(api, dry_run, Hooks::default()).await
+}
+
+async fn observed_with(
+    api: &FakeApi,
+    dry_run: bool,
+    hooks: Hooks,
+) -> (KubeBackend, augur_autoscaler::ClusterState) {
     let clock = VClock::new(T0 + 100.0);
     let safety = augur_autoscaler::kubernetes::Safety {
         dry_run,
         ..fast_safety()
     };
-    let mut b = backend(api, &clock, safety, Hooks::default()).await;
+    let mut b = backend(api, &clock, safety, hooks).await;
     let s = b.observe().await.unwrap();
     api.clear_requests();
     (b, s)
@@ -176,4 +189,149 @@ async fn running_and_pinned_jobs_are_refused_and_dry_run_writes_nothing() {
     assert_eq!(b.steers().len(), 1);
     assert!(b.steers()[0].dry_run);
     assert_eq!(b.steers()[0].gpu_type, V100);
+}
+
+/// A suspended TrainJob `t` in Kueue's queue (1 node × 1 GPU) with an override of its
+/// initializer already there.
+fn suspended_trainjob(api: &FakeApi) {
+    let mut t = trainjob("ml", "t", 1, 1, Some("team-a"), T0 - 3.0);
+    t["spec"]["podTemplateOverrides"] = json!([
+        { "targetJobs": [{ "name": "dataset-initializer" }],
+          "spec": { "serviceAccountName": "init-sa" } },
+    ]);
+    api.put(TRAINJOBS, t);
+}
+
+/// The GPU types the watches told for `name`: at its submit, then each `Typed`.
+fn told(seen: &[ClusterEvent], key: &JobKey) -> Vec<(f64, Option<String>)> {
+    seen.iter()
+        .filter_map(|e| match e {
+            ClusterEvent::Submitted { job, gpu_type, .. } if job == key => {
+                Some((0.0, gpu_type.clone()))
+            }
+            ClusterEvent::Typed {
+                job,
+                time,
+                gpu_type,
+            } if job == key => Some((time - T0, Some(gpu_type.clone()))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_trainjob_gets_an_override_of_its_trainer_nodes_and_the_watch_reads_the_type() {
+    let api = start().await;
+    suspended_trainjob(&api);
+    // a Job its owner pinned to the A100s at creation
+    let mut pinned = batch_job("ml", "pinned", 1, Some(1), 1, Some("team-a"), T0 - 2.0);
+    pinned["spec"]["template"]["spec"]["nodeSelector"] = json!({ LABEL: A100 });
+    api.put(BATCH_JOBS, pinned);
+    let (hooks, seen) = recording_hooks();
+    let (mut b, s) = observed_with(&api, false, hooks).await;
+    let t = job_id(&s, &b, "t");
+    let rv = api.get(TRAINJOBS, "ml", "t").unwrap()["metadata"]["resourceVersion"].clone();
+    b.apply(admit_on(t, 1, v100(&s))).await.expect("steered");
+    let sent = patches(&api);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].path, TRAINJOB_T);
+    assert_eq!(
+        sent[0].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    // the list is replaced whole: the override read, then the trainer nodes' selector
+    assert_eq!(
+        sent[0].body.clone().expect("body"),
+        json!({
+            "metadata": {
+                "resourceVersion": rv,
+                "annotations": { GPU_TYPE_ANNOTATION: V100, GPU_TYPE_REASON_ANNOTATION: REASON },
+            },
+            "spec": { "podTemplateOverrides": [
+                { "targetJobs": [{ "name": "dataset-initializer" }],
+                  "spec": { "serviceAccountName": "init-sa" } },
+                { "targetJobs": [{ "name": "node" }],
+                  "spec": { "nodeSelector": { LABEL: V100 } } },
+            ] },
+        })
+    );
+    let stored = api.get(TRAINJOBS, "ml", "t").unwrap();
+    assert_eq!(
+        stored["spec"]["suspend"],
+        json!(true),
+        "Kueue still admits it"
+    );
+    assert_eq!(
+        stored["spec"]["podTemplateOverrides"][1]["spec"]["nodeSelector"][LABEL],
+        json!(V100)
+    );
+
+    // the watches read the type back: named later for t (at the backend's clock), at the
+    // submit for the pinned Job, never for q
+    caught_up(&b, &api).await;
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        told(
+            &seen,
+            &JobKey::new(augur_autoscaler::kubernetes::JobKind::TrainJob, "ml", "t")
+        ),
+        vec![(0.0, None), (100.0, Some(V100.to_string()))]
+    );
+    assert_eq!(
+        told(
+            &seen,
+            &JobKey::new(augur_autoscaler::kubernetes::JobKind::Job, "ml", "pinned")
+        ),
+        vec![(0.0, Some(A100.to_string()))]
+    );
+    assert_eq!(
+        told(
+            &seen,
+            &JobKey::new(augur_autoscaler::kubernetes::JobKind::Job, "ml", "q")
+        ),
+        vec![(0.0, None)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trainjobs_pinned_or_with_active_pods_are_refused_and_dry_run_writes_nothing() {
+    let api = start().await;
+    suspended_trainjob(&api);
+    // u: its trainer nodes already pinned to the A100s; w: suspended again, pods still active
+    let mut u = trainjob("ml", "u", 1, 1, Some("team-a"), T0 - 3.0);
+    u["spec"]["podTemplateOverrides"] = json!([
+        { "targetJobs": [{ "name": "node" }], "spec": { "nodeSelector": { LABEL: A100 } } },
+    ]);
+    api.put(TRAINJOBS, u);
+    let mut w = trainjob("ml", "w", 1, 1, Some("team-a"), T0 - 3.0);
+    w["status"] = json!({ "jobsStatus": [{ "name": "node", "active": 1, "ready": 0,
+        "succeeded": 0, "failed": 0, "suspended": 0 }] });
+    api.put(TRAINJOBS, w);
+    let (mut b, s) = observed(&api, false).await;
+    let t = v100(&s);
+    let e = b
+        .apply(admit_on(job_id(&s, &b, "u"), 1, t))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("not overriding"), "{e}");
+    let e = b
+        .apply(admit_on(job_id(&s, &b, "w"), 1, t))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("active pods"), "{e}");
+    assert!(patches(&api).is_empty());
+    assert!(b.steers().is_empty());
+
+    let api = start().await;
+    suspended_trainjob(&api);
+    let (mut b, s) = observed(&api, true).await;
+    b.apply(admit_on(job_id(&s, &b, "t"), 1, v100(&s)))
+        .await
+        .expect("dry run");
+    let to_t = api.requests_to("/trainjobs/t");
+    assert!(to_t.is_empty(), "{to_t:?}");
+    assert!(patches(&api).is_empty());
+    assert_eq!(b.steers().len(), 1);
+    assert!(b.steers()[0].dry_run);
 }

@@ -123,6 +123,7 @@ async fn trainjob_and_job_lifecycles_reach_the_service_hook_with_gpus_and_queue(
                 gpus,
                 elastic,
                 queue,
+                ..
             } if job.kind != JobKind::PyTorchJob => Some(format!(
                 "submitted {job} {} {gpus:?} {elastic:?} {queue:?}",
                 time - T0

@@ -668,3 +668,132 @@ fn a_queued_job_far_from_its_best_option_gets_the_advice_annotation() {
     assert!(a.get("predicted.augur.dev/runtime-s").is_some(), "{a}");
     assert!(a.get("predicted.augur.dev/advice").is_none(), "{a}");
 }
+
+/// RFC 7386: `patch` merged into `target` (what the API server does with a merge patch).
+fn merge(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// A queued job steered to a GPU type: the type reaches the service (`job_typed`), and the
+/// run time every endpoint gives for the job — the write-back annotation, `GET /v1/jobs/{id}`
+/// (its `runtime` and its ETA), `GET /v1/eta` — is one number, the answer at submit times the
+/// measured ratio from the type the history ran on to the steered one, which differs from the
+/// unsteered answer.
+#[test]
+fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
+    use augur_autoscaler::kubernetes::{steer::steer_patch, JobKind};
+    use augur_autoscaler::scaling::reshape::{Reshaper, Shape};
+    const LABEL: &str = "nvidia.com/gpu.product";
+    const P100: &str = "Tesla-P100-PCIE-16GB";
+    const V100: &str = "Tesla-V100-SXM2-32GB";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[EVENTS]));
+    seed(&api);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    // the history names a type: a finished job its owner pinned to P100s
+    let mut old = pytorchjob("ml", "old", 1, 1, None, now - 5.0 * 3600.0);
+    old["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] =
+        json!({ LABEL: P100 });
+    set_started(&mut old, now - 5.0 * 3600.0, 1);
+    set_succeeded(&mut old, now - 4.0 * 3600.0);
+    api.put(JOBS, old);
+    let dir = tempfile::tempdir().unwrap();
+    // a bootstrap trace with start times: a queue-wait model is served, so `/v1/eta` has ends
+    let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
+    wait_for("/readyz 200 (the models served)", 300, || {
+        (get(addr, "/readyz")?.0 == 200).then_some(())
+    });
+    // q, submitted once the models are served (its answers at submit are stored): 1 GPU, no
+    // type, held suspended (as Kueue holds a queued job)
+    let mut q = pytorchjob("ml", "q", 1, 1, None, now - 60.0);
+    q["spec"]["runPolicy"] = json!({ "suspend": true });
+    api.put(JOBS, q);
+    let runtime_s = |api: &FakeApi| -> Option<String> {
+        api.get(JOBS, "ml", "q")?["metadata"]["annotations"]["predicted.augur.dev/runtime-s"]
+            .as_str()
+            .map(str::to_string)
+    };
+    // every endpoint's run time of q: (annotation, GET /v1/jobs runtime, its ETA's finish −
+    // start, GET /v1/eta end − start)
+    let answers = |api: &FakeApi| {
+        let view = get_json(addr, "/v1/jobs/ml%2Fq").expect("GET /v1/jobs/ml%2Fq");
+        let eta = get_json(addr, "/v1/eta?job=ml%2Fq").expect("GET /v1/eta");
+        let e = &eta["jobs"][0];
+        let seconds = view["runtime"]["seconds"].as_f64().expect("a runtime");
+        let by_eta =
+            view["eta"]["finish"].as_f64().unwrap() - view["eta"]["start"].as_f64().unwrap();
+        let by_eta_list = e["end"].as_f64().unwrap() - e["start"].as_f64().unwrap();
+        (
+            runtime_s(api).unwrap(),
+            seconds,
+            by_eta,
+            by_eta_list,
+            view,
+            e.clone(),
+        )
+    };
+
+    let unsteered = wait_for("q's runtime annotation", 300, || runtime_s(&api));
+    let (note, before, by_eta, by_list, view, _) = answers(&api);
+    assert_eq!(note, unsteered);
+    assert_eq!(note, format!("{before:.0}"), "{view}");
+    assert!((by_eta - before).abs() < 1e-6 * before && (by_list - before).abs() < 1e-6 * before);
+    assert_eq!(view["runtime"], view["job"]["runtime_at_submit"], "{view}");
+
+    // Augur's steer of q to the V100s, as the backend sends it
+    let mut obj = api.get(JOBS, "ml", "q").unwrap();
+    let reason = r#"{"reason":"type_gain"}"#;
+    let patch = steer_patch(JobKind::PyTorchJob, &obj, LABEL, V100, reason).unwrap();
+    merge(&mut obj, &patch);
+    api.put(JOBS, obj);
+    // the type is ingested and the annotation follows (an object is patched at most once a
+    // minute)
+    let steered = wait_for("q's runtime for the V100s", 240, || {
+        runtime_s(&api).filter(|s| *s != unsteered)
+    });
+    let (note, after, by_eta, by_list, view, e) = answers(&api);
+    assert_eq!(note, steered);
+    assert_eq!(view["job"]["gpu_type"], json!(V100), "{view}");
+    assert_eq!(e["gpu_type"], json!(V100), "{e}");
+    assert_eq!(view["runtime"], view["job"]["runtime_on_type"], "{view}");
+    assert_eq!(note, format!("{after:.0}"), "{view}");
+    assert!((by_eta - after).abs() < 1e-6 * after, "{by_eta} vs {after}");
+    assert!(
+        (by_list - after).abs() < 1e-6 * after,
+        "{by_list} vs {after}"
+    );
+    // the answer at submit times the measured ratio from the history's type (P100)
+    let ratio = Reshaper::bundled()
+        .expect("the bundled scaling data")
+        .ratio(
+            Some("q"),
+            &Shape {
+                gpus: 1.0,
+                gpu_type: Some(P100.into()),
+            },
+            &Shape {
+                gpus: 1.0,
+                gpu_type: Some(V100.into()),
+            },
+            &[],
+        );
+    assert!(ratio.ratio < 0.9, "a V100 is measured faster: {ratio:?}");
+    assert!(
+        (after / before - ratio.ratio).abs() < 1e-9,
+        "{after} / {before} vs {ratio:?}"
+    );
+}

@@ -20,6 +20,7 @@ use super::kinds::{JobKind, QUEUE_LABEL};
 use super::objects::{JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
 use super::snapshot::{build_snapshot, Objects};
+use super::steer::selected_type;
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
 use super::writeback::{AdviceMemo, WriteBackLimiter};
@@ -109,13 +110,15 @@ fn watch_jobs(
     let sink = hooks.events.clone();
     let clock = hooks.clock.clone();
     let gpu_resource = cfg.observe.gpu_resource.clone();
+    let product_label = cfg.observe.gpu_product_label.clone();
     let mut out = Vec::new();
     let on_event = move |ev: &watcher::Event<DynamicObject>| {
         let Some(sink) = &sink else { return };
         match ev {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                if let Some(v) = job_view(kind, o, &gpu_resource) {
-                    lifecycle.applied(&v, &mut out);
+                if let Some(mut v) = job_view(kind, o, &gpu_resource) {
+                    v.gpu_type = selected_type(kind, &o.data, &product_label);
+                    lifecycle.applied(&v, clock(), &mut out);
                 }
             }
             watcher::Event::Delete(o) => {

@@ -34,6 +34,15 @@ pub enum ClusterEvent {
         elastic: Option<(u32, u32)>,
         /// Kueue LocalQueue (label `kueue.x-k8s.io/queue-name`).
         queue: Option<String>,
+        /// The GPU type its pod templates select, when they name one.
+        gpu_type: Option<String>,
+    },
+    /// The GPU type a job's pod templates select changed before it finished (Augur steered
+    /// it, or Kueue's admission, or its owner named one); time: when the watch saw it.
+    Typed {
+        job: JobKey,
+        time: f64,
+        gpu_type: String,
     },
     /// A job started (time: `status.startTime`; a TrainJob's resume, see
     /// [`JobKind`](super::kinds::JobKind)).
@@ -51,10 +60,12 @@ pub enum ClusterEvent {
 /// Where events go.
 pub type EventSink = Arc<dyn Fn(ClusterEvent) + Send + Sync>;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Seen {
     started: bool,
     finished: bool,
+    /// The GPU type last told.
+    gpu_type: Option<String>,
 }
 
 /// Turns the stream of job states into lifecycle events, each emitted once per job.
@@ -64,19 +75,36 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// A job object was listed or changed.
-    pub fn applied(&mut self, v: &JobView, out: &mut Vec<ClusterEvent>) {
+    /// A job object was listed or changed, seen at `now`.
+    pub fn applied(&mut self, v: &JobView, now: f64, out: &mut Vec<ClusterEvent>) {
         let fresh = !self.seen.contains_key(&v.key);
         let s = self.seen.entry(v.key.clone()).or_default();
         if fresh {
             let g = v.gpus_per_worker;
+            s.gpu_type = v.gpu_type.clone();
             out.push(ClusterEvent::Submitted {
                 job: v.key.clone(),
                 time: v.created,
                 gpus: v.declared_gpus,
                 elastic: v.elastic.map(|(a, b)| (a * g, b * g)),
                 queue: v.queue.clone(),
+                gpu_type: v.gpu_type.clone(),
             });
+        }
+        // a type named after the submit (a selector removed is not a type: kept as told)
+        if let Some(t) = v
+            .gpu_type
+            .as_ref()
+            .filter(|t| s.gpu_type.as_ref() != Some(*t))
+        {
+            if !s.finished && v.finished.is_none() {
+                s.gpu_type = Some(t.clone());
+                out.push(ClusterEvent::Typed {
+                    job: v.key.clone(),
+                    time: now.max(v.created),
+                    gpu_type: t.clone(),
+                });
+            }
         }
         if let (false, Some(t)) = (s.started, v.start_time) {
             s.started = true;

@@ -23,7 +23,9 @@
 //!
 //!   Every other job is observed, never scaled. An admission that names a GPU type first
 //!   steers the suspended, never-started job there ([`steer`]: a `nodeSelector` on the GPU
-//!   product label in its pod templates, and the type and reason as annotations). `suspend` is refused (Kueue owns
+//!   product label in its pod templates, a TrainJob's in a `podTemplateOverrides` entry of its
+//!   trainer nodes, and the type and reason as annotations); the job watches read the type
+//!   back ([`ClusterEvent::Typed`]). `suspend` is refused (Kueue owns
 //!   `spec.suspend`), so run the elastic policy with `preempt_factor: None` here.
 //! - **Safety** ([`Safety`]): dry-run; a per-job hourly action budget; a running job is scaled
 //!   down only when its last checkpoint is known (annotation [`CHECKPOINT_ANNOTATION`]) or its

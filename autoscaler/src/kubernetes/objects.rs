@@ -257,6 +257,9 @@ pub struct JobView {
     pub queue: Option<String>,
     /// `spec.suspend` (PyTorchJob `spec.runPolicy.suspend`): held, e.g. by Kueue until admitted.
     pub suspended: bool,
+    /// The GPU type its pod templates select (the GPU product node label; see
+    /// [`selected_type`](super::steer::selected_type)); filled in by the job watches.
+    pub gpu_type: Option<String>,
 }
 
 /// GPUs of a list of containers (`limits`, else `requests`; whole numbers only).
@@ -341,6 +344,7 @@ pub(super) fn base_view(obj: &DynamicObject, kind: JobKind) -> Option<JobView> {
         last_checkpoint: annotation(meta, CHECKPOINT_ANNOTATION).and_then(parse_time),
         queue: label(meta, QUEUE_LABEL).map(str::to_string),
         suspended: false,
+        gpu_type: None,
     })
 }
 

@@ -8,8 +8,21 @@
 //! assignment then only considers ResourceFlavors whose node labels match the selector, so the
 //! ClusterQueue's flavor order is kept among them and Kueue still admits. Nothing else is
 //! overridden: a template that already selects another value of the label is left alone (the
-//! user pinned it), a started or unsuspended job is refused (its pods are the scheduler's),
-//! and TrainJobs are refused (their pod templates live in the runtime). Dry-run logs only.
+//! user pinned it), and a started or unsuspended job is refused (its pods are the
+//! scheduler's). Dry-run logs only.
+//!
+//! A TrainJob's pod templates live in its runtime; the TrainJob carries
+//! `spec.podTemplateOverrides` (`[{targetJobs: [{name}], spec: {nodeSelector, …}}]`, later
+//! entries over earlier ones), which the Trainer's webhook lets change only while the TrainJob
+//! is suspended and its JobSet has no active pods: Augur appends one entry for the trainer
+//! nodes (`node`) with the selector. A merge patch replaces a list whole, so the patch carries
+//! the overrides it read plus its own, under the read `resourceVersion` (nothing written in
+//! between is lost: a 409 instead). Kueue's TrainJob integration adds its flavor's node labels
+//! the same way at admission.
+//!
+//! The type a job will get ([`selected_type`]) is read back from the same place by the
+//! watches, whoever set it (Augur, the user, Kueue at admission), so the run-time prediction
+//! follows the object, not Augur's intent.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Map, Value};
@@ -27,7 +40,11 @@ pub const GPU_TYPE_ANNOTATION: &str = "augur.dev/gpu-type";
 /// Annotation saying why (the decision's reason, as JSON).
 pub const GPU_TYPE_REASON_ANNOTATION: &str = "augur.dev/gpu-type-reason";
 
-/// JSON pointers to the pod templates of a job of `kind` in `obj`.
+/// The replicated job of a TrainJob's runtime that runs the trainer nodes.
+pub const TRAINER_TARGET_JOB: &str = "node";
+
+/// JSON pointers to the pod templates (a TrainJob: the pod specs of its overrides of the
+/// trainer nodes) of a job of `kind` in `obj`.
 fn templates(kind: JobKind, obj: &Value) -> Vec<String> {
     match kind {
         JobKind::Job => vec!["/spec/template".into()],
@@ -40,8 +57,56 @@ fn templates(kind: JobKind, obj: &Value) -> Vec<String> {
                     .collect()
             })
             .unwrap_or_default(),
-        JobKind::TrainJob => Vec::new(),
+        JobKind::TrainJob => trainer_overrides(obj)
+            .into_iter()
+            .map(|i| format!("/spec/podTemplateOverrides/{i}"))
+            .collect(),
     }
+}
+
+/// Indexes of a TrainJob's `spec.podTemplateOverrides` that target the trainer nodes.
+fn trainer_overrides(obj: &Value) -> Vec<usize> {
+    obj.pointer("/spec/podTemplateOverrides")
+        .and_then(Value::as_array)
+        .map(|os| {
+            os.iter()
+                .enumerate()
+                .filter(|(_, o)| {
+                    o.get("targetJobs")
+                        .and_then(Value::as_array)
+                        .is_some_and(|ts| {
+                            ts.iter().any(|t| {
+                                t.get("name").and_then(Value::as_str) == Some(TRAINER_TARGET_JOB)
+                            })
+                        })
+                })
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `ptr/spec/nodeSelector/<label>` as a JSON pointer.
+fn selector_ptr(ptr: &str, label: &str) -> String {
+    format!(
+        "{ptr}/spec/nodeSelector/{}",
+        label.replace('~', "~0").replace('/', "~1")
+    )
+}
+
+/// The value of node label `label` the pod templates of `obj` (a `kind` job; its spec at
+/// `/spec`) select: the GPU type it will get. A TrainJob's last override wins, as the
+/// Trainer applies them; the selector of its runtime's own template is not read.
+pub fn selected_type(kind: JobKind, obj: &Value, label: &str) -> Option<String> {
+    let ptrs = templates(kind, obj);
+    let mut found = ptrs
+        .iter()
+        .filter_map(|p| obj.pointer(&selector_ptr(p, label)).and_then(Value::as_str));
+    match kind {
+        JobKind::TrainJob => found.last(),
+        _ => found.next(),
+    }
+    .map(str::to_string)
 }
 
 /// The merge patch steering `obj` (a `kind` job) to `value` of node label `label`, with the
@@ -55,7 +120,7 @@ pub fn steer_patch(
     reason: &str,
 ) -> Result<Value, String> {
     let ptrs = templates(kind, obj);
-    if ptrs.is_empty() {
+    if ptrs.is_empty() && kind != JobKind::TrainJob {
         return Err(format!(
             "a {} has no pod template Augur may change",
             kind.qualified()
@@ -70,18 +135,37 @@ pub fn steer_patch(
             },
         },
     });
-    for ptr in ptrs {
-        let sel = format!(
-            "{ptr}/spec/nodeSelector/{}",
-            label.replace('~', "~0").replace('/', "~1")
-        );
-        if let Some(current) = obj.pointer(&sel).and_then(Value::as_str) {
+    for ptr in &ptrs {
+        if let Some(current) = obj
+            .pointer(&selector_ptr(ptr, label))
+            .and_then(Value::as_str)
+        {
             if current != value {
                 return Err(format!(
                     "its pod template ({ptr}) already selects {label}={current}; not overriding it"
                 ));
             }
         }
+    }
+    if kind == JobKind::TrainJob {
+        if selected_type(kind, obj, label).as_deref() == Some(value) {
+            // already there: only the annotations
+            return Ok(patch);
+        }
+        // the list is replaced whole: the overrides read, then the trainer nodes' selector
+        let mut overrides = obj
+            .pointer("/spec/podTemplateOverrides")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        overrides.push(json!({
+            "targetJobs": [{ "name": TRAINER_TARGET_JOB }],
+            "spec": { "nodeSelector": { label: value } },
+        }));
+        patch["spec"] = json!({ "podTemplateOverrides": overrides });
+        return Ok(patch);
+    }
+    for ptr in ptrs {
         // build {spec: {..: {template: {spec: {nodeSelector: {label: value}}}}}} along ptr
         let mut at = &mut patch;
         for seg in ptr
@@ -153,10 +237,22 @@ impl KubeBackend {
             }
             .and_then(Value::as_bool)
             .unwrap_or(false);
-            if !suspended || obj.pointer("/status/startTime").is_some() {
+            // a TrainJob's JobSet may still have pods (being suspended again): the Trainer
+            // refuses a change of its overrides then
+            let active = obj
+                .pointer("/status/jobsStatus")
+                .and_then(Value::as_array)
+                .is_some_and(|js| {
+                    js.iter()
+                        .any(|j| j.get("active").and_then(Value::as_u64).unwrap_or(0) > 0)
+                });
+            if !suspended || active || obj.pointer("/status/startTime").is_some() {
                 return err(
                     ErrorKind::Conflict,
-                    format!("{} started since the snapshot; not steered", f.key),
+                    format!(
+                        "{} started since the snapshot or still has active pods; not steered",
+                        f.key
+                    ),
                 );
             }
             let patch =

@@ -16,6 +16,9 @@
 //! A changed GPU count keeps the request's resources per GPU (nodes, CPUs and memory scale
 //! with it). Without the scaling data ([`Scaling::Missing`]) only the request's own size and
 //! type are weighed (other queues still are), and the answer says so in `unavailable`.
+//!
+//! The same combination answers for a job whose GPU type was named after its submit
+//! ([`runtime_on_type`]): the run time it will have on the type it will get.
 
 pub mod choices;
 
@@ -27,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use self::choices::Choice;
-use crate::serve::state::events::JobProfile;
+use crate::serve::state::events::{FinishStatus, JobProfile};
 use crate::serve::state::online::{Online, PredictError, RuntimeAnswer, WaitAnswer};
 
 /// Tolerance of "near the earliest finish": an option finishing within this share of the
@@ -295,6 +298,93 @@ pub fn advise_at(
         unavailable,
         notes,
     })
+}
+
+/// The run time of the ingested job `job_id` on GPU type `to`, asked at `at` (when the type
+/// was named):
+/// - the profile already named that type at submit: its answer at submit;
+/// - the runtime model has data for the type (a finished job the service holds was submitted
+///   with it, so the type's history features are there): the model's answer for the job's
+///   profile with that type at `at`;
+/// - else its answer at submit times the measured ratio from the type that answer was for to
+///   `to` ([`Reshaper::ratio`], the job's own past runs included), the intervals combined
+///   as for an advice option. The answer at submit is for the profile's type, or, when it
+///   named none, for the type most of the held jobs named (the history the model learnt
+///   from); when none did, nothing says which type it was for and it stands unchanged.
+///
+/// `None` when the job is unknown or no answer can be given (no runtime model served).
+pub fn runtime_on_type(
+    online: &Online,
+    reshaper: Option<&Reshaper>,
+    job_id: &str,
+    to: &str,
+    at: f64,
+) -> Option<RuntimeAnswer> {
+    let job = online.jobs.get(job_id)?;
+    let profile = job.profile.clone().unwrap_or_default();
+    let to = Some(to.to_string());
+    if choices::same(&profile.gpu_type, &to) {
+        return job.runtime_at_submit;
+    }
+    let mut typed = profile.clone();
+    typed.gpu_type = to.clone();
+    if known_type(online, to.as_deref()) {
+        return online.predict_runtime(job_id, &typed, at).ok();
+    }
+    let base = job.runtime_at_submit?;
+    let from = profile.gpu_type.clone().or_else(|| usual_type(online));
+    let (Some(reshaper), Some(_)) = (reshaper, &from) else {
+        return Some(base);
+    };
+    let ratio = reshaper.ratio(
+        profile.job_name.as_deref(),
+        &shape_of(profile.num_gpus, from),
+        &shape_of(profile.num_gpus, to),
+        &choices::past_runs(online, Some(job_id), &profile),
+    );
+    let rt = scaled(&base, &ratio, profile.requested_time)?;
+    Some(RuntimeAnswer {
+        model_version: base.model_version,
+        seconds: rt.seconds,
+        lower: rt.lower,
+        upper: rt.upper,
+        coverage: rt.coverage,
+        interval: base.interval,
+        capped_by_requested_time: rt.capped_by_requested_time,
+    })
+}
+
+/// Whether a finished job the service holds was submitted with GPU type `t` (the runtime
+/// features keyed by the type have data).
+fn known_type(online: &Online, t: Option<&str>) -> bool {
+    online
+        .jobs
+        .values()
+        .chain(online.earlier_runs.values().flatten())
+        .any(|j| {
+            j.status == Some(FinishStatus::Completed)
+                && j.duration.is_some()
+                && j.profile.as_ref().and_then(|p| p.gpu_type.as_deref()) == t
+        })
+}
+
+/// The GPU type most of the held jobs were submitted with (ties: the first by name).
+fn usual_type(online: &Online) -> Option<String> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for j in online
+        .jobs
+        .values()
+        .chain(online.earlier_runs.values().flatten())
+    {
+        if let Some(t) = j.profile.as_ref().and_then(|p| p.gpu_type.as_deref()) {
+            *counts.entry(t).or_default() += 1;
+        }
+    }
+    let most = counts.values().copied().max()?;
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == most)
+        .map(|(t, _)| t.to_string())
 }
 
 /// The request's own ratio: 1, resting on the request as given.

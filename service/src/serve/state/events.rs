@@ -174,6 +174,15 @@ pub enum Event {
         #[schema(minimum = 0, maximum = 1e12)]
         duration: Option<f64>,
     },
+    /// The GPU type a job will run on was named after its submit (a controller steered it,
+    /// a queue assigned a flavor): its run time is predicted for that type from then on.
+    JobTyped {
+        #[schema(min_length = 1, max_length = 256)]
+        job_id: String,
+        at: f64,
+        #[schema(min_length = 1, max_length = 256)]
+        gpu_type: String,
+    },
     /// Training-metric points of a running job (loss/accuracy by step).
     MetricPoints {
         #[schema(min_length = 1, max_length = 256)]
@@ -218,16 +227,26 @@ struct FinishedBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct TypedBody {
+    job_id: String,
+    #[serde(deserialize_with = "time")]
+    at: f64,
+    gpu_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PointsBody {
     job_id: String,
     points: Vec<MetricPoint>,
 }
 
 /// The event types, as the `type` tag spells them.
-pub const EVENT_TYPES: [&str; 5] = [
+pub const EVENT_TYPES: [&str; 6] = [
     "job_submitted",
     "job_started",
     "job_finished",
+    "job_typed",
     "metric_points",
     "cluster_snapshot",
 ];
@@ -271,6 +290,7 @@ impl TryFrom<serde_json::Value> for Event {
             "job_submitted" => Tagged::JobSubmitted(body(rest)?),
             "job_started" => Tagged::JobStarted(body(rest)?),
             "job_finished" => Tagged::JobFinished(body(rest)?),
+            "job_typed" => Tagged::JobTyped(body(rest)?),
             "metric_points" => Tagged::MetricPoints(body(rest)?),
             "cluster_snapshot" => Tagged::ClusterSnapshot(body(rest)?),
             other => {
@@ -295,6 +315,7 @@ enum Tagged {
     JobSubmitted(SubmittedBody),
     JobStarted(StartedBody),
     JobFinished(FinishedBody),
+    JobTyped(TypedBody),
     MetricPoints(PointsBody),
     ClusterSnapshot(ClusterSnapshot),
 }
@@ -317,6 +338,11 @@ impl From<Tagged> for Event {
                 at: b.at,
                 status: b.status,
                 duration: b.duration,
+            },
+            Tagged::JobTyped(b) => Event::JobTyped {
+                job_id: b.job_id,
+                at: b.at,
+                gpu_type: b.gpu_type,
             },
             Tagged::MetricPoints(b) => Event::MetricPoints {
                 job_id: b.job_id,
@@ -354,6 +380,7 @@ impl Event {
             Event::JobSubmitted { .. } => "job_submitted",
             Event::JobStarted { .. } => "job_started",
             Event::JobFinished { .. } => "job_finished",
+            Event::JobTyped { .. } => "job_typed",
             Event::MetricPoints { .. } => "metric_points",
             Event::ClusterSnapshot(_) => "cluster_snapshot",
         }
@@ -365,6 +392,7 @@ impl Event {
             Event::JobSubmitted { job_id, .. }
             | Event::JobStarted { job_id, .. }
             | Event::JobFinished { job_id, .. }
+            | Event::JobTyped { job_id, .. }
             | Event::MetricPoints { job_id, .. } => Some(job_id),
             Event::ClusterSnapshot(_) => None,
         }
@@ -375,7 +403,8 @@ impl Event {
         match self {
             Event::JobSubmitted { at, .. }
             | Event::JobStarted { at, .. }
-            | Event::JobFinished { at, .. } => Some(*at),
+            | Event::JobFinished { at, .. }
+            | Event::JobTyped { at, .. } => Some(*at),
             Event::MetricPoints { points, .. } => {
                 points.iter().filter_map(|p| p.at).reduce(f64::max)
             }
@@ -495,6 +524,7 @@ mod tests {
             {"type":"job_started","job_id":"a","at":3},
             {"type":"job_finished","job_id":"a","at":9,"status":"failed","duration":6},
             {"type":"job_finished","job_id":"b","at":9,"status":"completed"},
+            {"type":"job_typed","job_id":"a","at":2.5,"gpu_type":"Tesla-V100-SXM2-32GB"},
             {"type":"metric_points","job_id":"a","points":[{"step":1,"loss":2.5,"at":4},{"step":2,"accuracy":0.5}]},
             {"type":"cluster_snapshot","at":5,"total_gpus":64,"busy_gpus":12}
         ]}"#;

@@ -67,6 +67,16 @@ pub struct JobInfo {
     pub queue_wait_at_submit: Option<WaitAnswer>,
     /// The failure prediction made when it was submitted.
     pub failure_at_submit: Option<FailureAnswer>,
+    /// The GPU type named after its submit (a `job_typed` event: steered by a controller, a
+    /// flavor assigned): the type it will run on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// The runtime prediction for [`JobInfo::gpu_type`], issued when the type was named
+    /// ([`crate::serve::advice::runtime_on_type`]): a stored record like the answers at
+    /// submit. What every endpoint answers as the job's run time from then on
+    /// ([`JobInfo::runtime`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_on_type: Option<RuntimeAnswer>,
     /// Training-metric points received (the last [`KEEP_POINTS`]).
     pub metric_points: Vec<MetricPoint>,
     pub metric_points_total: u64,
@@ -76,6 +86,15 @@ pub struct JobInfo {
     /// Sequence number of the first event of this run (what compaction must keep).
     #[serde(skip)]
     pub first_seq: i64,
+}
+
+impl JobInfo {
+    /// The job's predicted run time, as every endpoint gives it (write-back annotations,
+    /// `GET /v1/jobs/{id}`, `GET /v1/eta`, the controller's plans): for the GPU type it will
+    /// get when one was named after its submit, else the answer at its submit.
+    pub fn runtime(&self) -> Option<RuntimeAnswer> {
+        self.runtime_on_type.or(self.runtime_at_submit)
+    }
 }
 
 /// Metric points kept per job.
@@ -104,6 +123,8 @@ pub struct EventCounts {
     pub job_submitted: u64,
     pub job_started: u64,
     pub job_finished: u64,
+    #[serde(default)]
+    pub job_typed: u64,
     pub metric_points: u64,
     pub cluster_snapshot: u64,
 }
@@ -248,6 +269,9 @@ impl Online {
                 job.runtime_at_submit = prev.runtime_at_submit;
                 job.queue_wait_at_submit = prev.queue_wait_at_submit;
                 job.failure_at_submit = prev.failure_at_submit;
+                if job.gpu_type == prev.gpu_type {
+                    job.runtime_on_type = prev.runtime_on_type;
+                }
             }
         };
         for (id, job) in &mut self.jobs {
@@ -319,6 +343,8 @@ impl Online {
                 runtime_at_submit: None,
                 queue_wait_at_submit: None,
                 failure_at_submit: None,
+                gpu_type: None,
+                runtime_on_type: None,
                 metric_points: Vec::new(),
                 metric_points_total: 0,
                 anomalies: Vec::new(),
@@ -387,6 +413,15 @@ impl Online {
                 }
                 self.evict_expired();
                 outcome
+            }
+            Event::JobTyped {
+                job_id,
+                at,
+                gpu_type,
+            } => {
+                self.counts.job_typed += 1;
+                self.on_typed(stored.seq, job_id, *at, gpu_type);
+                None
             }
             Event::MetricPoints { job_id, points } => {
                 self.counts.metric_points += 1;
@@ -479,6 +514,8 @@ impl Online {
                 }
             }
             Event::ClusterSnapshot(s) => JobEvent::Clock { at: s.at },
+            // a fact about the job, not something the predictors' states follow
+            Event::JobTyped { .. } => return AnswersAtSubmit::default(),
         };
         let mut answers = AnswersAtSubmit::default();
         for (kind, state) in &mut self.states {
@@ -528,6 +565,46 @@ impl Online {
         job.submitted_at = Some(at);
         job.runtime_at_submit = issued.runtime;
         job.queue_wait_at_submit = issued.queue_wait;
+    }
+
+    /// Job `job_id` will run on `gpu_type` (event number `seq`, at `at`): its run time for
+    /// that type is answered now (or read from the record of when it was) and kept.
+    fn on_typed(&mut self, seq: i64, job_id: &str, at: f64, gpu_type: &str) {
+        let done = self
+            .jobs
+            .get(job_id)
+            .is_some_and(|j| j.finished_at.is_some());
+        if done {
+            let job = self.job_entry(job_id);
+            note(
+                job,
+                format!("GPU type {gpu_type} at {at} after its finish ignored"),
+            );
+            return;
+        }
+        let answers = match self.recorded.remove(&seq) {
+            Some(recorded) => recorded,
+            None => {
+                let scaling = crate::serve::advice::Scaling::bundled();
+                let answers = AnswersAtSubmit {
+                    runtime: crate::serve::advice::runtime_on_type(
+                        self,
+                        scaling.reshaper(),
+                        job_id,
+                        gpu_type,
+                        at,
+                    ),
+                    ..AnswersAtSubmit::default()
+                };
+                if seq > self.answers_skipped_upto {
+                    self.record_issued(seq, job_id, &answers);
+                }
+                answers
+            }
+        };
+        let job = self.job_entry(job_id);
+        job.gpu_type = Some(gpu_type.to_string());
+        job.runtime_on_type = answers.runtime;
     }
 
     fn on_finish(

@@ -50,7 +50,7 @@ pub const FILE: &str = "online.bin";
 /// Bumped when the layout or the body's encoding changes: another version is not read
 /// (the whole log is replayed instead). 3: each kind's online state as its own bytes, by
 /// kind name (2 had one field per kind).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 const MAGIC: &[u8; 8] = b"AUGURSNP";
 /// Magic, format version, header length.
 const PREFIX: usize = 8 + 4 + 4;

@@ -4,8 +4,10 @@
 //! out. Only the lease holder writes, never in dry-run (the backend checks both).
 //!
 //! The values are the answers recorded at the job's submit (what `GET /v1/jobs/{id}` shows as
-//! `*_at_submit`); a job submitted before a runtime model was served gets the current runtime
-//! answer for its profile at its submit time instead. A queued job also gets the advisor's
+//! `*_at_submit`), the run time being the one for the GPU type the job will get when one was
+//! named after its submit ([`JobInfo::runtime`](crate::serve::state::online::JobInfo::runtime),
+//! `runtime` in `GET /v1/jobs/{id}`); a job submitted before a runtime model was served gets
+//! the current runtime answer for its profile at its submit time instead. A queued job also gets the advisor's
 //! headline ([`job_advice`]: what `POST /v1/advise` answers for it now) when its best option
 //! differs meaningfully from the request; the backend decides which jobs are advised in a
 //! round (a few, each at most every few minutes), so the advisor's cost stays bounded.
@@ -26,7 +28,7 @@ pub fn job_predictions(online: &Online, key: &JobKey, phase: JobPhase) -> Option
     let id = key.to_string();
     let job = online.jobs.get(&id)?;
     let submitted = job.submitted_at?;
-    let runtime = job.runtime_at_submit.or_else(|| {
+    let runtime = job.runtime().or_else(|| {
         let profile = job.profile.clone().unwrap_or_default();
         online.predict_runtime(&id, &profile, submitted).ok()
     });

@@ -116,3 +116,102 @@ async fn no_answer_at_submit_appears_from_a_model_served_only_later() {
     assert!(v["job"]["runtime_at_submit"].is_null(), "{v}");
     assert!(v["job"]["queue_wait_at_submit"].is_null(), "{v}");
 }
+
+async fn post(state: &AppState, ev: Value) {
+    let (st, v) = call(state, "POST", "/v1/events", Some(ev), true).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
+/// A job whose GPU type is named after its submit (`job_typed`) is answered then for that
+/// type, and the answer is a record like the ones at submit: for a type no held job ran on,
+/// the answer at submit times the measured ratio from the history's type; for a type the
+/// history has, the runtime model's own answer for the profile with it; a restart keeps both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_typed_after_its_submit_is_answered_for_its_type_and_a_restart_keeps_it() {
+    use crate::serve::advice::{choices, Scaling};
+    use augur_autoscaler::scaling::reshape::Shape;
+    let (state, dir) = service(true);
+    let job = &philly()[TRAIN_JOBS];
+    let at = job.submit_time;
+    // the history: the same job (its profile), finished on k80s
+    let mut on_k80 = profile_json(job);
+    on_k80["gpu_type"] = json!("k80");
+    post(&state, json!({ "type": "job_submitted", "job_id": "typed-0", "at": at - 900.0, "profile": on_k80 })).await;
+    post(
+        &state,
+        json!({ "type": "job_started", "job_id": "typed-0", "at": at - 800.0 }),
+    )
+    .await;
+    post(&state, json!({ "type": "job_finished", "job_id": "typed-0", "at": at - 100.0, "status": "completed" })).await;
+    submit(&state, "typed-1", at).await;
+    let before = at_submit(&state, "typed-1").await;
+
+    // steered to v100s, which no held job ran on: scaled from the history's k80
+    post(
+        &state,
+        json!({ "type": "job_typed", "job_id": "typed-1", "at": at + 5.0, "gpu_type": "v100" }),
+    )
+    .await;
+    let (_, view) = call(&state, "GET", "/v1/jobs/typed-1", None, false).await;
+    assert_eq!(view["job"]["gpu_type"], json!("v100"), "{view}");
+    assert_eq!(
+        view["job"]["runtime_at_submit"], before,
+        "the record at submit stays"
+    );
+    assert_eq!(view["runtime"], view["job"]["runtime_on_type"], "{view}");
+    let profile = JobProfile::of_record(job);
+    let ratio = {
+        let o = state.online();
+        let scaling = Scaling::bundled();
+        let shape = |t: &str| Shape {
+            gpus: profile.num_gpus.unwrap_or(0.0),
+            gpu_type: Some(t.into()),
+        };
+        let past = choices::past_runs(&o, Some("typed-1"), &profile);
+        scaling.reshaper().unwrap().ratio(
+            profile.job_name.as_deref(),
+            &shape("k80"),
+            &shape("v100"),
+            &past,
+        )
+    };
+    assert!(
+        ratio.ratio < 1.0,
+        "v100s are measured faster than k80s: {ratio:?}"
+    );
+    let on_v100 = view["runtime"].clone();
+    let (a, b) = (
+        on_v100["seconds"].as_f64().unwrap(),
+        before["seconds"].as_f64().unwrap(),
+    );
+    assert!((a / b - ratio.ratio).abs() < 1e-9, "{a} / {b} vs {ratio:?}");
+    assert!(on_v100["lower"].as_f64().unwrap() <= a && a <= on_v100["upper"].as_f64().unwrap());
+
+    // then named k80, a type the history has: the model's own answer for it at that moment
+    post(
+        &state,
+        json!({ "type": "job_typed", "job_id": "typed-1", "at": at + 6.0, "gpu_type": "k80" }),
+    )
+    .await;
+    let (_, view) = call(&state, "GET", "/v1/jobs/typed-1", None, false).await;
+    let mut typed = profile.clone();
+    typed.gpu_type = Some("k80".into());
+    let model = state
+        .online()
+        .predict_runtime("typed-1", &typed, at + 6.0)
+        .unwrap();
+    assert_eq!(
+        view["runtime"],
+        serde_json::to_value(model).unwrap(),
+        "{view}"
+    );
+    let on_k80 = view["runtime"].clone();
+    assert_ne!(on_k80, on_v100);
+
+    // a restart replays the log with the records: the same answers, not new ones
+    let state = restart(state, dir.path());
+    let (_, view) = call(&state, "GET", "/v1/jobs/typed-1", None, false).await;
+    assert_eq!(view["runtime"], on_k80, "{view}");
+    assert_eq!(view["job"]["runtime_at_submit"], before);
+    assert_eq!(state.online().counts.job_typed, 2);
+}

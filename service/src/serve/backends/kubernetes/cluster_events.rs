@@ -12,9 +12,15 @@ use super::RECONCILE_EVERY;
 use crate::serve::state::events::{self, Event, FinishStatus, JobProfile};
 use crate::serve::state::online::Online;
 
-fn profile(job: &kubernetes::JobKey, gpus: Option<u32>, queue: Option<&str>) -> JobProfile {
+fn profile(
+    job: &kubernetes::JobKey,
+    gpus: Option<u32>,
+    queue: Option<&str>,
+    gpu_type: Option<&str>,
+) -> JobProfile {
     JobProfile {
         num_gpus: gpus.map(f64::from),
+        gpu_type: gpu_type.map(str::to_string),
         group: Some(job.namespace.clone()),
         job_name: Some(job.name.clone()),
         cluster: Some("kubernetes".into()),
@@ -31,12 +37,22 @@ fn to_event(e: &ClusterEvent) -> Event {
             time,
             gpus,
             queue,
+            gpu_type,
             ..
         } => Event::JobSubmitted {
             job_id: job.to_string(),
             at: *time,
-            profile: profile(job, *gpus, queue.as_deref()),
+            profile: profile(job, *gpus, queue.as_deref(), gpu_type.as_deref()),
             dag: None,
+        },
+        ClusterEvent::Typed {
+            job,
+            time,
+            gpu_type,
+        } => Event::JobTyped {
+            job_id: job.to_string(),
+            at: *time,
+            gpu_type: gpu_type.clone(),
         },
         ClusterEvent::Started { job, time } => Event::JobStarted {
             job_id: job.to_string(),
@@ -70,7 +86,8 @@ pub fn snapshot_event(s: &ClusterState) -> Event {
 
 /// The events of `batch` the log (as applied to `online`) does not hold yet, in order: a
 /// submit no run of the job has at that time, a start or finish of a run the log has not
-/// started or finished (or of a run submitted earlier in `batch`). Snapshots are kept.
+/// started or finished, a GPU type the unfinished run was not told yet (or any of these of a
+/// run submitted earlier in `batch`). Snapshots are kept.
 pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
     let mut new_runs: std::collections::HashSet<String> = std::collections::HashSet::new();
     batch
@@ -98,6 +115,16 @@ pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
                 }
                 Event::JobFinished { .. } => {
                     new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
+                }
+                Event::JobTyped { gpu_type, .. } => {
+                    new_runs.contains(id)
+                        || current.is_none_or(|j| {
+                            let told = j
+                                .gpu_type
+                                .as_ref()
+                                .or(j.profile.as_ref().and_then(|p| p.gpu_type.as_ref()));
+                            j.finished_at.is_none() && told != Some(gpu_type)
+                        })
                 }
                 _ => true,
             }
@@ -160,6 +187,11 @@ mod tests {
             status: FinishStatus::Completed,
             duration: None,
         };
+        let typed = |id: &str, at: f64, t: &str| Event::JobTyped {
+            job_id: id.into(),
+            at,
+            gpu_type: t.into(),
+        };
         // the log (applied): ml/a submitted and started, ml/c's whole first run
         let mut online = Online::new(ServedModels::default());
         let logged = [
@@ -189,6 +221,9 @@ mod tests {
             start("ml/c", 210.0),
             finish("ml/c", 300.0),
             submit("ml/d", 400.0),
+            // ml/d steered twice: the second type is news only after the first
+            typed("ml/d", 410.0, "v100"),
+            typed("ml/d", 420.0, "a100"),
         ];
         let kept = unlogged(&online, seen);
         assert_eq!(
@@ -199,8 +234,26 @@ mod tests {
                 start("ml/c", 210.0),
                 finish("ml/c", 300.0),
                 submit("ml/d", 400.0),
+                typed("ml/d", 410.0, "v100"),
+                typed("ml/d", 420.0, "a100"),
             ]
         );
+        // once the log holds ml/d's submit and its latest type, neither is news
+        for (i, event) in [submit("ml/d", 400.0), typed("ml/d", 420.0, "a100")]
+            .into_iter()
+            .enumerate()
+        {
+            online.apply(&StoredEvent {
+                seq: 100 + i as i64,
+                received_at: 0.0,
+                event,
+            });
+        }
+        let again = unlogged(
+            &online,
+            vec![typed("ml/d", 420.0, "a100"), typed("ml/d", 430.0, "v100")],
+        );
+        assert_eq!(again, vec![typed("ml/d", 430.0, "v100")]);
     }
 
     #[test]
@@ -213,10 +266,16 @@ mod tests {
                 gpus: Some(8),
                 elastic: Some((4, 16)),
                 queue: Some("team-a".into()),
+                gpu_type: Some("NVIDIA-A100-SXM4-80GB".into()),
             },
             ClusterEvent::Started {
                 job: job.clone(),
                 time: 160.0,
+            },
+            ClusterEvent::Typed {
+                job: job.clone(),
+                time: 150.0,
+                gpu_type: "Tesla-V100-SXM2-32GB".into(),
             },
             ClusterEvent::Finished {
                 job: job.clone(),
@@ -236,11 +295,20 @@ mod tests {
                 assert_eq!(profile.num_gpus, Some(8.0));
                 assert_eq!(profile.group.as_deref(), Some("ml"));
                 assert_eq!(profile.queue.as_deref(), Some("team-a"));
+                assert_eq!(profile.gpu_type.as_deref(), Some("NVIDIA-A100-SXM4-80GB"));
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            out[2],
+            Event::JobTyped {
+                job_id: "ml/bert".into(),
+                at: 150.0,
+                gpu_type: "Tesla-V100-SXM2-32GB".into(),
+            }
+        );
         assert!(matches!(
-            &out[2],
+            &out[3],
             Event::JobFinished {
                 status: FinishStatus::Killed,
                 at,

@@ -23,8 +23,10 @@
 //! - Job submitted / started / finished events from the watches and a cluster snapshot every
 //!   [`RECONCILE_EVERY`] are appended to the event store, like the HTTP API's events (job ids
 //!   are `namespace/name`, `namespace/trainjob/name`, `namespace/job/name`; the Kueue queue
-//!   label is the profile's queue), so predictions learn from the live cluster; the runtime
-//!   predicted at a job's submit is what the controller plans with. Only the leader appends
+//!   label is the profile's queue, the GPU type its pod templates select the profile's type),
+//!   so predictions learn from the live cluster; a type selected after the submit (Augur's
+//!   steer, Kueue's flavor at admission) is a `job_typed` event; the job's predicted run time
+//!   (for that type) is what the controller plans with. Only the leader appends
 //!   them, and only those the log does not hold yet ([`unlogged`], after applying every event
 //!   already committed): replicas sharing one log (`--store postgres://…`) all watch, the
 //!   leader writes, a new leader ingests what the old one had not, and nothing twice.
@@ -339,7 +341,7 @@ async fn start_backend(
             .online()
             .jobs
             .get(&v.key.to_string())
-            .and_then(|j| j.runtime_at_submit.as_ref())
+            .and_then(|j| j.runtime())
             .map(|p| p.seconds)
     });
     // the loop's dry-run switch (set from --dry-run) is the one dry-run: the backend acts

@@ -1,7 +1,8 @@
 //! `GET /v1/eta`: when the queued jobs will start and end — Augur's predicted start (median
 //! and 95% bound of the queue wait predicted at submit), the scheduler's own estimate beside
 //! it where the backend has one (Slurm's expected start, `squeue --start`), and the predicted
-//! end (start plus the runtime predicted at submit). With `why=true` each job carries why it
+//! end (start plus the predicted run time, [`JobInfo::runtime`]: for the GPU type the job will
+//! get). With `why=true` each job carries why it
 //! waits ([`crate::serve::state::why`], the same reading as `GET /v1/jobs/{id}`).
 //! `augur eta` prints it.
 
@@ -46,8 +47,12 @@ pub struct JobEta {
     pub start_upper_coverage: Option<f64>,
     /// The scheduler's own expected start (Slurm's `squeue --start`), when it gave one.
     pub scheduler_start: Option<f64>,
-    /// Predicted end: the predicted start + the runtime predicted at submit.
+    /// Predicted end: the predicted start + the predicted run time (for the GPU type it will
+    /// get when one was named after its submit, else the runtime predicted at submit).
     pub end: Option<f64>,
+    /// The GPU type named after its submit (steered, a flavor assigned), when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
     /// Model versions of the queue-wait and runtime predictions.
     pub queue_wait_model: Option<u32>,
     pub runtime_model: Option<u32>,
@@ -149,7 +154,7 @@ fn job_eta(
 ) -> Option<JobEta> {
     let submit = j.submitted_at?;
     let wait = j.queue_wait_at_submit;
-    let runtime = j.runtime_at_submit;
+    let runtime = j.runtime();
     let start = model_start(submit, wait.as_ref(), now);
     Some(JobEta {
         job_id: j.job_id.clone(),
@@ -162,6 +167,7 @@ fn job_eta(
         start_upper_coverage: wait.map(|w| w.coverage),
         scheduler_start,
         end: start.zip(runtime).map(|(s, r)| s + r.seconds),
+        gpu_type: j.gpu_type.clone(),
         queue_wait_model: wait.map(|w| w.model_version),
         runtime_model: runtime.map(|r| r.model_version),
         why: None,

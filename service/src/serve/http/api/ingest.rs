@@ -135,6 +135,7 @@ fn check_order(
                 continue;
             }
             Event::JobStarted { job_id, at } => (job_id, *at, "start", None),
+            Event::JobTyped { job_id, at, .. } => (job_id, *at, "GPU type", None),
             Event::JobFinished {
                 job_id,
                 at,

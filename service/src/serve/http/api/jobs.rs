@@ -63,6 +63,10 @@ pub struct JobView {
     /// "Now" on the events' clock.
     pub now: f64,
     pub eta: Eta,
+    /// The job's predicted run time as every endpoint gives it (the write-back annotations,
+    /// `GET /v1/eta`, `eta` here): `job.runtime_on_type` when its GPU type was named after
+    /// its submit (`job.gpu_type`), else `job.runtime_at_submit`.
+    pub runtime: Option<RuntimeAnswer>,
     pub actual: Actual,
     /// "Now": the runtime answer for this job's profile at `now`, from everything ingested
     /// so far except the job's own submit and jobs submitted at `now` or later, by the model
@@ -92,9 +96,10 @@ fn phase_of(info: &JobInfo) -> Phase {
     }
 }
 
-/// The ETAs of a job in `phase` at `now`, from the predictions made at its submit.
+/// The ETAs of a job in `phase` at `now`, from the queue wait predicted at its submit and
+/// its predicted run time ([`JobInfo::runtime`]: for the GPU type it will get).
 fn eta_of(info: &JobInfo, phase: Phase, now: f64) -> Eta {
-    let runtime = info.runtime_at_submit;
+    let runtime = info.runtime();
     let wait = info.queue_wait_at_submit;
     let mut eta = Eta::default();
     match phase {
@@ -186,6 +191,7 @@ pub async fn job(
     // a job not submitted yet has no prediction; one seen only through a finish neither
     let phase = phase_of(&info);
     let eta = eta_of(&info, phase, now);
+    let runtime = info.runtime();
     let actual_wait = info
         .started_at
         .zip(info.submitted_at)
@@ -216,6 +222,7 @@ pub async fn job(
         phase,
         now,
         eta,
+        runtime,
         actual,
         runtime_now,
         why,

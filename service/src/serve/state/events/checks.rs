@@ -102,6 +102,15 @@ impl Event {
                     bounds::check_seconds(&f("duration"), *duration)?;
                 }
             }
+            Event::JobTyped {
+                job_id,
+                at,
+                gpu_type,
+            } => {
+                check_id(&f("job_id"), job_id)?;
+                check_time(&f("at"), *at)?;
+                check_id(&f("gpu_type"), gpu_type)?;
+            }
             Event::MetricPoints { job_id, points } => {
                 check_id(&f("job_id"), job_id)?;
                 if points.is_empty() || points.len() > MAX_ITEMS {

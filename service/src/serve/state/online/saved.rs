@@ -128,6 +128,8 @@ struct JobSaved<'a> {
     metric_points_total: u64,
     anomalies: Cow<'a, [String]>,
     first_seq: i64,
+    gpu_type: Option<Cow<'a, str>>,
+    runtime_on_type: Option<RuntimeSaved>,
 }
 
 impl<'a> JobSaved<'a> {
@@ -153,6 +155,8 @@ impl<'a> JobSaved<'a> {
             metric_points_total: j.metric_points_total,
             anomalies: Cow::Borrowed(&j.anomalies),
             first_seq: j.first_seq,
+            gpu_type: j.gpu_type.as_deref().map(Cow::Borrowed),
+            runtime_on_type: j.runtime_on_type.as_ref().map(RuntimeSaved::from),
         })
     }
 
@@ -183,6 +187,8 @@ impl<'a> JobSaved<'a> {
             metric_points_total: self.metric_points_total,
             anomalies: self.anomalies.into_owned(),
             first_seq: self.first_seq,
+            gpu_type: self.gpu_type.map(Cow::into_owned),
+            runtime_on_type: self.runtime_on_type.map(RuntimeAnswer::from),
         })
     }
 }
