@@ -23,7 +23,8 @@ import time
 
 TASKS = {
     "runtime": ["evaluate", "--dataset", "philly,itp,mira", "--json", "--no-report"],
-    "queue-wait": ["evaluate", "--task", "queue-wait", "--dataset", "mira,openb", "--json"],
+    "queue-wait": ["evaluate", "--task", "queue-wait", "--dataset", "mira,openb", "--json",
+                   "--hindsight"],
     "failure": ["evaluate", "--task", "failure", "--dataset", "openb,mlperf", "--json", "--no-report"],
     "convergence": ["evaluate", "--task", "convergence", "--json", "--no-report"],
     "dag": ["evaluate", "--task", "dag", "--json", "--no-report"],

@@ -305,6 +305,7 @@ fn a_reused_runtime_model_trains_the_same_queue_wait_model() {
     let run = QueueWaitRun {
         runtime: Some(&runtime),
         model_only: true,
+        hindsight: false,
     };
     let (reused, model_only) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
     let json = |p: &QueueWaitPredictor| serde_json::to_string(p).unwrap();
@@ -328,6 +329,7 @@ fn a_reused_runtime_model_trains_the_same_queue_wait_model() {
     let run = QueueWaitRun {
         runtime: Some(&small),
         model_only: true,
+        hindsight: false,
     };
     let (taken, _) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
     let rt_json = |p: &augur_predictor::RuntimePredictor| serde_json::to_string(p).unwrap();
@@ -339,6 +341,7 @@ fn a_reused_runtime_model_trains_the_same_queue_wait_model() {
     let run = QueueWaitRun {
         runtime: Some(&other),
         model_only: true,
+        hindsight: false,
     };
     let (retrained, _) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run).unwrap();
     assert_eq!(json(&retrained), json(&alone));

@@ -126,6 +126,7 @@ impl GbdtParams {
         for it in 0..self.n_trees {
             self.objective.gradients(&pred, train.y, w, &mut g, &mut h);
             let unit_hessians = h.iter().all(|&v| v == 1.0);
+            let sign_gradients = g.iter().all(|&v| v == 1.0 || v == -1.0);
             let rows = self.sample_rows(&mut rng, n);
             if rows.len() < 2 * self.min_data_in_leaf.max(1) {
                 break;
@@ -138,6 +139,7 @@ impl GbdtParams {
                 g: &g,
                 h: &h,
                 unit_hessians,
+                sign_gradients,
             };
             let fit = Residuals {
                 pred: &pred,

@@ -155,12 +155,17 @@ pub fn evaluate_queue_wait(
 }
 
 /// The evaluation of [`evaluate_queue_wait`] and the predictor it trained (for
-/// `augur train`, which saves that predictor: one training, not two).
+/// `augur train`, which saves that predictor: one training, not two). Every row, the
+/// hindsight bound's too.
 pub fn train_and_evaluate_queue_wait(
     jobs: &[JobRecord],
     trainer: &QueueWaitTrainer,
 ) -> Result<(QueueWaitPredictor, QueueWaitEvaluation), PredictorError> {
-    train_and_evaluate_queue_wait_with(jobs, trainer, QueueWaitRun::default())
+    let run = QueueWaitRun {
+        hindsight: true,
+        ..QueueWaitRun::default()
+    };
+    train_and_evaluate_queue_wait_with(jobs, trainer, run)
 }
 
 /// How [`train_and_evaluate_queue_wait_with`] trains and what it scores.
@@ -170,9 +175,12 @@ pub struct QueueWaitRun<'a> {
     /// kind's, trained beside this one), used instead of training it again; see
     /// [`QueueWaitData::build_reusing`].
     pub runtime: Option<&'a RuntimePredictor>,
-    /// Score the model's own rows only, leaving out the baselines and the hindsight bound
-    /// (five more fits): what a retrain that stores the model's metrics needs.
+    /// Score the model's own rows only, leaving out the baselines and the hindsight bound:
+    /// what a retrain that stores the model's metrics needs.
     pub model_only: bool,
+    /// Add the hindsight bound's row (five more fits, on the test period: how sharp a
+    /// bound the features allow without drift), unless `model_only`.
+    pub hindsight: bool,
 }
 
 /// [`train_and_evaluate_queue_wait`] as `run` says.
@@ -185,7 +193,12 @@ pub fn train_and_evaluate_queue_wait_with(
     let split = QueueWaitSplit::build_reusing(jobs, trainer, run.runtime)?;
     let predictor = trainer.train(&split.data, &split.train_rows)?;
     let train_s = t0.elapsed().as_secs_f64();
-    let eval = score(jobs, &split, &predictor, trainer, train_s, run.model_only)?;
+    let rows = match (run.model_only, run.hindsight) {
+        (true, _) => Rows::ModelOnly,
+        (false, false) => Rows::WithBaselines,
+        (false, true) => Rows::WithHindsight,
+    };
+    let eval = score(jobs, &split, &predictor, trainer, train_s, rows)?;
     Ok((predictor, eval))
 }
 
@@ -223,7 +236,8 @@ fn timed(mut r: WaitEvalRow, train_s: f64, predict_us: f64) -> WaitEvalRow {
 }
 
 /// Scores an already-trained `predictor` (trained by `trainer` on `split`) on the test rows
-/// beside the baselines. `train_s` is reported as the training time (features + fit).
+/// beside the baselines and the hindsight bound. `train_s` is reported as the training
+/// time (features + fit).
 pub fn score_queue_wait(
     jobs: &[JobRecord],
     split: &QueueWaitSplit,
@@ -231,18 +245,34 @@ pub fn score_queue_wait(
     trainer: &QueueWaitTrainer,
     train_s: f64,
 ) -> Result<QueueWaitEvaluation, PredictorError> {
-    score(jobs, split, predictor, trainer, train_s, false)
+    score(
+        jobs,
+        split,
+        predictor,
+        trainer,
+        train_s,
+        Rows::WithHindsight,
+    )
 }
 
-/// [`score_queue_wait`], the model's rows only when `model_only`.
+/// Which rows [`score`] computes besides the model's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    ModelOnly,
+    WithBaselines,
+    WithHindsight,
+}
+
+/// [`score_queue_wait`] with the rows `rows` says.
 fn score(
     jobs: &[JobRecord],
     split: &QueueWaitSplit,
     predictor: &QueueWaitPredictor,
     trainer: &QueueWaitTrainer,
     train_s: f64,
-    model_only: bool,
+    rows_wanted: Rows,
 ) -> Result<QueueWaitEvaluation, PredictorError> {
+    let model_only = rows_wanted == Rows::ModelOnly;
     let (data, test_rows) = (&split.data, &split.test_rows);
     let wait = |i: usize| known_wait(&jobs[i]).unwrap_or(0.0);
     let actual: Vec<f64> = test_rows.iter().map(|&i| wait(i)).collect();
@@ -322,7 +352,7 @@ fn score(
         risk_split_online = Some(m);
     }
 
-    if !model_only {
+    if rows_wanted == Rows::WithHindsight {
         let u_hind = hindsight_bounds(&tx, d, &actual, trainer)?;
         let method = "hindsight: 95% quantile trees fit on test period, 5-fold";
         let mut hind = bound_row(method, &p, &actual, bound_metrics(&u_hind, &actual));

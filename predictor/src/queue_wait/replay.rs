@@ -2,6 +2,7 @@
 //! every job's queue features at its submit, and the capacity the trace's jobs imply.
 
 use augur_datasets::JobRecord;
+use rayon::prelude::*;
 
 use super::state::{QueueEvent, QueueJob, QueueState, ResourceKind, QUEUE_FEATURES};
 use crate::metrics::quantile;
@@ -50,6 +51,11 @@ impl QueueEvent {
 /// Queue features of every job of a trace (row `i` = job `i`, `QUEUE_FEATURES.len()`
 /// columns), each taken at its submit from the state the events before it built. Jobs
 /// with a non-finite submit time get NaN rows.
+///
+/// The events are cut into stretches of about equal submits; one pass applies the events
+/// alone (cheap) and keeps a copy of the state where each stretch begins, then the
+/// stretches' features (the costly part: a forward simulation at every submit) are taken
+/// on every core, each from its copy: every job sees the state the one pass would show it.
 pub fn replay_queue_features(
     jobs: &[JobRecord],
     queue_jobs: &[QueueJob],
@@ -57,16 +63,60 @@ pub fn replay_queue_features(
 ) -> Result<Vec<f32>, PredictorError> {
     let d = QUEUE_FEATURES.len();
     let mut out = vec![f32::NAN; jobs.len() * d];
+    let events = QueueEvent::of_trace(jobs, queue_jobs);
+    let submits = events
+        .iter()
+        .filter(|e| matches!(e, QueueEvent::Submit { .. }))
+        .count();
+    let per_stretch = submits.div_ceil(REPLAY_STRETCHES).max(1);
+    // (first event, the state before it) of each stretch
+    let mut stretches: Vec<(usize, QueueState)> = Vec::with_capacity(REPLAY_STRETCHES + 1);
     let mut state = QueueState::new(capacity);
-    for e in QueueEvent::of_trace(jobs, queue_jobs) {
-        if let QueueEvent::Submit { id, job } = e {
-            let i = id as usize;
-            state.features(&job, job.submit, &mut out[i * d..(i + 1) * d])?;
+    let mut seen = 0usize;
+    for (k, e) in events.iter().enumerate() {
+        if let QueueEvent::Submit { .. } = e {
+            if seen % per_stretch == 0 {
+                stretches.push((k, state.clone()));
+            }
+            seen += 1;
         }
-        state.apply(&e)?;
+        state.apply(e)?;
+    }
+    let bounds: Vec<usize> = stretches
+        .iter()
+        .skip(1)
+        .map(|(k, _)| *k)
+        .chain([events.len()])
+        .collect();
+    let rows = stretches
+        .into_par_iter()
+        .zip(bounds)
+        .map(|((from, mut state), to)| -> Result<_, PredictorError> {
+            // the stretch's jobs and their rows, one after the other
+            let (mut ids, mut x) = (Vec::new(), Vec::new());
+            for e in &events[from..to] {
+                if let QueueEvent::Submit { id, job } = e {
+                    let at = x.len();
+                    x.resize(at + d, 0.0);
+                    state.features(job, job.submit, &mut x[at..])?;
+                    ids.push(*id as usize);
+                }
+                state.apply(e)?;
+            }
+            Ok((ids, x))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (ids, x) in rows {
+        for (i, row) in ids.into_iter().zip(x.chunks_exact(d)) {
+            out[i * d..(i + 1) * d].copy_from_slice(row);
+        }
     }
     Ok(out)
 }
+
+/// Stretches [`replay_queue_features`] cuts a trace into (more than cores, so that a
+/// stretch of long queues does not hold the others up).
+const REPLAY_STRETCHES: usize = 64;
 
 /// The capacity of the cluster seen by the jobs `rows` of a trace: the `q`-quantile of the
 /// resource in use at their submit times (run intervals of the same jobs), and at least the

@@ -68,12 +68,211 @@ impl QueueState {
     /// enough resource frees; a later job may start early if it fits now and ends before
     /// that reservation or uses only resource the head will not need). Run times under
     /// `mode`. Requests larger than the capacity are clamped to it.
+    ///
+    /// The backfill pass visits, in queue order, only the jobs that may start (found with
+    /// a [`Pending`] tree), and the running ends are a sorted list read from a moving start:
+    /// the same decisions in the same order as scanning every queued job and every end.
     pub fn simulate_wait(&self, job: &QueueJob, now: f64, mode: SimRuntime) -> f64 {
         let cap = self.capacity;
         let mut free = cap - self.busy;
         let mut ends = self.planned_ends(now, mode);
+        // the ends still to come are `ends[first..]`, soonest first
+        let mut first = 0usize;
         // (resource, run time); the new job last
-        let mut queue: Vec<(f64, f64)> = self
+        let mut queue: Vec<(f64, f64)> = Vec::with_capacity(self.queued.len() + 1);
+        queue.extend(
+            self.queued
+                .values()
+                .map(|(_, j)| (j.resource.min(cap), j.runtime(mode).max(1.0))),
+        );
+        queue.push((job.resource.min(cap), job.runtime(mode).max(1.0)));
+        let ours = queue.len() - 1;
+        let mut pending = Pending::new(&queue);
+        let mut head = 0usize;
+        let mut t = now;
+        let insert_end = |ends: &mut Vec<(f64, f64)>, first: usize, e: (f64, f64)| {
+            let pos = first + ends[first..].partition_point(|x| x.0 <= e.0);
+            ends.insert(pos, e);
+        };
+        for _ in 0..MAX_SIM_STEPS {
+            // start jobs in order while the head fits
+            while head < queue.len() {
+                if pending.started(head) {
+                    head += 1;
+                    continue;
+                }
+                let (res, rt) = queue[head];
+                if res > free {
+                    break;
+                }
+                if head == ours {
+                    return t - now;
+                }
+                free -= res;
+                pending.start(head);
+                insert_end(&mut ends, first, (t + rt, res));
+                head += 1;
+            }
+            if head >= queue.len() {
+                return t - now;
+            }
+            // reservation for the head
+            let need = queue[head].0;
+            let mut f = free;
+            let mut shadow = f64::INFINITY;
+            for &(te, res) in &ends[first..] {
+                if shadow.is_finite() && te > shadow {
+                    break;
+                }
+                f += res;
+                if shadow.is_infinite() && need <= f {
+                    // everything ending at the same instant frees too
+                    shadow = te;
+                }
+            }
+            let mut extra = if shadow.is_finite() { f - need } else { 0.0 };
+            // backfill: the queued jobs after the head that fit now and end before the
+            // reservation or use only resource the head will not need, in queue order
+            let mut from = head + 1;
+            loop {
+                if free <= 0.0 {
+                    break;
+                }
+                let Some(k) = pending.next_backfill(from, free, extra, t, shadow) else {
+                    break;
+                };
+                let (res, rt) = queue[k];
+                let ends_in_time = t + rt <= shadow;
+                if k == ours {
+                    return t - now;
+                }
+                if !ends_in_time {
+                    extra -= res;
+                }
+                free -= res;
+                pending.start(k);
+                insert_end(&mut ends, first, (t + rt, res));
+                from = k + 1;
+            }
+            // advance to the next end
+            if first == ends.len() {
+                return SIM_NEVER;
+            }
+            let next = ends[first].0;
+            t = t.max(next);
+            let n_done = ends[first..].partition_point(|x| x.0 <= t);
+            for &(_, res) in &ends[first..first + n_done] {
+                free += res;
+            }
+            first += n_done;
+            if t - now > SIM_NEVER {
+                return SIM_NEVER;
+            }
+        }
+        SIM_NEVER
+    }
+}
+
+/// The queued jobs of a forward simulation not started yet, as a tree of the smallest
+/// resource and run time under each node, so that the backfill pass finds the next job
+/// that may start without visiting those that cannot.
+struct Pending {
+    /// Leaves from `size`: (resource, run time) of each queued job, +inf once started.
+    min: Vec<(f64, f64)>,
+    size: usize,
+}
+
+impl Pending {
+    fn new(queue: &[(f64, f64)]) -> Pending {
+        let size = queue.len().next_power_of_two().max(1);
+        let mut min = vec![(f64::INFINITY, f64::INFINITY); 2 * size];
+        min[size..size + queue.len()].copy_from_slice(queue);
+        for i in (1..size).rev() {
+            min[i] = Self::join(min[2 * i], min[2 * i + 1]);
+        }
+        Pending { min, size }
+    }
+
+    fn join(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+        (a.0.min(b.0), a.1.min(b.1))
+    }
+
+    fn started(&self, k: usize) -> bool {
+        self.min[self.size + k].0 == f64::INFINITY
+    }
+
+    fn start(&mut self, k: usize) {
+        let mut i = self.size + k;
+        self.min[i] = (f64::INFINITY, f64::INFINITY);
+        while i > 1 {
+            i /= 2;
+            self.min[i] = Self::join(self.min[2 * i], self.min[2 * i + 1]);
+        }
+    }
+
+    /// Whether a job of the node's smallest resource and run time could be backfilled: a
+    /// node fails when none of its jobs fits in `free`, or none ends by `shadow` and none
+    /// fits in `extra` (addition is monotonic, so `t + rt > shadow` for the smallest run
+    /// time holds for every one). At a leaf this is the backfill rule itself, written as
+    /// the scan wrote it (a NaN `free` fits everything).
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    fn may_start(m: (f64, f64), free: f64, extra: f64, t: f64, shadow: f64) -> bool {
+        !(m.0 > free) && (t + m.1 <= shadow || m.0 <= extra)
+    }
+
+    /// The first job at or after `from`, not started, that may be backfilled now.
+    fn next_backfill(
+        &self,
+        from: usize,
+        free: f64,
+        extra: f64,
+        t: f64,
+        shadow: f64,
+    ) -> Option<usize> {
+        if from >= self.size {
+            return None;
+        }
+        let ok = |i: usize| {
+            let m = self.min[i];
+            // a started job (or an empty leaf) never starts again
+            m.0 != f64::INFINITY && Self::may_start(m, free, extra, t, shadow)
+        };
+        let mut i = self.size + from;
+        loop {
+            if ok(i) {
+                if i >= self.size {
+                    return Some(i - self.size);
+                }
+                // the leftmost child first; when it fails, its right sibling is next
+                i *= 2;
+                continue;
+            }
+            // on to the next subtree to the right: out of right children, then across
+            while i & 1 == 1 {
+                i /= 2;
+                if i <= 1 {
+                    return None;
+                }
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use augur_numeric::SplitMix64;
+
+    use super::*;
+
+    /// The simulation as a plain scan of every queued job and every end, kept to check
+    /// that the faster one takes the same decisions.
+    fn reference(state: &QueueState, job: &QueueJob, now: f64, mode: SimRuntime) -> f64 {
+        let cap = state.capacity;
+        let mut free = cap - state.busy;
+        let mut ends = state.planned_ends(now, mode);
+        // (resource, run time); the new job last
+        let mut queue: Vec<(f64, f64)> = state
             .queued
             .values()
             .map(|(_, j)| (j.resource.min(cap), j.runtime(mode).max(1.0)))
@@ -164,5 +363,63 @@ impl QueueState {
             }
         }
         SIM_NEVER
+    }
+
+    fn job(rng: &mut SplitMix64, submit: f64, whole: bool) -> QueueJob {
+        let resource = if whole {
+            (1 + rng.below(16)) as f64
+        } else {
+            0.25 * (1 + rng.below(40)) as f64
+        };
+        QueueJob {
+            submit,
+            resource,
+            requested: (rng.below(4) > 0).then(|| 60.0 * (1 + rng.below(600)) as f64),
+            predicted_runtime: 30.0 * (1 + rng.below(400)) as f64,
+            user: Some(rng.below(5) as u64),
+        }
+    }
+
+    #[test]
+    fn the_pruned_backfill_takes_the_scans_decisions_to_the_bit() {
+        let mut rng = SplitMix64(11);
+        let mut checked = 0usize;
+        let mut waited = 0usize;
+        for round in 0..300 {
+            let whole = round % 2 == 0;
+            let capacity = (8 + rng.below(120)) as f64;
+            let mut s = QueueState::new(capacity);
+            let mut now = 0.0;
+            let (mut queued, mut running): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+            for id in 0..(20 + rng.below(400)) as u64 {
+                now += rng.below(120) as f64;
+                let j = job(&mut rng, now, whole);
+                for mode in [SimRuntime::Predicted, SimRuntime::Requested] {
+                    let (fast, slow) =
+                        (s.simulate_wait(&j, now, mode), reference(&s, &j, now, mode));
+                    assert_eq!(fast.to_bits(), slow.to_bits(), "round {round} job {id}");
+                    checked += 1;
+                    waited += usize::from(fast > 0.0);
+                }
+                s.submit(id, j).unwrap();
+                queued.push(id);
+                // start some queued jobs (not always in order, as backfill does), end some
+                // running ones
+                while !queued.is_empty() && rng.below(3) == 0 {
+                    let k = rng.below(queued.len().min(4));
+                    let q = queued.remove(k);
+                    s.start(q, now).unwrap();
+                    running.push(q);
+                }
+                while !running.is_empty() && rng.below(4) == 0 {
+                    let r = running.swap_remove(rng.below(running.len()));
+                    s.end(r, now).unwrap();
+                }
+            }
+        }
+        assert!(
+            checked > 50_000 && waited > checked / 4,
+            "{checked} checked, {waited} waited"
+        );
     }
 }

@@ -337,6 +337,10 @@ pub struct EvaluateArgs {
     /// so that it takes at least 600 steps; early stopping may end sooner) for a quick run.
     #[arg(long)]
     pub epochs: Option<usize>,
+    /// `--task queue-wait`: also fit the hindsight row, a 95% bound fitted on the test
+    /// period itself (5 more fits): how sharp a bound the features allow without drift.
+    #[arg(long)]
+    pub hindsight: bool,
 }
 
 /// The predictor `augur evaluate` measures.

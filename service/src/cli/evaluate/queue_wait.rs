@@ -2,7 +2,9 @@
 //! shared split (time-ordered 80/20 by submit time), with the team's LightGBM peer rows.
 
 use anyhow::Context;
-use augur_predictor::{evaluate_queue_wait, QueueWaitEvaluation, WaitEvalRow, WaitMetrics};
+use augur_predictor::{
+    train_and_evaluate_queue_wait_with, QueueWaitEvaluation, QueueWaitRun, WaitEvalRow, WaitMetrics,
+};
 use serde::Serialize;
 
 use crate::cli::trace::load_inputs;
@@ -68,7 +70,11 @@ pub fn run(args: &EvaluateArgs) -> anyhow::Result<()> {
     )?;
     let trainer = trainers::queue_wait(args.trees);
     for (name, jobs) in inputs {
-        let eval = evaluate_queue_wait(&jobs, &trainer)
+        let run = QueueWaitRun {
+            hindsight: args.hindsight,
+            ..QueueWaitRun::default()
+        };
+        let (_, eval) = train_and_evaluate_queue_wait_with(&jobs, &trainer, run)
             .with_context(|| format!("evaluating queue wait on {name}"))?;
         let peer_rows = peers(&name);
         if args.json {

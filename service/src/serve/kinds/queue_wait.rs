@@ -55,6 +55,7 @@ impl ServedKind for QueueWait {
         let qrun = QueueWaitRun {
             runtime,
             model_only: true,
+            hindsight: false,
         };
         let (predictor, eval) = match train_and_evaluate_queue_wait_with(run.jobs, &qtrainer, qrun)
         {
