@@ -1,7 +1,7 @@
 //! The cluster's queue as a state fed by events (`submit`, `start`, `end`): queued and
-//! running jobs, capacity, the waits of started jobs (also per partition), per-user counts and recent
-//! submissions. What it derives from them lives beside it: the forward simulation
-//! (`simulate.rs`) and the queue features (`features.rs`).
+//! running jobs, capacity, the waits of started jobs (also per partition), per-user counts
+//! and recent submissions. What it derives from them lives beside it: the forward
+//! simulation (`simulate.rs`) and the queue features (`features.rs`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
