@@ -103,7 +103,7 @@ pub fn selected_type(kind: JobKind, obj: &Value, label: &str) -> Option<String> 
         .iter()
         .filter_map(|p| obj.pointer(&selector_ptr(p, label)).and_then(Value::as_str));
     match kind {
-        JobKind::TrainJob => found.last(),
+        JobKind::TrainJob => found.next_back(),
         _ => found.next(),
     }
     .map(str::to_string)
