@@ -6,6 +6,7 @@ use augur_models::{AnyModel, Matrix, Predict};
 use serde::{Deserialize, Serialize};
 
 use crate::calibration::ConformalWindow;
+use crate::feature_rows::with_row_buffer;
 use crate::PredictorError;
 
 /// A runtime prediction: point estimate and interval, in seconds.
@@ -55,6 +56,38 @@ pub struct RuntimeMember {
     pub weight: f64,
 }
 
+/// A per-job choice between the ensemble's point and a [`BaseMargin`] (the best history
+/// median available): where a key's run times are bimodal (jobs that stop within minutes and
+/// jobs that run for hours), the median-seeking ensemble can land between the modes, within
+/// 2x of neither, while the history median sits in one of them. A log-loss model on the
+/// features and the gap between the two (ln ensemble − ln base, the last column of its rows)
+/// says which of the two lands within 2x of the run time where only one does; the base is
+/// taken where its log-odds are positive. Fitted on the validation slice by
+/// [`RuntimeTrainer`](super::RuntimeTrainer).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PointChoice {
+    pub margin: BaseMargin,
+    pub model: AnyModel,
+}
+
+impl PointChoice {
+    /// The chosen point (ln seconds) for `features` given the ensemble's `point`: the base
+    /// or the point.
+    pub fn choose(&self, features: &[f32], point: f64) -> f64 {
+        let base = self.margin.of(features);
+        let take_base = with_row_buffer(features.len() + 1, |row| {
+            row[..features.len()].copy_from_slice(features);
+            row[features.len()] = (point - base) as f32;
+            self.model.predict_row(row) > 0.0
+        });
+        if take_base {
+            base
+        } else {
+            point
+        }
+    }
+}
+
 /// A trained runtime predictor: feature schema, a weighted ensemble of models on ln seconds,
 /// and the interval offsets.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +105,10 @@ pub struct RuntimePredictor {
     /// saved before they were recorded).
     #[serde(default)]
     pub training_ranges: TrainingRanges,
+    /// The per-job choice between the ensemble and its base, when the validation slice
+    /// showed it lands within 2x more often (absent in a model saved before it existed).
+    #[serde(default)]
+    pub choice: Option<PointChoice>,
 }
 
 /// How long past its time limit a job may still run before the scheduler has it killed
@@ -106,13 +143,18 @@ impl RuntimePrediction {
 impl RuntimePredictor {
     /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
     pub fn predict_log(&self, features: &[f32]) -> f64 {
-        self.members
+        let point = self
+            .members
             .iter()
             .map(|m| {
                 let base = m.margin.as_ref().map_or(0.0, |b| b.of(features));
                 m.weight * (base + m.model.predict_row(features))
             })
-            .sum()
+            .sum();
+        match &self.choice {
+            Some(c) => c.choose(features, point),
+            None => point,
+        }
     }
 
     /// Point estimates in ln seconds for every row of `x`.
@@ -124,6 +166,11 @@ impl RuntimePredictor {
             for (i, (o, t)) in out.iter_mut().zip(&tmp).enumerate() {
                 let base = m.margin.as_ref().map_or(0.0, |b| b.of(x.row(i)));
                 *o += m.weight * (base + t);
+            }
+        }
+        if let Some(c) = &self.choice {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = c.choose(x.row(i), *o);
             }
         }
         Ok(out)
