@@ -75,7 +75,7 @@ pub fn replay_queue_features(
     let mut seen = 0usize;
     for (k, e) in events.iter().enumerate() {
         if let QueueEvent::Submit { .. } = e {
-            if seen % per_stretch == 0 {
+            if seen.is_multiple_of(per_stretch) {
                 stretches.push((k, state.clone()));
             }
             seen += 1;
