@@ -451,3 +451,51 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
     assert_eq!(start(&blind, 1), Some(0.0));
     assert!((start(&blind, 0).unwrap() - 4000.0 / 1.2).abs() < 1e-6);
 }
+
+#[test]
+fn the_live_knobs_choose_types_but_never_move_or_suspend_a_job() {
+    use augur_autoscaler::{ElasticController, ElasticParams, ScalingModel};
+    // the scenario where the simulator's type-aware knobs move jobs 1 and 2 to the v100
+    let classes = vec![AffinityClass {
+        name: "steep".into(),
+        speeds: vec![1.0, 8.0],
+    }];
+    let jobs = vec![
+        job(0, 0.0, 8000.0, 8),
+        job(1, 10.0, 80_000.0, 8),
+        job(2, 2000.0, 16_000.0, 8),
+    ];
+    let live = ElasticParams::live();
+    assert!(live.type_aware && live.max_migrations == 0 && live.preempt_factor.is_none());
+    assert!(!live.may_suspend() && ElasticParams::default().may_suspend());
+    let mut p = ElasticController::new(live, ScalingModel::default());
+    let res = Simulator::new(jobs, mixed(classes, vec![0, 0, 0]))
+        .unwrap()
+        .run(&mut p);
+    assert!(
+        res.decisions
+            .iter()
+            .all(|d| !matches!(d.decision.action, Action::Suspend { .. })
+                && !matches!(d.decision.reason, Reason::Migrated { .. })),
+        "{:?}",
+        res.decisions
+    );
+    // every admission still names the type it chose: job 0 the free v100, job 1 the k80 (the
+    // v100 busy), job 2 the v100 freed by job 0, while job 1 stays where it started
+    let admitted: Vec<(JobId, Option<u16>)> = res
+        .decisions
+        .iter()
+        .filter_map(|d| match d.decision.action {
+            Action::Admit { job, gpu_type, .. } => Some((job, gpu_type)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        admitted,
+        vec![
+            (JobId(0), Some(1)),
+            (JobId(1), Some(0)),
+            (JobId(2), Some(1))
+        ]
+    );
+}

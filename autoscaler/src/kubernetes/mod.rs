@@ -72,8 +72,8 @@ pub use events::{ClusterEvent, EventSink, Lifecycle, Outcome};
 pub use kinds::{JobKind, QUEUE_LABEL};
 pub use lease::{LeaderElector, LeaderGate, LeaseConfig};
 pub use objects::{
-    JobFacts, JobKey, JobState, JobView, ObserveConfig, RuntimeHint, CHECKPOINT_ANNOTATION,
-    PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
+    JobFacts, JobKey, JobState, JobView, ObserveConfig, RuntimeHint, SpeedHint, TypeSpeeds,
+    CHECKPOINT_ANNOTATION, PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
 };
 pub use safety::Safety;
 pub use steer::{GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};
