@@ -30,12 +30,20 @@ async fn start() -> FakeApi {
         BATCH_JOBS,
         batch_job("ml", "q", 2, Some(2), 1, Some("team-a"), T0 - 5.0),
     );
-    let mut p = pytorchjob("ml", "p", 2, 1, Some((1, 4)), T0 - 4.0);
-    p["spec"]["runPolicy"] = json!({ "suspend": true });
+    let mut p = suspended_pytorchjob("p", 2, T0 - 4.0);
+    p["spec"]["elasticPolicy"] =
+        json!({ "minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d" });
     p["spec"]["pytorchReplicaSpecs"]["Master"] = p["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
     p["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = json!(1);
     api.put(JOBS, p);
     api
+}
+
+/// PyTorchJob `ml/{name}` of `workers` one-GPU workers, held suspended (`runPolicy.suspend`).
+fn suspended_pytorchjob(name: &str, workers: u32, created: f64) -> Value {
+    let mut j = pytorchjob("ml", name, workers, 1, None, created);
+    j["spec"]["runPolicy"] = json!({ "suspend": true });
+    j
 }
 
 /// Admit `job` with `workers` on GPU type `t`, for a type-gain reason.
@@ -347,9 +355,11 @@ async fn two_types() -> FakeApi {
     let api = FakeApi::start(&[]).await;
     api.put(NODES, node("k80-0", 8, K80, "a", true));
     api.put(NODES, node("v100-0", 4, V100, "a", true));
-    for (name, predicted, created) in [("a3c-agent", 3600, T0 - 10.0), ("cyclegan-train", 36000, T0 - 5.0)] {
-        let mut j = pytorchjob("ml", name, 4, 1, None, created);
-        j["spec"]["runPolicy"] = json!({ "suspend": true });
+    for (name, predicted, created) in [
+        ("a3c-agent", 3600, T0 - 10.0),
+        ("cyclegan-train", 36000, T0 - 5.0),
+    ] {
+        let mut j = suspended_pytorchjob(name, 4, created);
         j["metadata"]["annotations"] =
             json!({ "augur.dev/predicted-runtime-s": predicted.to_string() });
         api.put(JOBS, j);
@@ -377,7 +387,10 @@ fn reshaper_speeds() -> augur_autoscaler::kubernetes::SpeedHint {
         };
         TypeSpeeds {
             typical: speeds(None),
-            jobs: views.iter().map(|v| Some(speeds(Some(&v.key.name)))).collect(),
+            jobs: views
+                .iter()
+                .map(|v| Some(speeds(Some(&v.key.name))))
+                .collect(),
         }
     })
 }
@@ -446,14 +459,28 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
     assert_eq!(
         decided(&l),
         vec![
-            ("a3c-agent".to_string(), "admit", Some(K80.to_string()), "type_gain"),
-            ("cyclegan-train".to_string(), "admit", Some(V100.to_string()), "type_gain"),
+            (
+                "a3c-agent".to_string(),
+                "admit",
+                Some(K80.to_string()),
+                "type_gain"
+            ),
+            (
+                "cyclegan-train".to_string(),
+                "admit",
+                Some(V100.to_string()),
+                "type_gain"
+            ),
         ]
     );
     let sent = patches(&api);
     assert_eq!(sent.len(), 2, "{sent:?}");
-    let selector = |t: &str| json!({ "Worker": { "template": { "spec": { "nodeSelector": { LABEL: t } } } } });
-    assert_eq!(sent[0].path, "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a3c-agent");
+    let selector =
+        |t: &str| json!({ "Worker": { "template": { "spec": { "nodeSelector": { LABEL: t } } } } });
+    assert_eq!(
+        sent[0].path,
+        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a3c-agent"
+    );
     assert_eq!(
         sent[0].body.clone().expect("body"),
         json!({
@@ -464,7 +491,10 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
             "spec": { "pytorchReplicaSpecs": selector(K80) },
         })
     );
-    assert_eq!(sent[1].path, "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/cyclegan-train");
+    assert_eq!(
+        sent[1].path,
+        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/cyclegan-train"
+    );
     assert_eq!(
         sent[1].body.clone().expect("body"),
         json!({
@@ -476,10 +506,17 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
         })
     );
     // nothing but the two steers was written: no suspend, no resume, no scale
-    let writes: Vec<_> = api.requests().into_iter().filter(|r| r.method != "GET").collect();
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
     assert_eq!(writes.len(), 2, "{writes:?}");
     for name in ["a3c-agent", "cyclegan-train"] {
-        assert_eq!(api.get(JOBS, "ml", name).unwrap()["spec"]["runPolicy"]["suspend"], json!(true));
+        assert_eq!(
+            api.get(JOBS, "ml", name).unwrap()["spec"]["runPolicy"]["suspend"],
+            json!(true)
+        );
     }
 
     // the next decisions (the jobs still wait for their queue) keep each on its type and
@@ -490,12 +527,34 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
         let report = l.step(std::time::Duration::from_secs(20)).await;
         assert!(report.error.is_none(), "{report:?}");
     }
-    let writes: Vec<_> = api.requests().into_iter().filter(|r| r.method != "GET").collect();
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
     assert!(writes.is_empty(), "{writes:?}");
     let last: Vec<_> = decided(&l).into_iter().rev().take(2).collect();
-    assert!(last.contains(&("a3c-agent".to_string(), "admit", Some(K80.to_string()), "type_gain")), "{last:?}");
-    assert!(last.contains(&("cyclegan-train".to_string(), "admit", Some(V100.to_string()), "type_gain")), "{last:?}");
-    assert!(l.decisions().all(|d| d.error.is_none() && d.decision.action.name() == "admit"));
+    assert!(
+        last.contains(&(
+            "a3c-agent".to_string(),
+            "admit",
+            Some(K80.to_string()),
+            "type_gain"
+        )),
+        "{last:?}"
+    );
+    assert!(
+        last.contains(&(
+            "cyclegan-train".to_string(),
+            "admit",
+            Some(V100.to_string()),
+            "type_gain"
+        )),
+        "{last:?}"
+    );
+    assert!(l
+        .decisions()
+        .all(|d| d.error.is_none() && d.decision.action.name() == "admit"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -510,11 +569,25 @@ async fn the_live_controller_in_dry_run_chooses_the_same_types_and_writes_nothin
     assert_eq!(
         got[..2],
         [
-            ("a3c-agent".to_string(), "admit", Some(K80.to_string()), "type_gain"),
-            ("cyclegan-train".to_string(), "admit", Some(V100.to_string()), "type_gain"),
+            (
+                "a3c-agent".to_string(),
+                "admit",
+                Some(K80.to_string()),
+                "type_gain"
+            ),
+            (
+                "cyclegan-train".to_string(),
+                "admit",
+                Some(V100.to_string()),
+                "type_gain"
+            ),
         ]
     );
-    let writes: Vec<_> = api.requests().into_iter().filter(|r| r.method != "GET").collect();
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
     assert!(writes.is_empty(), "dry-run wrote: {writes:?}");
     assert!(l.backend().steers().is_empty());
 }
@@ -539,7 +612,11 @@ async fn without_known_speeds_or_a_second_type_no_queued_job_is_steered() {
     );
     api.clear_requests();
     l.step(std::time::Duration::from_secs(1)).await;
-    assert!(decided(&l).iter().all(|d| d.2.is_none()), "{:?}", decided(&l));
+    assert!(
+        decided(&l).iter().all(|d| d.2.is_none()),
+        "{:?}",
+        decided(&l)
+    );
     assert!(patches(&api).is_empty());
 
     // speeds known, but one GPU type only
@@ -547,6 +624,10 @@ async fn without_known_speeds_or_a_second_type_no_queued_job_is_steered() {
     api.put(NODES, node("v100-0", 4, K80, "a", true));
     let mut l = live_loop(&api, false).await;
     l.step(std::time::Duration::from_secs(1)).await;
-    assert!(decided(&l).iter().all(|d| d.2.is_none()), "{:?}", decided(&l));
+    assert!(
+        decided(&l).iter().all(|d| d.2.is_none()),
+        "{:?}",
+        decided(&l)
+    );
     assert!(patches(&api).is_empty());
 }

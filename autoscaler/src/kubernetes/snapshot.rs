@@ -119,7 +119,14 @@ pub fn build_snapshot(
             || bound.get(&v.key).is_none_or(Vec::is_empty);
         let own = speeds.get(k).and_then(Option::as_ref);
         let open = labelled >= 2 && own.is_some();
-        let (id, f) = add_job(&mut snap, v, (queued, open), bound.get(&v.key), memory, hints);
+        let (id, f) = add_job(
+            &mut snap,
+            v,
+            (queued, open),
+            bound.get(&v.key),
+            memory,
+            hints,
+        );
         if let Some(s) = own {
             classes.add(id, s);
         }
@@ -489,7 +496,13 @@ mod tests {
             ..Default::default()
         };
         let mut mem = JobMemory::default();
-        let (s, facts) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, Hints::default());
+        let (s, facts) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         let free: Vec<(u32, bool)> = s.nodes.iter().map(|n| (n.free, n.healthy)).collect();
         assert_eq!(free, vec![(0, true), (0, true), (0, false), (0, false)]);
         let r = &s.running[0];
@@ -508,7 +521,13 @@ mod tests {
         assert!(!q.elastic(), "only maxReplicas: observed, never scaled");
         assert_eq!(facts[&q.id].bounds, None);
         // ids are stable across snapshots and not reused after a job is gone
-        let (s2, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, Hints::default());
+        let (s2, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert_eq!(s2.running[0].id, r.id);
         let objs = Objects {
             nodes: &nodes,
@@ -516,7 +535,13 @@ mod tests {
             jobs: &jobs[1..],
             ..Default::default()
         };
-        let (s3, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, Hints::default());
+        let (s3, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert_eq!(s3.queued[0].id, q.id);
         let objs = Objects {
             nodes: &nodes,
@@ -524,7 +549,13 @@ mod tests {
             jobs: &jobs,
             ..Default::default()
         };
-        let (s4, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, Hints::default());
+        let (s4, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert!(
             s4.running[0].id.0 > q.id.0,
             "a job seen again gets a new id"

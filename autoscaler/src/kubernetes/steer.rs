@@ -30,10 +30,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Map, Value};
 
 use super::backend::{KubeBackend, SteerRecord};
-use super::snapshot::UNKNOWN_GPU_TYPE;
 use super::kinds::JobKind;
 use super::objects::JobState;
 use super::safety::{into_error, with_timeout, Failure};
+use super::snapshot::UNKNOWN_GPU_TYPE;
 use crate::cluster::JobId;
 use crate::decision::Reason;
 use crate::error::{BackendError, ErrorKind};

@@ -335,8 +335,7 @@ pub struct TypeHistory {
 impl TypeHistory {
     /// Reads the held jobs once.
     pub fn of(online: &Online) -> TypeHistory {
-        let mut counts: std::collections::BTreeMap<&str, usize> =
-            std::collections::BTreeMap::new();
+        let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
         let mut known = std::collections::BTreeSet::new();
         for j in online
             .jobs
@@ -440,7 +439,11 @@ impl TypeHistory {
     /// is predicted for the usual type ([`Reshaper::ratio`] without a name, as
     /// [`runtime_on_type`] uses it for such a job). `None` when no held job named a type
     /// (nothing says which type the run times are for) or without the scaling data.
-    pub fn typical_speeds(&self, reshaper: Option<&Reshaper>, types: &[String]) -> Option<Vec<f64>> {
+    pub fn typical_speeds(
+        &self,
+        reshaper: Option<&Reshaper>,
+        types: &[String],
+    ) -> Option<Vec<f64>> {
         let (reshaper, from) = (reshaper?, self.usual.clone()?);
         let speeds: Vec<f64> = types
             .iter()
@@ -454,7 +457,10 @@ impl TypeHistory {
                 1.0 / r.ratio
             })
             .collect();
-        speeds.iter().all(|s| s.is_finite() && *s > 0.0).then_some(speeds)
+        speeds
+            .iter()
+            .all(|s| s.is_finite() && *s > 0.0)
+            .then_some(speeds)
     }
 }
 

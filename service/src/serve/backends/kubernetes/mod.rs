@@ -360,9 +360,7 @@ async fn start_backend(
         let history = TypeHistory::of(&online);
         let at = online.now();
         TypeSpeeds {
-            typical: history
-                .typical_speeds(reshaper, types)
-                .unwrap_or_default(),
+            typical: history.typical_speeds(reshaper, types).unwrap_or_default(),
             jobs: views
                 .iter()
                 .map(|v| history.speeds(&online, reshaper, &v.key.to_string(), types, at))
