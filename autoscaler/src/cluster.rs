@@ -131,6 +131,12 @@ pub struct QueuedJob {
     pub predicted_runtime: Option<f64>,
     /// Oracle only (see [`RunningJob::oracle_remaining_s`]).
     pub oracle_remaining_s: Option<f64>,
+    /// The GPU type it is bound to already (its pods select it), when the backend knows.
+    pub gpu_type: Option<u16>,
+    /// A type-aware policy may choose its GPU type. `false` when the backend cannot steer it
+    /// (its pods are the scheduler's, or it selects a type already: it goes there, or, with no
+    /// type, wherever it fits) or nothing measured says which type suits it.
+    pub type_open: bool,
 }
 
 impl QueuedJob {

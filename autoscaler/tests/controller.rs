@@ -41,6 +41,8 @@ impl ClusterBackend for Mock {
             progress_s: None,
             predicted_runtime: None,
             oracle_remaining_s: None,
+            gpu_type: None,
+            type_open: true,
         };
         std::future::ready(Ok(ClusterState {
             time: 100.0,

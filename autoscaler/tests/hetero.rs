@@ -23,11 +23,23 @@ fn job(row: usize, submit: f64, duration: f64, gpus: u32) -> SimJob {
 
 /// 16 GPUs: one 8-GPU node of each of `k80` (reference) and `v100`, both in one rack.
 fn mixed(classes: Vec<AffinityClass>, job_class: Vec<u16>) -> SimConfig {
+    two_types(16, 1.0, classes, job_class)
+}
+
+/// `gpus` GPUs in 8-GPU nodes of `k80` (nominal speed 1, weighted `k80_weight` against the
+/// `v100`'s 1 in the split; 0: none) and `v100` (nominal 4), no elastic jobs, each job of
+/// `job_class` running at its class's speeds.
+fn two_types(
+    gpus: u32,
+    k80_weight: f64,
+    classes: Vec<AffinityClass>,
+    job_class: Vec<u16>,
+) -> SimConfig {
     let types = [
-        ("k80".to_string(), 1.0, 1.0),
+        ("k80".to_string(), 1.0, k80_weight),
         ("v100".to_string(), 4.0, 1.0),
     ];
-    let mut c = SimConfig::new(ClusterSpec::heterogeneous(16, 8, 4, &types).unwrap());
+    let mut c = SimConfig::new(ClusterSpec::heterogeneous(gpus, 8, 4, &types).unwrap());
     c.elastic.share = 0.0;
     c.affinity = Some(TypeAffinity { classes, job_class });
     c
@@ -413,10 +425,6 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
     // only v100s (8 GPUs): one 8-GPU job at a time. `steep` needs 16 000 s on the reference
     // type but 2000 s here; `flat` needs 4000 s there and 3333 s here: on its type, steep is
     // the shorter, so it goes first (type-blind, the reference times put flat first)
-    let types = [
-        ("k80".to_string(), 1.0, 0.0),
-        ("v100".to_string(), 4.0, 1.0),
-    ];
     let classes = vec![
         AffinityClass {
             name: "steep".into(),
@@ -427,15 +435,7 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
             speeds: vec![1.0, 1.2],
         },
     ];
-    let cfg = || {
-        let mut c = SimConfig::new(ClusterSpec::heterogeneous(8, 8, 4, &types).unwrap());
-        c.elastic.share = 0.0;
-        c.affinity = Some(TypeAffinity {
-            classes: classes.clone(),
-            job_class: vec![0, 1],
-        });
-        c
-    };
+    let cfg = || two_types(8, 0.0, classes.clone(), vec![0, 1]);
     let jobs = vec![job(0, 0.0, 16_000.0, 8), job(1, 0.0, 4000.0, 8)];
     let run = |name: &str| {
         let mut p = by_name(name, Default::default()).unwrap();
@@ -450,4 +450,52 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
     let blind = run("elastic");
     assert_eq!(start(&blind, 1), Some(0.0));
     assert!((start(&blind, 0).unwrap() - 4000.0 / 1.2).abs() < 1e-6);
+}
+
+#[test]
+fn the_live_knobs_choose_types_but_never_move_or_suspend_a_job() {
+    use augur_autoscaler::{ElasticController, ElasticParams, ScalingModel};
+    // the scenario where the simulator's type-aware knobs move jobs 1 and 2 to the v100
+    let classes = vec![AffinityClass {
+        name: "steep".into(),
+        speeds: vec![1.0, 8.0],
+    }];
+    let jobs = vec![
+        job(0, 0.0, 8000.0, 8),
+        job(1, 10.0, 80_000.0, 8),
+        job(2, 2000.0, 16_000.0, 8),
+    ];
+    let live = ElasticParams::live();
+    assert!(live.type_aware && live.max_migrations == 0 && live.preempt_factor.is_none());
+    assert!(!live.may_suspend() && ElasticParams::default().may_suspend());
+    let mut p = ElasticController::new(live, ScalingModel::default());
+    let res = Simulator::new(jobs, mixed(classes, vec![0, 0, 0]))
+        .unwrap()
+        .run(&mut p);
+    assert!(
+        res.decisions
+            .iter()
+            .all(|d| !matches!(d.decision.action, Action::Suspend { .. })
+                && !matches!(d.decision.reason, Reason::Migrated { .. })),
+        "{:?}",
+        res.decisions
+    );
+    // every admission still names the type it chose: job 0 the free v100, job 1 the k80 (the
+    // v100 busy), job 2 the v100 freed by job 0, while job 1 stays where it started
+    let admitted: Vec<(JobId, Option<u16>)> = res
+        .decisions
+        .iter()
+        .filter_map(|d| match d.decision.action {
+            Action::Admit { job, gpu_type, .. } => Some((job, gpu_type)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        admitted,
+        vec![
+            (JobId(0), Some(1)),
+            (JobId(1), Some(0)),
+            (JobId(2), Some(1))
+        ]
+    );
 }

@@ -30,12 +30,20 @@ async fn start() -> FakeApi {
         BATCH_JOBS,
         batch_job("ml", "q", 2, Some(2), 1, Some("team-a"), T0 - 5.0),
     );
-    let mut p = pytorchjob("ml", "p", 2, 1, Some((1, 4)), T0 - 4.0);
-    p["spec"]["runPolicy"] = json!({ "suspend": true });
+    let mut p = suspended_pytorchjob("p", 2, T0 - 4.0);
+    p["spec"]["elasticPolicy"] =
+        json!({ "minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d" });
     p["spec"]["pytorchReplicaSpecs"]["Master"] = p["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
     p["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = json!(1);
     api.put(JOBS, p);
     api
+}
+
+/// PyTorchJob `ml/{name}` of `workers` one-GPU workers, held suspended (`runPolicy.suspend`).
+fn suspended_pytorchjob(name: &str, workers: u32, created: f64) -> Value {
+    let mut j = pytorchjob("ml", name, workers, 1, None, created);
+    j["spec"]["runPolicy"] = json!({ "suspend": true });
+    j
 }
 
 /// Admit `job` with `workers` on GPU type `t`, for a type-gain reason.
@@ -55,8 +63,8 @@ fn admit_on(job: JobId, workers: u32, t: u16) -> Decision {
     }
 }
 
-const REASON: &str =
-    r#"{"reason":"type_gain","gpu_type":1,"speed":6.0,"gain":1.5,"step":"shortest_predicted"}"#;
+/// The reason written (no speeds hook: every job runs at its type's nominal speed, 1).
+const REASON: &str = "Tesla-V100-SXM2-32GB: as fast as NVIDIA-A100-SXM4-80GB for this job (gain 1.50 over the type's typical speed; admitted as shortest_predicted)";
 
 fn v100(s: &augur_autoscaler::ClusterState) -> u16 {
     s.gpu_types.iter().position(|t| t.name == V100).unwrap() as u16
@@ -334,4 +342,292 @@ async fn trainjobs_pinned_or_with_active_pods_are_refused_and_dry_run_writes_not
     assert!(patches(&api).is_empty());
     assert_eq!(b.steers().len(), 1);
     assert!(b.steers()[0].dry_run);
+}
+
+// ---- the live controller choosing the type ----
+
+const K80: &str = "Tesla-K80";
+
+/// A cluster of two GPU types, a 4-GPU V100 node and an 8-GPU K80 node, and two suspended
+/// PyTorchJobs of 4 one-GPU workers: `a3c-agent` (its model gains 2.1x on a V100, predicted
+/// 1 h) and `cyclegan-train` (8.8x, predicted 10 h). Only one fits on the V100.
+async fn two_types() -> FakeApi {
+    let api = FakeApi::start(&[]).await;
+    api.put(NODES, node("k80-0", 8, K80, "a", true));
+    api.put(NODES, node("v100-0", 4, V100, "a", true));
+    for (name, predicted, created) in [
+        ("a3c-agent", 3600, T0 - 10.0),
+        ("cyclegan-train", 36000, T0 - 5.0),
+    ] {
+        let mut j = suspended_pytorchjob(name, 4, created);
+        j["metadata"]["annotations"] =
+            json!({ "augur.dev/predicted-runtime-s": predicted.to_string() });
+        api.put(JOBS, j);
+    }
+    api
+}
+
+/// Speeds as the service gives them, from the measured scaling ([`Reshaper::ratio`]) with
+/// the run times predicted for the K80: a job's own by its name, a type's typical one for no
+/// name.
+fn reshaper_speeds() -> augur_autoscaler::kubernetes::SpeedHint {
+    use augur_autoscaler::kubernetes::{JobView, TypeSpeeds};
+    use augur_autoscaler::scaling::reshape::{Reshaper, Shape};
+    let r = std::sync::Arc::new(Reshaper::bundled().expect("the bundled scaling data"));
+    let shape = |t: &str| Shape {
+        gpus: 1.0,
+        gpu_type: Some(t.to_string()),
+    };
+    std::sync::Arc::new(move |types: &[String], views: &[&JobView]| {
+        let speeds = |name: Option<&str>| -> Vec<f64> {
+            types
+                .iter()
+                .map(|t| 1.0 / r.ratio(name, &shape(K80), &shape(t), &[]).ratio)
+                .collect()
+        };
+        TypeSpeeds {
+            typical: speeds(None),
+            jobs: views
+                .iter()
+                .map(|v| Some(speeds(Some(&v.key.name))))
+                .collect(),
+        }
+    })
+}
+
+/// The live loop (the knobs `augur serve --backend kubernetes` runs) over a backend on `api`
+/// with the speeds hook.
+async fn live_loop(
+    api: &FakeApi,
+    dry_run: bool,
+) -> augur_autoscaler::live::LiveLoop<KubeBackend, augur_autoscaler::ElasticController> {
+    use augur_autoscaler::live::{LiveConfig, LiveLoop};
+    use augur_autoscaler::{ElasticController, ElasticParams, ScalingModel};
+    let clock = VClock::new(T0 + 100.0);
+    let hooks = Hooks {
+        type_speeds: Some(reshaper_speeds()),
+        ..Hooks::default()
+    };
+    let b = backend(api, &clock, fast_safety(), hooks).await;
+    api.clear_requests();
+    let mut l = LiveLoop::new(
+        b,
+        ElasticController::new(ElasticParams::live(), ScalingModel::default()),
+        LiveConfig {
+            decisions_kept: 100,
+            history_kept: 10,
+            history_every_s: 15.0,
+        },
+    );
+    l.set_dry_run(dry_run);
+    l
+}
+
+/// The decisions of the loop: (job name, action, GPU type named, reason name).
+fn decided(
+    l: &augur_autoscaler::live::LiveLoop<KubeBackend, augur_autoscaler::ElasticController>,
+) -> Vec<(String, &'static str, Option<String>, &'static str)> {
+    let b = l.backend();
+    // the snapshot's types in the order of their first node by name
+    let types = [K80.to_string(), V100.to_string()];
+    l.decisions()
+        .map(|d| {
+            let a = d.decision.action;
+            let t = match a {
+                Action::Admit { gpu_type, .. } => gpu_type.map(|t| types[usize::from(t)].clone()),
+                _ => None,
+            };
+            let name = b.job_key(a.job()).map_or(String::new(), |k| k.name.clone());
+            (name, a.name(), t, d.decision.reason.name())
+        })
+        .collect()
+}
+
+const A3C_REASON: &str = "Tesla-K80: 2.1x slower than Tesla-V100-SXM2-32GB for this job (gain 1.00 over the type's typical speed; admitted as shortest_predicted); the faster type is left to jobs that gain more there, or has no room for it";
+const CYCLEGAN_REASON: &str = "Tesla-V100-SXM2-32GB: 8.8x faster than Tesla-K80 for this job (gain 2.16 over the type's typical speed; admitted as shortest_predicted)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_most() {
+    let api = two_types().await;
+    let mut l = live_loop(&api, false).await;
+    let rv = |name: &str| api.get(JOBS, "ml", name).unwrap()["metadata"]["resourceVersion"].clone();
+    let (rv_a3c, rv_gan) = (rv("a3c-agent"), rv("cyclegan-train"));
+    let report = l.step(std::time::Duration::from_secs(1)).await;
+    assert!(report.error.is_none(), "{report:?}");
+    // a3c ranks first (shorter); cyclegan gains more on the one V100 that fits one of them,
+    // so a3c takes the K80 where it loses least, cyclegan the V100
+    assert_eq!(
+        decided(&l),
+        vec![
+            (
+                "a3c-agent".to_string(),
+                "admit",
+                Some(K80.to_string()),
+                "type_gain"
+            ),
+            (
+                "cyclegan-train".to_string(),
+                "admit",
+                Some(V100.to_string()),
+                "type_gain"
+            ),
+        ]
+    );
+    let sent = patches(&api);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let selector =
+        |t: &str| json!({ "Worker": { "template": { "spec": { "nodeSelector": { LABEL: t } } } } });
+    assert_eq!(
+        sent[0].path,
+        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a3c-agent"
+    );
+    assert_eq!(
+        sent[0].body.clone().expect("body"),
+        json!({
+            "metadata": {
+                "resourceVersion": rv_a3c,
+                "annotations": { GPU_TYPE_ANNOTATION: K80, GPU_TYPE_REASON_ANNOTATION: A3C_REASON },
+            },
+            "spec": { "pytorchReplicaSpecs": selector(K80) },
+        })
+    );
+    assert_eq!(
+        sent[1].path,
+        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/cyclegan-train"
+    );
+    assert_eq!(
+        sent[1].body.clone().expect("body"),
+        json!({
+            "metadata": {
+                "resourceVersion": rv_gan,
+                "annotations": { GPU_TYPE_ANNOTATION: V100, GPU_TYPE_REASON_ANNOTATION: CYCLEGAN_REASON },
+            },
+            "spec": { "pytorchReplicaSpecs": selector(V100) },
+        })
+    );
+    // nothing but the two steers was written: no suspend, no resume, no scale
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    for name in ["a3c-agent", "cyclegan-train"] {
+        assert_eq!(
+            api.get(JOBS, "ml", name).unwrap()["spec"]["runPolicy"]["suspend"],
+            json!(true)
+        );
+    }
+
+    // the next decisions (the jobs still wait for their queue) keep each on its type and
+    // write nothing again
+    caught_up(l.backend(), &api).await;
+    api.clear_requests();
+    for _ in 0..3 {
+        let report = l.step(std::time::Duration::from_secs(20)).await;
+        assert!(report.error.is_none(), "{report:?}");
+    }
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    let last: Vec<_> = decided(&l).into_iter().rev().take(2).collect();
+    assert!(
+        last.contains(&(
+            "a3c-agent".to_string(),
+            "admit",
+            Some(K80.to_string()),
+            "type_gain"
+        )),
+        "{last:?}"
+    );
+    assert!(
+        last.contains(&(
+            "cyclegan-train".to_string(),
+            "admit",
+            Some(V100.to_string()),
+            "type_gain"
+        )),
+        "{last:?}"
+    );
+    assert!(l
+        .decisions()
+        .all(|d| d.error.is_none() && d.decision.action.name() == "admit"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_controller_in_dry_run_chooses_the_same_types_and_writes_nothing() {
+    let api = two_types().await;
+    let mut l = live_loop(&api, true).await;
+    for _ in 0..2 {
+        let report = l.step(std::time::Duration::from_secs(20)).await;
+        assert!(report.error.is_none(), "{report:?}");
+    }
+    let got = decided(&l);
+    assert_eq!(
+        got[..2],
+        [
+            (
+                "a3c-agent".to_string(),
+                "admit",
+                Some(K80.to_string()),
+                "type_gain"
+            ),
+            (
+                "cyclegan-train".to_string(),
+                "admit",
+                Some(V100.to_string()),
+                "type_gain"
+            ),
+        ]
+    );
+    let writes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
+    assert!(writes.is_empty(), "dry-run wrote: {writes:?}");
+    assert!(l.backend().steers().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_known_speeds_or_a_second_type_no_queued_job_is_steered() {
+    // no speeds hook: nothing says which type suits a job
+    let api = two_types().await;
+    let clock = VClock::new(T0 + 100.0);
+    let b = backend(&api, &clock, fast_safety(), Hooks::default()).await;
+    let mut l = augur_autoscaler::live::LiveLoop::new(
+        b,
+        augur_autoscaler::ElasticController::new(
+            augur_autoscaler::ElasticParams::live(),
+            augur_autoscaler::ScalingModel::default(),
+        ),
+        augur_autoscaler::live::LiveConfig {
+            decisions_kept: 100,
+            history_kept: 10,
+            history_every_s: 15.0,
+        },
+    );
+    api.clear_requests();
+    l.step(std::time::Duration::from_secs(1)).await;
+    assert!(
+        decided(&l).iter().all(|d| d.2.is_none()),
+        "{:?}",
+        decided(&l)
+    );
+    assert!(patches(&api).is_empty());
+
+    // speeds known, but one GPU type only
+    let api = two_types().await;
+    api.put(NODES, node("v100-0", 4, K80, "a", true));
+    let mut l = live_loop(&api, false).await;
+    l.step(std::time::Duration::from_secs(1)).await;
+    assert!(
+        decided(&l).iter().all(|d| d.2.is_none()),
+        "{:?}",
+        decided(&l)
+    );
+    assert!(patches(&api).is_empty());
 }

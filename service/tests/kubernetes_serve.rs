@@ -685,6 +685,28 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The GPU product node label.
+const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+
+/// A history that names a GPU type: `ml/old`, 1 GPU, pinned by its owner to P100s, ran from
+/// 5 h to 4 h before `now`.
+fn p100_history(api: &FakeApi, now: f64) {
+    let mut old = pytorchjob("ml", "old", 1, 1, None, now - 5.0 * 3600.0);
+    old["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] =
+        json!({ PRODUCT_LABEL: "Tesla-P100-PCIE-16GB" });
+    set_started(&mut old, now - 5.0 * 3600.0, 1);
+    set_succeeded(&mut old, now - 4.0 * 3600.0);
+    api.put(JOBS, old);
+}
+
+/// A PyTorchJob `ml/{name}` of `workers` one-GPU workers, no type, held suspended (as Kueue
+/// holds a queued job).
+fn suspended_job(api: &FakeApi, name: &str, workers: u32, created: f64) {
+    let mut j = pytorchjob("ml", name, workers, 1, None, created);
+    j["spec"]["runPolicy"] = json!({ "suspend": true });
+    api.put(JOBS, j);
+}
+
 /// A queued job steered to a GPU type: the type reaches the service (`job_typed`), and the
 /// run time every endpoint gives for the job — the write-back annotation, `GET /v1/jobs/{id}`
 /// (its `runtime` and its ETA), `GET /v1/eta` — is one number, the answer at submit times the
@@ -694,7 +716,7 @@ fn merge(target: &mut Value, patch: &Value) {
 fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
     use augur_autoscaler::kubernetes::{steer::steer_patch, JobKind};
     use augur_autoscaler::scaling::reshape::{Reshaper, Shape};
-    const LABEL: &str = "nvidia.com/gpu.product";
+    const LABEL: &str = PRODUCT_LABEL;
     const P100: &str = "Tesla-P100-PCIE-16GB";
     const V100: &str = "Tesla-V100-SXM2-32GB";
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -705,12 +727,7 @@ fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
         .unwrap()
         .as_secs_f64();
     // the history names a type: a finished job its owner pinned to P100s
-    let mut old = pytorchjob("ml", "old", 1, 1, None, now - 5.0 * 3600.0);
-    old["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] =
-        json!({ LABEL: P100 });
-    set_started(&mut old, now - 5.0 * 3600.0, 1);
-    set_succeeded(&mut old, now - 4.0 * 3600.0);
-    api.put(JOBS, old);
+    p100_history(&api, now);
     let dir = tempfile::tempdir().unwrap();
     // a bootstrap trace with start times: a queue-wait model is served, so `/v1/eta` has ends
     let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
@@ -719,9 +736,7 @@ fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
     });
     // q, submitted once the models are served (its answers at submit are stored): 1 GPU, no
     // type, held suspended (as Kueue holds a queued job)
-    let mut q = pytorchjob("ml", "q", 1, 1, None, now - 60.0);
-    q["spec"]["runPolicy"] = json!({ "suspend": true });
-    api.put(JOBS, q);
+    suspended_job(&api, "q", 1, now - 60.0);
     let runtime_s = |api: &FakeApi| -> Option<String> {
         api.get(JOBS, "ml", "q")?["metadata"]["annotations"]["predicted.augur.dev/runtime-s"]
             .as_str()
@@ -795,5 +810,290 @@ fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
     assert!(
         (after / before - ratio.ratio).abs() < 1e-9,
         "{after} / {before} vs {ratio:?}"
+    );
+}
+
+/// The run time of job `ml/{name}` on every endpoint, once they agree and the job's type is
+/// `gpu_type`: the write-back annotation, `GET /v1/jobs/{id}` (its `runtime` and its ETA's
+/// finish − start) and `GET /v1/eta` (end − start), with the job's view.
+fn one_runtime(api: &FakeApi, addr: SocketAddr, name: &str, gpu_type: &str) -> (f64, Value) {
+    let id = format!("ml%2F{name}");
+    wait_for(
+        &format!("{name}'s run time for {gpu_type} on every endpoint"),
+        240,
+        || {
+            let view = get_json(addr, &format!("/v1/jobs/{id}"))?;
+            if view["job"]["gpu_type"] != json!(gpu_type) {
+                return None;
+            }
+            let seconds = view["runtime"]["seconds"].as_f64()?;
+            let note: f64 = api.get(JOBS, "ml", name)?["metadata"]["annotations"]
+                ["predicted.augur.dev/runtime-s"]
+                .as_str()?
+                .parse()
+                .ok()?;
+            let by_eta = view["eta"]["finish"].as_f64()? - view["eta"]["start"].as_f64()?;
+            let eta = get_json(addr, &format!("/v1/eta?job={id}"))?;
+            let e = &eta["jobs"][0];
+            let by_list = e["end"].as_f64()? - e["start"].as_f64()?;
+            let near = |x: f64| (x - seconds).abs() <= 1e-6 * seconds;
+            (note == seconds.round()
+                && near(by_eta)
+                && near(by_list)
+                && e["gpu_type"] == json!(gpu_type))
+            .then_some((seconds, view))
+        },
+    )
+}
+
+/// The live controller chooses the GPU type. A cluster of an 8-GPU K80 node and a 4-GPU V100
+/// node; two suspended 4-GPU PyTorchJobs queued: `cyclegan-train` (its model runs 8.8x faster
+/// on a V100 than on a K80, as Gavel measured it) and `a3c-agent` (2.1x). Only one fits on the
+/// V100: the controller gives it to the job that gains most there and steers the other to the
+/// K80s — first in dry-run (decided and logged, nothing written), then for real: one merge
+/// patch each (the selector on the GPU product label, the type and the reason as
+/// annotations), nothing suspended or moved. The run time every endpoint then gives for each
+/// job is the advisor's answer for its type, the one the controller planned with: the answer
+/// at submit times the measured ratio from the type the history ran on (P100) to its type.
+#[test]
+fn the_live_controller_steers_queued_jobs_by_their_gain_and_every_endpoint_predicts_for_the_type() {
+    use augur_autoscaler::kubernetes::steer::type_reason;
+    use augur_autoscaler::scaling::reshape::{Reshaper, Shape};
+    use augur_autoscaler::Reason;
+    const LABEL: &str = PRODUCT_LABEL;
+    const P100: &str = "Tesla-P100-PCIE-16GB";
+    const K80: &str = "Tesla-K80";
+    const V100: &str = "Tesla-V100-SXM2-32GB";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = rt.block_on(FakeApi::start(&[EVENTS]));
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    api.put(NODES, node("k80-0", 8, K80, "a", true));
+    api.put(NODES, node("v100-0", 4, V100, "a", true));
+    // the history names a type: a finished job its owner pinned to P100s
+    p100_history(&api, now);
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
+    wait_for("/readyz 200 (the models served)", 300, || {
+        (get(addr, "/readyz")?.0 == 200).then_some(())
+    });
+    let token = std::fs::read_to_string(dir.path().join("data").join("auth-token"))
+        .expect("the generated token");
+    let token = Some(token.trim());
+    let (status, body) = request_with_body(
+        addr,
+        "POST",
+        "/v1/autoscaler/dry-run",
+        token,
+        r#"{"enabled": true}"#,
+    )
+    .expect("dry-run on");
+    assert_eq!(status, 200, "{body}");
+
+    // the jobs, submitted once the models are served (their answers at submit are stored)
+    let names = ["a3c-agent", "cyclegan-train"];
+    for name in names {
+        suspended_job(&api, name, 4, now - 60.0);
+    }
+    let rvs: Vec<Value> = names
+        .iter()
+        .map(|n| api.get(JOBS, "ml", n).unwrap()["metadata"]["resourceVersion"].clone())
+        .collect();
+    // the snapshot's types, by their first node's name: 0 the K80, 1 the V100
+    let typed_admission = |name: &str, outcome: &str| -> Option<Value> {
+        let d = get_json(addr, "/v1/autoscaler/decisions")?;
+        d["decisions"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|x| {
+                x["job_name"] == json!(format!("ml/{name}"))
+                    && x["action"] == "admit"
+                    && x["outcome"] == json!(outcome)
+                    && x["gpu_type"].is_u64()
+            })
+            .cloned()
+    };
+    let dry = wait_for("the typed admissions in dry-run", 240, || {
+        Some((
+            typed_admission("a3c-agent", "dry_run")?,
+            typed_admission("cyclegan-train", "dry_run")?,
+        ))
+    });
+    assert_eq!(
+        (dry.0["gpu_type"].clone(), dry.1["gpu_type"].clone()),
+        (json!(0), json!(1)),
+        "{dry:?}"
+    );
+    assert_eq!(dry.1["reason"], "type_gain", "{dry:?}");
+    let jobs_written = |api: &FakeApi| -> Vec<Request> {
+        api.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET" && r.path.contains("/pytorchjobs/"))
+            .collect()
+    };
+    assert!(
+        jobs_written(&api).is_empty(),
+        "dry-run wrote: {:?}",
+        jobs_written(&api)
+    );
+
+    // for real: each steered once, to the type its gain earns it
+    let (status, body) = request_with_body(
+        addr,
+        "POST",
+        "/v1/autoscaler/dry-run",
+        token,
+        r#"{"enabled": false}"#,
+    )
+    .expect("dry-run off");
+    assert_eq!(status, 200, "{body}");
+    let steers = |api: &FakeApi| -> Vec<Request> {
+        jobs_written(api)
+            .into_iter()
+            .filter(|r| {
+                r.body.as_ref().is_some_and(|b| {
+                    b["metadata"]["annotations"]
+                        .get("augur.dev/gpu-type")
+                        .is_some()
+                })
+            })
+            .collect()
+    };
+    let sent = wait_for("both steers", 120, || {
+        let s = steers(&api);
+        (s.len() >= 2).then_some(s)
+    });
+    // the speeds the controller planned with: the advisor's, from the measured scaling and
+    // the type the history ran on
+    let reshaper = Reshaper::bundled().expect("the bundled scaling data");
+    let shape = |t: &str| Shape {
+        gpus: 4.0,
+        gpu_type: Some(t.to_string()),
+    };
+    let types = [K80.to_string(), V100.to_string()];
+    let speeds = |name: Option<&str>| -> Vec<f64> {
+        types
+            .iter()
+            .map(|t| 1.0 / reshaper.ratio(name, &shape(P100), &shape(t), &[]).ratio)
+            .collect()
+    };
+    let typical = speeds(None);
+    for (k, (name, (t, chosen))) in names.iter().zip([(K80, 0u16), (V100, 1u16)]).enumerate() {
+        let r = sent
+            .iter()
+            .find(|r| r.path.ends_with(&format!("/pytorchjobs/{name}")))
+            .unwrap_or_else(|| panic!("no steer of {name}: {sent:?}"));
+        let own = speeds(Some(name));
+        let c = usize::from(chosen);
+        let reason = type_reason(
+            &types,
+            &own,
+            chosen,
+            &Reason::TypeGain {
+                gpu_type: chosen,
+                speed: own[c],
+                gain: own[c] / typical[c],
+                step: "shortest_predicted",
+            },
+        );
+        eprintln!("{name}: {reason}");
+        // the precondition is the version the steer read (the write-back's annotations may
+        // have come first)
+        let mut body = r.body.clone().unwrap();
+        let read: u64 = body["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no resourceVersion in {body}"));
+        let created: u64 = rvs[k].as_str().unwrap().parse().unwrap();
+        assert!(read >= created, "{name}: {read} < {created}");
+        body["metadata"]["resourceVersion"] = rvs[k].clone();
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {
+                    "resourceVersion": rvs[k],
+                    "annotations": { "augur.dev/gpu-type": t, "augur.dev/gpu-type-reason": reason },
+                },
+                "spec": { "pytorchReplicaSpecs": { "Worker": { "template": { "spec": {
+                    "nodeSelector": { LABEL: t } } } } } },
+            }),
+            "{name}"
+        );
+    }
+    let gan = &sent
+        .iter()
+        .find(|r| r.path.ends_with("/cyclegan-train"))
+        .unwrap()
+        .body;
+    let why = gan.as_ref().unwrap()["metadata"]["annotations"]["augur.dev/gpu-type-reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.starts_with("Tesla-V100-SXM2-32GB: 8.8x faster than Tesla-K80 for this job"),
+        "{why}"
+    );
+    let applied = wait_for("the applied typed admissions", 60, || {
+        Some((
+            typed_admission("a3c-agent", "applied")?,
+            typed_admission("cyclegan-train", "applied")?,
+        ))
+    });
+    assert_eq!(
+        (applied.0["gpu_type"].clone(), applied.1["gpu_type"].clone()),
+        (json!(0), json!(1))
+    );
+
+    // every endpoint gives each job's run time on its type: the answer at submit times the
+    // measured ratio from the history's type
+    for (name, t) in names.iter().zip([K80, V100]) {
+        let (seconds, view) = one_runtime(&api, addr, name, t);
+        assert_eq!(view["runtime"], view["job"]["runtime_on_type"], "{view}");
+        let at_submit = view["job"]["runtime_at_submit"]["seconds"]
+            .as_f64()
+            .unwrap();
+        let ratio = reshaper
+            .ratio(Some(name), &shape(P100), &shape(t), &[])
+            .ratio;
+        assert!(
+            (seconds / at_submit - ratio).abs() < 1e-9,
+            "{name}: {seconds} / {at_submit} vs {ratio}"
+        );
+    }
+
+    // a few more decisions: nothing written to the jobs again, nothing suspended or moved
+    let seq = get_json(addr, "/v1/autoscaler/decisions?limit=1").unwrap()["decisions"][0]["seq"]
+        .as_u64()
+        .unwrap();
+    wait_for("more decisions", 120, || {
+        let d = get_json(addr, "/v1/autoscaler/decisions?limit=1")?;
+        (d["decisions"][0]["seq"].as_u64()? >= seq + 4).then_some(())
+    });
+    assert_eq!(steers(&api).len(), 2, "{:?}", steers(&api));
+    for r in jobs_written(&api) {
+        let body = r.body.clone().unwrap_or(Value::Null);
+        assert!(
+            body.pointer("/spec/runPolicy").is_none() && body.pointer("/spec/suspend").is_none(),
+            "{} {body}",
+            r.path
+        );
+    }
+    for name in names {
+        assert_eq!(
+            api.get(JOBS, "ml", name).unwrap()["spec"]["runPolicy"]["suspend"],
+            json!(true)
+        );
+    }
+    let d = get_json(addr, "/v1/autoscaler/decisions").unwrap();
+    assert!(
+        d["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["action"] != "suspend" && x["reason"] != "migrated" && x["error"].is_null()),
+        "{d}"
     );
 }

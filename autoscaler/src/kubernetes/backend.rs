@@ -19,7 +19,7 @@ use super::events::{ClusterEvent, Lifecycle};
 use super::kinds::{JobKind, QUEUE_LABEL};
 use super::objects::{JobFacts, JobKey, JobMemory};
 use super::safety::ActionBudget;
-use super::snapshot::{build_snapshot, Objects};
+use super::snapshot::{build_snapshot, Hints, Objects};
 use super::steer::selected_type;
 use super::watch::{spawn_watch, spawn_watch_with, WatchSync, Watched};
 use super::workloads::job_view;
@@ -67,6 +67,8 @@ pub struct KubeBackend {
     pub(super) steers: Vec<SteerRecord>,
     /// The GPU types of the last snapshot (node label values), by index.
     pub(super) gpu_types: Vec<String>,
+    /// Each queued job's speed on each type of the last snapshot (the reasons of steers).
+    pub(super) queued_speeds: HashMap<JobId, Vec<f64>>,
     /// What the write-back last gave each object, and its patch budget.
     pub(super) writeback: WriteBackLimiter,
     /// The advice held for each queued job, and when it was computed.
@@ -229,6 +231,7 @@ impl KubeBackend {
             scales: Vec::new(),
             steers: Vec::new(),
             gpu_types: Vec::new(),
+            queued_speeds: HashMap::new(),
             writeback,
             advice,
             tasks,
@@ -377,10 +380,24 @@ impl KubeBackend {
             now,
             &self.cfg.observe,
             &mut self.memory,
-            self.hooks.runtime_hint.as_ref(),
+            Hints {
+                runtime: self.hooks.runtime_hint.as_ref(),
+                speeds: self.hooks.type_speeds.as_ref(),
+            },
         );
         self.facts = facts;
         self.gpu_types = snap.gpu_types.iter().map(|t| t.name.clone()).collect();
+        self.queued_speeds = snap
+            .queued
+            .iter()
+            .map(|q| {
+                let speeds = (0..snap.gpu_types.len())
+                    .filter_map(|t| u16::try_from(t).ok())
+                    .map(|t| snap.job_speed(q.id, t))
+                    .collect();
+                (q.id, speeds)
+            })
+            .collect();
         self.snapshot_time = Some(now);
         if let Some(sink) = &self.hooks.events {
             sink(ClusterEvent::Snapshot(Arc::new(snap.clone())));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::clock::{system_clock, Clock};
 use super::events::EventSink;
 use super::lease::LeaderGate;
-use super::objects::{ObserveConfig, RuntimeHint};
+use super::objects::{ObserveConfig, RuntimeHint, SpeedHint};
 use super::safety::Safety;
 use super::writeback::WriteBackConfig;
 
@@ -49,6 +49,9 @@ pub struct Hooks {
     /// Predicted run times for jobs without the
     /// [`PREDICTED_ANNOTATION`](super::objects::PREDICTED_ANNOTATION).
     pub runtime_hint: Option<RuntimeHint>,
+    /// Speeds of the jobs on the GPU types; without it every job runs at its type's nominal
+    /// speed and no queued job's type is open to a type-aware policy.
+    pub type_speeds: Option<SpeedHint>,
     /// Act only while this gate is open (leader election); `None` acts always.
     pub leader: Option<LeaderGate>,
 }
@@ -59,6 +62,7 @@ impl Default for Hooks {
             clock: system_clock(),
             events: None,
             runtime_hint: None,
+            type_speeds: None,
             leader: None,
         }
     }

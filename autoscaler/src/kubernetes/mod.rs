@@ -25,8 +25,11 @@
 //!   steers the suspended, never-started job there ([`steer`]: a `nodeSelector` on the GPU
 //!   product label in its pod templates, a TrainJob's in a `podTemplateOverrides` entry of its
 //!   trainer nodes, and the type and reason as annotations); the job watches read the type
-//!   back ([`ClusterEvent::Typed`]). `suspend` is refused (Kueue owns
-//!   `spec.suspend`), so run the elastic policy with `preempt_factor: None` here.
+//!   back ([`ClusterEvent::Typed`]); a job that selects the type already is not written to.
+//!   With a [`SpeedHint`] the snapshot carries each job's speed per type and which queued jobs
+//!   a type-aware policy may steer ([`snapshot`]). `suspend` is refused (Kueue owns
+//!   `spec.suspend`), so run the elastic policy with
+//!   [`ElasticParams::live`](crate::ElasticParams::live) here (no preemption, no migration).
 //! - **Safety** ([`Safety`]): dry-run; a per-job hourly action budget; a running job is scaled
 //!   down only when its last checkpoint is known (annotation [`CHECKPOINT_ANNOTATION`]) or its
 //!   run is older than a grace period; every patch carries the `resourceVersion` it read (409 →
@@ -72,8 +75,8 @@ pub use events::{ClusterEvent, EventSink, Lifecycle, Outcome};
 pub use kinds::{JobKind, QUEUE_LABEL};
 pub use lease::{LeaderElector, LeaderGate, LeaseConfig};
 pub use objects::{
-    JobFacts, JobKey, JobState, JobView, ObserveConfig, RuntimeHint, CHECKPOINT_ANNOTATION,
-    PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
+    JobFacts, JobKey, JobState, JobView, ObserveConfig, RuntimeHint, SpeedHint, TypeSpeeds,
+    CHECKPOINT_ANNOTATION, PREDICTED_ANNOTATION, REQUESTED_ANNOTATION,
 };
 pub use safety::Safety;
 pub use steer::{GPU_TYPE_ANNOTATION, GPU_TYPE_REASON_ANNOTATION};

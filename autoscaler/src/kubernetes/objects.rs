@@ -118,6 +118,8 @@ pub struct JobFacts {
     pub suspended: bool,
     /// It has started at least once (a start time is recorded).
     pub ever_started: bool,
+    /// The GPU type its pod templates select (the product label's value), if any.
+    pub gpu_type: Option<String>,
 }
 
 /// Interned job ids and what is remembered about jobs across snapshots.
@@ -413,6 +415,23 @@ pub fn owner_job(obj: &DynamicObject) -> Option<JobKey> {
 /// Predicted run time of a job from outside (Augur's predictor), used when the job has no
 /// [`PREDICTED_ANNOTATION`].
 pub type RuntimeHint = Arc<dyn Fn(&JobView) -> Option<f64> + Send + Sync>;
+
+/// How fast jobs run on the GPU types of a snapshot, from outside (Augur's advisor, the one
+/// source of the run time a job gets on a type): a job predicted to run `T` runs `T / speed`
+/// on a type where its speed is `speed`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TypeSpeeds {
+    /// Each type's typical speed (that of a job whose model is not known), by the type's
+    /// index; empty when nothing says (every type then counts as 1).
+    pub typical: Vec<f64>,
+    /// Each job's own speed on each type, by the job's index in the views asked about; `None`
+    /// when not known (yet), or when no type suits it better than another.
+    pub jobs: Vec<Option<Vec<f64>>>,
+}
+
+/// Asked once per snapshot: the speeds on the types named (node label values, by index) of
+/// the jobs given.
+pub type SpeedHint = Arc<dyn Fn(&[String], &[&JobView]) -> TypeSpeeds + Send + Sync>;
 
 /// Allocatable GPUs of a node.
 pub fn node_gpus(n: &Node, resource: &str) -> u32 {

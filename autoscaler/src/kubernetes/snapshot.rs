@@ -15,6 +15,12 @@
 //!   its kind's bounds ([`JobKind::bounds_field`](super::kinds::JobKind::bounds_field)); a job
 //!   without bounds, and a queued job of a kind Kueue admits, is observed with `min = max`
 //!   (never scaled).
+//! - **GPU types**: each job's speed on each type comes from the [`SpeedHint`] (the service's
+//!   advisor: the run time it predicts for the job on that type), the types' nominal speeds
+//!   from its typical speeds, as the snapshot's [`TypeAffinity`] (one class per distinct set
+//!   of speeds). A queued job's type is open to a type-aware policy only when Augur may steer
+//!   it (suspended, never started, selecting no type yet), the cluster has at least two
+//!   labelled types and its speeds are known; a job selecting a type is bound to it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -26,10 +32,24 @@ use serde_json::Value;
 use super::kinds::JobKind;
 use super::objects::{
     bound_node, label, node_gpus, owner_job, pod_gpus, terminated, workload_admitted, JobFacts,
-    JobKey, JobMemory, JobState, JobView, ObserveConfig, RuntimeHint,
+    JobKey, JobMemory, JobState, JobView, ObserveConfig, RuntimeHint, SpeedHint,
 };
+use super::steer::selected_type;
 use super::workloads::{job_view, workers_of};
-use crate::cluster::{ClusterState, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot};
+use crate::cluster::{
+    AffinityClass, ClusterState, GpuType, JobId, NodeInfo, QueuedJob, RunningJob, Slot,
+    TypeAffinity,
+};
+
+/// The GPU type of a node without the product label.
+pub const UNKNOWN_GPU_TYPE: &str = "unknown";
+
+/// What outside Augur's cluster view informs a snapshot: predicted run times and speeds.
+#[derive(Default, Clone, Copy)]
+pub struct Hints<'a> {
+    pub runtime: Option<&'a RuntimeHint>,
+    pub speeds: Option<&'a SpeedHint>,
+}
 
 /// What the watches hold, borrowed for one snapshot.
 #[derive(Debug, Default)]
@@ -58,7 +78,7 @@ pub fn build_snapshot(
     now: f64,
     cfg: &ObserveConfig,
     memory: &mut JobMemory,
-    hint: Option<&RuntimeHint>,
+    hints: Hints<'_>,
 ) -> (ClusterState, HashMap<JobId, JobFacts>) {
     let mut snap = ClusterState {
         time: now,
@@ -76,20 +96,106 @@ pub fn build_snapshot(
     let mut views: Vec<JobView> = by_kind
         .iter()
         .flat_map(|(kind, objs)| objs.iter().map(move |j| (*kind, j)))
-        .filter_map(|(kind, j)| job_view(kind, j, &cfg.gpu_resource))
+        .filter_map(|(kind, j)| {
+            let mut v = job_view(kind, j, &cfg.gpu_resource)?;
+            v.gpu_type = selected_type(kind, &j.data, &cfg.gpu_product_label);
+            Some(v)
+        })
         .filter(|v| v.finished.is_none())
         .collect();
     views.sort_by(|a, b| a.created.total_cmp(&b.created).then(a.key.cmp(&b.key)));
     memory.retain(&views.iter().map(|v| &v.key).collect());
+    let speeds = type_speeds(&mut snap, &views, hints.speeds);
+    let labelled = snap
+        .gpu_types
+        .iter()
+        .filter(|t| t.name != UNKNOWN_GPU_TYPE)
+        .count();
     let mut facts = HashMap::new();
-    for v in &views {
+    let mut classes = Classes::default();
+    for (k, v) in views.iter().enumerate() {
         let queued = v.suspended
             || held.get(&v.key).copied().unwrap_or(false)
             || bound.get(&v.key).is_none_or(Vec::is_empty);
-        let (id, f) = add_job(&mut snap, v, queued, bound.get(&v.key), memory, hint);
+        let own = speeds.get(k).and_then(Option::as_ref);
+        let open = labelled >= 2 && own.is_some();
+        let (id, f) = add_job(
+            &mut snap,
+            v,
+            (queued, open),
+            bound.get(&v.key),
+            memory,
+            hints,
+        );
+        if let Some(s) = own {
+            classes.add(id, s);
+        }
         facts.insert(id, f);
     }
+    if !classes.affinity.classes.is_empty() {
+        snap.affinity = Some(Arc::new(classes.affinity));
+    }
     (snap, facts)
+}
+
+/// The jobs' own speeds from the hint (by view index, each one speed per type of the
+/// snapshot), the types' typical speeds set as their nominal ones.
+fn type_speeds(
+    snap: &mut ClusterState,
+    views: &[JobView],
+    hint: Option<&SpeedHint>,
+) -> Vec<Option<Vec<f64>>> {
+    let Some(hint) = hint else {
+        return Vec::new();
+    };
+    let names: Vec<String> = snap.gpu_types.iter().map(|t| t.name.clone()).collect();
+    let asked: Vec<&JobView> = views.iter().collect();
+    let got = hint(&names, &asked);
+    let sane = |v: &[f64]| v.len() == names.len() && v.iter().all(|x| x.is_finite() && *x > 0.0);
+    if sane(&got.typical) {
+        for (t, s) in snap.gpu_types.iter_mut().zip(&got.typical) {
+            t.speed = *s;
+        }
+    }
+    got.jobs
+        .into_iter()
+        .map(|s| s.filter(|s| sane(s)))
+        .collect()
+}
+
+/// The snapshot's affinity being built: one class per distinct set of speeds.
+#[derive(Default)]
+struct Classes {
+    affinity: TypeAffinity,
+}
+
+impl Classes {
+    /// `job` runs at `speeds` (one per type).
+    fn add(&mut self, job: JobId, speeds: &[f64]) {
+        let k = match self
+            .affinity
+            .classes
+            .iter()
+            .position(|c| c.speeds == speeds)
+        {
+            Some(k) => k,
+            None => {
+                self.affinity.classes.push(AffinityClass {
+                    name: format!("speeds-{}", self.affinity.classes.len()),
+                    speeds: speeds.to_vec(),
+                });
+                self.affinity.classes.len() - 1
+            }
+        };
+        let (Ok(k), Ok(at)) = (u16::try_from(k), usize::try_from(job.0)) else {
+            return; // past 65,535 classes a job runs at its type's nominal speed
+        };
+        let jc = &mut self.affinity.job_class;
+        if jc.len() <= at {
+            jc.resize(at + 1, u16::MAX);
+        }
+        jc[at] = k;
+    }
 }
 
 /// Adds the GPU nodes, sorted by name, all their GPUs free; returns each node's index by name.
@@ -108,7 +214,7 @@ fn add_nodes<'a>(
     let mut racks: Vec<String> = Vec::new();
     for n in &nodes {
         let name = n.metadata.name.as_deref().unwrap_or_default();
-        let product = label(&n.metadata, &cfg.gpu_product_label).unwrap_or("unknown");
+        let product = label(&n.metadata, &cfg.gpu_product_label).unwrap_or(UNKNOWN_GPU_TYPE);
         let gpu_type = match snap.gpu_types.iter().position(|t| t.name == product) {
             Some(i) => i,
             None => {
@@ -210,10 +316,10 @@ fn held_by_queues(objs: &Objects<'_>) -> HashMap<JobKey, bool> {
 fn add_job(
     snap: &mut ClusterState,
     v: &JobView,
-    queued: bool,
+    (queued, speeds_known): (bool, bool),
     bound: Option<&Vec<(u32, u32)>>,
     memory: &mut JobMemory,
-    hint: Option<&RuntimeHint>,
+    hints: Hints<'_>,
 ) -> (JobId, JobFacts) {
     let id = memory.id(&v.key);
     let g = v.gpus_per_worker;
@@ -226,7 +332,9 @@ fn add_job(
     let bounds = v.elastic.filter(|_| !queued || v.key.kind.resizes_queued());
     let (lo, hi) = bounds.unwrap_or((requested, requested));
     // an explicit annotation wins over the service's prediction
-    let predicted = v.predicted_runtime.or_else(|| hint.and_then(|h| h(v)));
+    let predicted = v
+        .predicted_runtime
+        .or_else(|| hints.runtime.and_then(|h| h(v)));
     let last_rescale = memory.last_rescale.get(&v.key).copied();
     let first_started = v.start_time.unwrap_or(v.created);
     let started = last_rescale.map_or(first_started, |t| t.max(first_started));
@@ -244,8 +352,15 @@ fn add_job(
         last_checkpoint: v.last_checkpoint,
         suspended: v.suspended,
         ever_started: v.start_time.is_some(),
+        gpu_type: v.gpu_type.clone(),
     };
     if queued {
+        let gpu_type = v.gpu_type.as_ref().and_then(|g| {
+            let t = snap.gpu_types.iter().position(|t| &t.name == g)?;
+            u16::try_from(t).ok()
+        });
+        // Augur may steer it: suspended, never started, no type selected
+        let steerable = v.suspended && v.start_time.is_none() && v.gpu_type.is_none();
         snap.queued.push(QueuedJob {
             id,
             submitted: v.created,
@@ -258,6 +373,8 @@ fn add_job(
             progress_s: None,
             predicted_runtime: predicted,
             oracle_remaining_s: None,
+            gpu_type,
+            type_open: steerable && speeds_known,
         });
         return (id, facts);
     }
@@ -379,7 +496,13 @@ mod tests {
             ..Default::default()
         };
         let mut mem = JobMemory::default();
-        let (s, facts) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let (s, facts) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         let free: Vec<(u32, bool)> = s.nodes.iter().map(|n| (n.free, n.healthy)).collect();
         assert_eq!(free, vec![(0, true), (0, true), (0, false), (0, false)]);
         let r = &s.running[0];
@@ -398,7 +521,13 @@ mod tests {
         assert!(!q.elastic(), "only maxReplicas: observed, never scaled");
         assert_eq!(facts[&q.id].bounds, None);
         // ids are stable across snapshots and not reused after a job is gone
-        let (s2, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let (s2, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert_eq!(s2.running[0].id, r.id);
         let objs = Objects {
             nodes: &nodes,
@@ -406,7 +535,13 @@ mod tests {
             jobs: &jobs[1..],
             ..Default::default()
         };
-        let (s3, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let (s3, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert_eq!(s3.queued[0].id, q.id);
         let objs = Objects {
             nodes: &nodes,
@@ -414,7 +549,13 @@ mod tests {
             jobs: &jobs,
             ..Default::default()
         };
-        let (s4, _) = build_snapshot(&objs, 1.0e9, &ObserveConfig::default(), &mut mem, None);
+        let (s4, _) = build_snapshot(
+            &objs,
+            1.0e9,
+            &ObserveConfig::default(),
+            &mut mem,
+            Hints::default(),
+        );
         assert!(
             s4.running[0].id.0 > q.id.0,
             "a job seen again gets a new id"

@@ -4,7 +4,9 @@
 //! itself injects its ResourceFlavor's node labels the same way at admission). Augur adds a
 //! `nodeSelector` on the node label naming the GPU model (`nvidia.com/gpu.product` by default)
 //! to every pod template of the job, and writes the chosen type and its reason as annotations,
-//! in one merge patch carrying the `resourceVersion` it read. Under Kueue, the flavor
+//! in one merge patch carrying the `resourceVersion` it read ([`type_reason`]: the type and
+//! how much faster the job runs there than on the others). A job that selects the type already
+//! is not written to again. Under Kueue, the flavor
 //! assignment then only considers ResourceFlavors whose node labels match the selector, so the
 //! ClusterQueue's flavor order is kept among them and Kueue still admits. Nothing else is
 //! overridden: a template that already selects another value of the label is left alone (the
@@ -31,6 +33,7 @@ use super::backend::{KubeBackend, SteerRecord};
 use super::kinds::JobKind;
 use super::objects::JobState;
 use super::safety::{into_error, with_timeout, Failure};
+use super::snapshot::UNKNOWN_GPU_TYPE;
 use crate::cluster::JobId;
 use crate::decision::Reason;
 use crate::error::{BackendError, ErrorKind};
@@ -39,6 +42,56 @@ use crate::error::{BackendError, ErrorKind};
 pub const GPU_TYPE_ANNOTATION: &str = "augur.dev/gpu-type";
 /// Annotation saying why (the decision's reason, as JSON).
 pub const GPU_TYPE_REASON_ANNOTATION: &str = "augur.dev/gpu-type-reason";
+
+/// Steers remembered (the newest; a dry run repeats its steer at every decision).
+pub const STEERS_KEPT: usize = 1000;
+
+/// The reason written on a job steered to type `chosen`, for people: how fast the job runs
+/// there against each other type of the snapshot (`speeds`: the job's, by type index), its gain
+/// there (its speed over the type's typical one) and the admission step, e.g.
+/// `Tesla-V100: 3.1x faster than Tesla-K80 for this job (gain 1.52 over the type's typical
+/// speed; admitted as shortest_predicted)`.
+pub fn type_reason(types: &[String], speeds: &[f64], chosen: u16, reason: &Reason) -> String {
+    let t = usize::from(chosen);
+    let name = types.get(t).map_or("?", String::as_str);
+    let mine = speeds.get(t).copied().unwrap_or(1.0);
+    let mut slower = false;
+    let against: Vec<String> = types
+        .iter()
+        .zip(speeds)
+        .enumerate()
+        .filter(|(u, _)| *u != t)
+        .map(|(_, (other, &s))| {
+            let f = mine / s;
+            if f >= 1.05 {
+                format!("{f:.1}x faster than {other}")
+            } else if f <= 1.0 / 1.05 {
+                slower = true;
+                format!("{:.1}x slower than {other}", 1.0 / f)
+            } else {
+                format!("as fast as {other}")
+            }
+        })
+        .collect();
+    let mut text = if against.is_empty() {
+        format!("{name}: the only GPU type")
+    } else {
+        format!("{name}: {} for this job", against.join(", "))
+    };
+    if let Reason::TypeGain { gain, step, .. } = reason {
+        text.push_str(&format!(
+            " (gain {gain:.2} over the type's typical speed; admitted as {step})"
+        ));
+    } else {
+        text.push_str(&format!(" ({})", reason.name()));
+    }
+    if slower {
+        text.push_str(
+            "; the faster type is left to jobs that gain more there, or has no room for it",
+        );
+    }
+    text
+}
 
 /// The replicated job of a TrainJob's runtime that runs the trainer nodes.
 pub const TRAINER_TARGET_JOB: &str = "node";
@@ -208,6 +261,16 @@ impl KubeBackend {
         let Some(value) = self.gpu_types.get(usize::from(gpu_type)).cloned() else {
             return err(ErrorKind::Invalid, format!("no GPU type {gpu_type}"));
         };
+        if f.gpu_type.as_deref() == Some(value.as_str()) {
+            // there already (steered before, or the owner's choice): nothing to write
+            return Ok(());
+        }
+        if value == UNKNOWN_GPU_TYPE {
+            return err(
+                ErrorKind::Invalid,
+                format!("{}: the nodes of that type carry no GPU product label for a selector to name; not steered", f.key),
+            );
+        }
         if f.state != JobState::Queued || !f.suspended || f.ever_started {
             return err(
                 ErrorKind::Invalid,
@@ -217,7 +280,8 @@ impl KubeBackend {
                 ),
             );
         }
-        let reason_text = serde_json::to_string(&reason).unwrap_or_default();
+        let speeds = self.queued_speeds.get(&job).map_or(&[][..], Vec::as_slice);
+        let reason_text = type_reason(&self.gpu_types, speeds, gpu_type, &reason);
         let dry_run = self.cfg.safety.dry_run;
         if !dry_run {
             let api: Api<DynamicObject> = Api::namespaced_with(
@@ -267,6 +331,9 @@ impl KubeBackend {
             .map_err(|e: Failure| into_error(e, Some(job)))?;
         }
         tracing::info!(job = %f.key, gpu_type = %value, dry_run, "steered to a GPU type");
+        if self.steers.len() >= STEERS_KEPT {
+            self.steers.remove(0);
+        }
         self.steers.push(SteerRecord {
             time: now,
             job: f.key,

@@ -66,6 +66,8 @@ impl Simulator {
                 progress_s: Some(j.done),
                 predicted_runtime: j.src.predicted,
                 oracle_remaining_s: Some((j.work - j.done).max(0.0)),
+                gpu_type: None,
+                type_open: true,
             });
         }
     }

@@ -172,9 +172,22 @@ fn competing_demand(snap: &ClusterState, round: &Round, rank: usize) -> u32 {
 /// and the others start sooner on a type where they lose least (the effective-throughput view
 /// of Gavel); ties go to the faster type. Every type stays in the list: a job starts on a
 /// worse type rather than wait (and may move later, see [`migrate`]). A gang bigger than every
-/// type's GPUs is placed over mixed types (its admission then names no type).
+/// type's GPUs is placed over mixed types (its admission then names no type). A job whose type
+/// is not open ([`QueuedJob::type_open`]) has only its own type, or none (placed type-blind).
 fn type_prefs(snap: &ClusterState, round: &mut Round, q: &QueuedJob, rank: usize) {
     round.prefs.clear();
+    if !q.type_open {
+        // bound to its own type already, or placed wherever the scheduler puts it
+        if let Some(t) = q.gpu_type.filter(|t| round.types.contains(t)) {
+            let speed = snap.job_speed(q.id, t);
+            round.prefs.push(TypePref {
+                gpu_type: t,
+                speed,
+                gain: speed / typical_speed(snap, t),
+            });
+        }
+        return;
+    }
     for &t in &round.types {
         let speed = snap.job_speed(q.id, t);
         round.prefs.push(TypePref {

@@ -52,10 +52,13 @@ impl Estimates {
     }
 
     /// Speed of queued job `q` on the fastest of GPU types `types` (the type it would take
-    /// with nothing competing); 1 when type-blind.
+    /// with nothing competing; its own when it is bound to one); 1 when type-blind.
     pub fn speed_q(&self, snap: &ClusterState, q: &QueuedJob, types: &[u16]) -> f64 {
         if !self.typed {
             return 1.0;
+        }
+        if let (false, Some(t)) = (q.type_open, q.gpu_type) {
+            return positive_or_one(snap.job_speed(q.id, t));
         }
         let best = types
             .iter()

@@ -58,6 +58,25 @@ pub struct ElasticParams {
     pub max_migrations: u32,
 }
 
+impl ElasticParams {
+    /// The knobs on a live cluster whose backend resizes and steers queued jobs to a GPU
+    /// type but never suspends a running job (Kubernetes): no preemption and no migration
+    /// (both need a suspend), type-aware admissions; everything else as [`Default`].
+    pub fn live() -> ElasticParams {
+        ElasticParams {
+            preempt_factor: None,
+            type_aware: true,
+            max_migrations: 0,
+            ..ElasticParams::default()
+        }
+    }
+
+    /// True when a decision under these knobs may suspend a running job (preempt or move it).
+    pub fn may_suspend(&self) -> bool {
+        self.preempt_factor.is_some() || (self.type_aware && self.max_migrations > 0)
+    }
+}
+
 impl Default for ElasticParams {
     fn default() -> Self {
         ElasticParams {

@@ -266,8 +266,8 @@ impl Round {
         self.reserved = self.reserved.saturating_add(q.min_workers.max(1));
     }
 
-    /// Plans to admit `q` with `workers`: type-blind, wherever it fits; type-aware, on the
-    /// first GPU type of [`Round::prefs`] where it fits. `None` when it fits nowhere, else the
+    /// Plans to admit `q` with `workers`: type-blind (or `q`'s type not open and unknown),
+    /// wherever it fits; type-aware, on the first GPU type of [`Round::prefs`] where it fits. `None` when it fits nowhere, else the
     /// type chosen (`None` inside when type-blind).
     pub fn place(
         &mut self,
@@ -275,7 +275,7 @@ impl Round {
         q: &QueuedJob,
         workers: u32,
     ) -> Option<Option<TypePref>> {
-        if !self.type_aware {
+        if !self.type_aware || (!q.type_open && self.prefs.is_empty()) {
             return self.planner.admit(snap, q, workers).then_some(None);
         }
         for k in 0..self.prefs.len() {

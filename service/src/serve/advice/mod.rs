@@ -320,71 +320,148 @@ pub fn runtime_on_type(
     to: &str,
     at: f64,
 ) -> Option<RuntimeAnswer> {
-    let job = online.jobs.get(job_id)?;
-    let profile = job.profile.clone().unwrap_or_default();
-    let to = Some(to.to_string());
-    if choices::same(&profile.gpu_type, &to) {
-        return job.runtime_at_submit;
-    }
-    let mut typed = profile.clone();
-    typed.gpu_type = to.clone();
-    if known_type(online, to.as_deref()) {
-        return online.predict_runtime(job_id, &typed, at).ok();
-    }
-    let base = job.runtime_at_submit?;
-    let from = profile.gpu_type.clone().or_else(|| usual_type(online));
-    let (Some(reshaper), Some(_)) = (reshaper, &from) else {
-        return Some(base);
-    };
-    let ratio = reshaper.ratio(
-        profile.job_name.as_deref(),
-        &shape_of(profile.num_gpus, from),
-        &shape_of(profile.num_gpus, to),
-        &choices::past_runs(online, Some(job_id), &profile),
-    );
-    let rt = scaled(&base, &ratio, profile.requested_time)?;
-    Some(RuntimeAnswer {
-        model_version: base.model_version,
-        seconds: rt.seconds,
-        lower: rt.lower,
-        upper: rt.upper,
-        coverage: rt.coverage,
-        interval: base.interval,
-        capped_by_requested_time: rt.capped_by_requested_time,
-    })
+    TypeHistory::of(online).runtime_on_type(online, reshaper, job_id, to, at)
 }
 
-/// Whether a finished job the service holds was submitted with GPU type `t` (the runtime
-/// features keyed by the type have data).
-fn known_type(online: &Online, t: Option<&str>) -> bool {
-    online
-        .jobs
-        .values()
-        .chain(online.earlier_runs.values().flatten())
-        .any(|j| {
-            j.status == Some(FinishStatus::Completed)
-                && j.duration.is_some()
-                && j.profile.as_ref().and_then(|p| p.gpu_type.as_deref()) == t
-        })
+/// What the held jobs say about GPU types, read once for many questions: the types finished
+/// jobs were submitted with (the runtime model has data for them) and the type most held jobs
+/// named (the one an answer at submit without a type is for).
+#[derive(Debug, Clone, Default)]
+pub struct TypeHistory {
+    known: std::collections::BTreeSet<String>,
+    usual: Option<String>,
 }
 
-/// The GPU type most of the held jobs were submitted with (ties: the first by name).
-fn usual_type(online: &Online) -> Option<String> {
-    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for j in online
-        .jobs
-        .values()
-        .chain(online.earlier_runs.values().flatten())
-    {
-        if let Some(t) = j.profile.as_ref().and_then(|p| p.gpu_type.as_deref()) {
+impl TypeHistory {
+    /// Reads the held jobs once.
+    pub fn of(online: &Online) -> TypeHistory {
+        let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        let mut known = std::collections::BTreeSet::new();
+        for j in online
+            .jobs
+            .values()
+            .chain(online.earlier_runs.values().flatten())
+        {
+            let Some(t) = j.profile.as_ref().and_then(|p| p.gpu_type.as_deref()) else {
+                continue;
+            };
             *counts.entry(t).or_default() += 1;
+            if j.status == Some(FinishStatus::Completed) && j.duration.is_some() {
+                known.insert(t.to_string());
+            }
         }
+        // the most named type (ties: the first by name)
+        let most = counts.values().copied().max();
+        let usual = counts
+            .into_iter()
+            .find(|(_, n)| Some(*n) == most)
+            .map(|(t, _)| t.to_string());
+        TypeHistory { known, usual }
     }
-    let most = counts.values().copied().max()?;
-    counts
-        .into_iter()
-        .find(|(_, n)| *n == most)
-        .map(|(t, _)| t.to_string())
+
+    /// [`runtime_on_type`] with the held jobs read already.
+    pub fn runtime_on_type(
+        &self,
+        online: &Online,
+        reshaper: Option<&Reshaper>,
+        job_id: &str,
+        to: &str,
+        at: f64,
+    ) -> Option<RuntimeAnswer> {
+        let job = online.jobs.get(job_id)?;
+        let profile = job.profile.clone().unwrap_or_default();
+        let to = Some(to.to_string());
+        if choices::same(&profile.gpu_type, &to) {
+            return job.runtime_at_submit;
+        }
+        let mut typed = profile.clone();
+        typed.gpu_type = to.clone();
+        if to.as_ref().is_some_and(|t| self.known.contains(t)) {
+            return online.predict_runtime(job_id, &typed, at).ok();
+        }
+        let base = job.runtime_at_submit?;
+        let from = profile.gpu_type.clone().or_else(|| self.usual.clone());
+        let (Some(reshaper), Some(_)) = (reshaper, &from) else {
+            return Some(base);
+        };
+        let ratio = reshaper.ratio(
+            profile.job_name.as_deref(),
+            &shape_of(profile.num_gpus, from),
+            &shape_of(profile.num_gpus, to),
+            &choices::past_runs(online, Some(job_id), &profile),
+        );
+        let rt = scaled(&base, &ratio, profile.requested_time)?;
+        Some(RuntimeAnswer {
+            model_version: base.model_version,
+            seconds: rt.seconds,
+            lower: rt.lower,
+            upper: rt.upper,
+            coverage: rt.coverage,
+            interval: base.interval,
+            capped_by_requested_time: rt.capped_by_requested_time,
+        })
+    }
+
+    /// How fast job `job_id` runs on each of `types` relative to its predicted run time
+    /// ([`JobInfo::runtime`](crate::serve::state::online::JobInfo::runtime)): that run time over
+    /// its [`runtime_on_type`] answer for the type, so a controller that divides the run time
+    /// by the speed plans with the very number every endpoint will give once the job is on
+    /// that type. `None` when a run time is missing or not a positive number, or when every
+    /// type gives the same run time (nothing makes one type better for it).
+    pub fn speeds(
+        &self,
+        online: &Online,
+        reshaper: Option<&Reshaper>,
+        job_id: &str,
+        types: &[String],
+        at: f64,
+    ) -> Option<Vec<f64>> {
+        let base = online.jobs.get(job_id)?.runtime()?.seconds;
+        let ok = |x: f64| x.is_finite() && x > 0.0;
+        if !ok(base) {
+            return None;
+        }
+        let mut speeds = Vec::with_capacity(types.len());
+        for t in types {
+            let on = self
+                .runtime_on_type(online, reshaper, job_id, t, at)?
+                .seconds;
+            if !ok(on) {
+                return None;
+            }
+            speeds.push(base / on);
+        }
+        let first = speeds.first().copied()?;
+        speeds.iter().any(|s| *s != first).then_some(speeds)
+    }
+
+    /// The typical speed of each of `types`: that of a job of no known model whose run time
+    /// is predicted for the usual type ([`Reshaper::ratio`] without a name, as
+    /// [`runtime_on_type`] uses it for such a job). `None` when no held job named a type
+    /// (nothing says which type the run times are for) or without the scaling data.
+    pub fn typical_speeds(
+        &self,
+        reshaper: Option<&Reshaper>,
+        types: &[String],
+    ) -> Option<Vec<f64>> {
+        let (reshaper, from) = (reshaper?, self.usual.clone()?);
+        let speeds: Vec<f64> = types
+            .iter()
+            .map(|t| {
+                let r = reshaper.ratio(
+                    None,
+                    &shape_of(Some(1.0), Some(from.clone())),
+                    &shape_of(Some(1.0), Some(t.clone())),
+                    &[],
+                );
+                1.0 / r.ratio
+            })
+            .collect();
+        speeds
+            .iter()
+            .all(|s| s.is_finite() && *s > 0.0)
+            .then_some(speeds)
+    }
 }
 
 /// The request's own ratio: 1, resting on the request as given.

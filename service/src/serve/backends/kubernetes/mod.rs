@@ -7,7 +7,12 @@
 //!   in-cluster configuration.
 //! - The same controller loop as the simulator's ([`super::sim`], a
 //!   [`LiveLoop`] over the backend) runs the elastic
-//!   controller (without preemption: the backend only resizes elastic jobs). Every
+//!   controller with [`ElasticParams::live`]: type-aware admissions, no preemption and no
+//!   migration (the backend resizes elastic jobs and steers queued ones, never suspends).
+//!   Each job's speed on each GPU type is the advisor's answer for it
+//!   ([`TypeHistory::speeds`]: its predicted run time over the run time predicted on that
+//!   type), so the type a queued job is steered to and the run time predicted for it there
+//!   come from one source. Every
 //!   [`TICK`] it looks at the watches; the policy is asked when one saw a change, at least every
 //!   [`RECONCILE_EVERY`]. It decides and acts only while this replica holds the
 //!   `augur-controller` Lease in `$POD_NAMESPACE` (default `augur-system`; identity
@@ -43,7 +48,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use augur_autoscaler::kubernetes::{
     self, Clock, ClusterEvent, EventSink, Hooks, JobView, KubeBackend, KubeConfig, LeaderElector,
-    LeaderGate, LeaseConfig, RuntimeHint, Safety,
+    LeaderGate, LeaseConfig, RuntimeHint, Safety, SpeedHint, TypeSpeeds,
 };
 use augur_autoscaler::live::{LiveBackend, LiveConfig, LiveLoop};
 use augur_autoscaler::{ElasticController, ElasticParams, JobId, ScalingModel};
@@ -55,6 +60,7 @@ use super::controller::{publish, Counted, Driven, Live, View};
 use super::health::BackendHealth;
 use super::views::{ClusterView, KubernetesView, Switches};
 use super::ServeBackend;
+use crate::serve::advice::{Scaling, TypeHistory};
 use crate::serve::config::{Backend, KubeOptions};
 use crate::serve::state::events::Event;
 use crate::serve::{lock, tasks::writeback, AppState};
@@ -198,10 +204,12 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
     // the lease elector of this attempt stops when the attempt ends (dropping the sender)
     let (_attempt, attempt_over) = tokio::sync::oneshot::channel::<()>();
     let (backend, mut rx, leader) = start_backend(&state, &opts, attempt_over).await?;
-    let params = ElasticParams {
-        preempt_factor: None,
-        ..ElasticParams::default()
-    };
+    // the backend never suspends: no preemption, no migration; type-aware admissions
+    let params = ElasticParams::live();
+    anyhow::ensure!(
+        !params.may_suspend(),
+        "the live controller's knobs would suspend jobs"
+    );
     let policy = ElasticController::new(params, ScalingModel::default());
     let mut driven: Box<dyn Driven> = Box::new(LiveLoop::new(
         backend,
@@ -344,6 +352,21 @@ async fn start_backend(
             .and_then(|j| j.runtime())
             .map(|p| p.seconds)
     });
+    let speeds_state = state.clone();
+    let speeds: SpeedHint = Arc::new(move |types: &[String], views: &[&JobView]| {
+        let online = speeds_state.online();
+        let scaling = Scaling::bundled();
+        let reshaper = scaling.reshaper();
+        let history = TypeHistory::of(&online);
+        let at = online.now();
+        TypeSpeeds {
+            typical: history.typical_speeds(reshaper, types).unwrap_or_default(),
+            jobs: views
+                .iter()
+                .map(|v| history.speeds(&online, reshaper, &v.key.to_string(), types, at))
+                .collect(),
+        }
+    });
     // the loop's dry-run switch (set from --dry-run) is the one dry-run: the backend acts
     // whenever the loop does
     let cfg = KubeConfig {
@@ -356,6 +379,7 @@ async fn start_backend(
         clock: clock.clone(),
         events: Some(sink),
         runtime_hint: Some(hint),
+        type_speeds: Some(speeds),
         leader: Some(gate.clone()),
     };
     // an address that accepts connections but never answers would hold the start for the
