@@ -59,15 +59,29 @@ pub struct RuntimeMember {
 /// A per-job choice between the ensemble's point and a [`BaseMargin`] (the best history
 /// median available): where a key's run times are bimodal (jobs that stop within minutes and
 /// jobs that run for hours), the median-seeking ensemble can land between the modes, within
-/// 2x of neither, while the history median sits in one of them. A log-loss model on the
-/// features and the gap between the two (ln ensemble − ln base, the last column of its rows)
-/// says which of the two lands within 2x of the run time where only one does; the base is
-/// taken where its log-odds are positive. Fitted on the validation slice by
-/// [`RuntimeTrainer`](super::RuntimeTrainer).
+/// 2x of neither, while the history median sits in one of them. A log-loss model on the gap
+/// between the two (ln ensemble − ln base) says where taking the base saves more log error
+/// and misses of 2x than it costs; the base is taken where its log-odds are positive. Fitted
+/// on the validation slice by [`RuntimeTrainer`](super::RuntimeTrainer).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PointChoice {
     pub margin: BaseMargin,
     pub model: AnyModel,
+    /// What `model` reads (a model saved before this field read the features and the gap).
+    #[serde(default)]
+    pub inputs: ChoiceInputs,
+}
+
+/// The row a [`PointChoice`]'s model reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ChoiceInputs {
+    /// The job's features, then the gap ln ensemble − ln base (models saved before
+    /// [`ChoiceInputs::Gap`]; on Graham the features let it learn the validation slice's
+    /// bursts, which the test period does not repeat).
+    #[default]
+    FeaturesAndGap,
+    /// The gap alone.
+    Gap,
 }
 
 impl PointChoice {
@@ -75,11 +89,15 @@ impl PointChoice {
     /// or the point.
     pub fn choose(&self, features: &[f32], point: f64) -> f64 {
         let base = self.margin.of(features);
-        let take_base = with_row_buffer(features.len() + 1, |row| {
-            row[..features.len()].copy_from_slice(features);
-            row[features.len()] = (point - base) as f32;
-            self.model.predict_row(row) > 0.0
-        });
+        let gap = (point - base) as f32;
+        let take_base = match self.inputs {
+            ChoiceInputs::Gap => self.model.predict_row(&[gap]) > 0.0,
+            ChoiceInputs::FeaturesAndGap => with_row_buffer(features.len() + 1, |row| {
+                row[..features.len()].copy_from_slice(features);
+                row[features.len()] = gap;
+                self.model.predict_row(row) > 0.0
+            }),
+        };
         if take_base {
             base
         } else {

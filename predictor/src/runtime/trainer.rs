@@ -7,7 +7,7 @@ use augur_models::gbdt::{BinnedFeatures, GbdtModel, GbdtParams, Objective, Valid
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
-use super::predictor::{BaseMargin, PointChoice, RuntimeMember, RuntimePredictor};
+use super::predictor::{BaseMargin, ChoiceInputs, PointChoice, RuntimeMember, RuntimePredictor};
 use crate::calibration::conformal::conformal_offsets;
 use crate::feature_rows::gather;
 use crate::metrics::quantile;
@@ -109,10 +109,16 @@ fn best_blend(p0: &[f64], p1: &[f64], y: &[f64]) -> f64 {
 /// judged on the rest (the most recent jobs).
 const CHOICE_FIT_SHARE: f64 = 0.7;
 
+/// What landing within 2x is worth in a [`PointChoice`]'s labels, in ln units of absolute
+/// error: 0.5 (half the width of the within-2x band, ln 4 ≈ 1.39).
+const CHOICE_WITHIN2X_WORTH: f64 = 0.5;
+
 /// Fits the [`PointChoice`] between the validation-stage ensemble's `point` (ln seconds per
-/// row of `val`) and `margin`: on each validation row, which of the two is nearer `y` (ln
-/// seconds), weighted by how much nearer, so the base is taken where it saves more log
-/// error than it costs. Kept only when, on the held-out end of the slice, the chosen points
+/// row of `val`) and `margin` on the gap between the two alone: on each validation row,
+/// which of the two has the lower loss (log error, less [`CHOICE_WITHIN2X_WORTH`] when within
+/// 2x of `y`), weighted by how much lower. The gap alone, not the job's features: with them
+/// the choice learns which bursts of the validation slice were easy, and the test period's
+/// bursts are others. Kept only when, on the held-out end of the slice, the chosen points
 /// have a lower mean log error than the ensemble's alone and land within 2x at least as
 /// often.
 fn fit_choice(
@@ -121,16 +127,24 @@ fn fit_choice(
     point: &[f64],
     y: &[f64],
 ) -> Result<Option<PointChoice>, PredictorError> {
-    let (n, d) = (val.rows(), val.cols());
+    let n = val.rows();
     let base: Vec<f64> = (0..n).map(|i| margin.of(val.row(i))).collect();
-    // the rows of `range` where the two differ, each with the gap as a last column; label 1
-    // where the base is nearer, weight the difference of their log errors
+    let within = |p: f64, t: f64| (p - t).abs() <= std::f64::consts::LN_2;
+    let loss = |p: f64, t: f64| {
+        (p - t).abs()
+            - if within(p, t) {
+                CHOICE_WITHIN2X_WORTH
+            } else {
+                0.0
+            }
+    };
+    // the gap of each row of `range` where the two differ; label 1 where the base's loss is
+    // lower, weight the difference
     let rows_of = |range: std::ops::Range<usize>| -> (Vec<f32>, Vec<f64>, Vec<f64>) {
         let (mut rx, mut ry, mut rw) = (Vec::new(), Vec::new(), Vec::new());
         for i in range {
-            let gain = (point[i] - y[i]).abs() - (base[i] - y[i]).abs();
+            let gain = loss(point[i], y[i]) - loss(base[i], y[i]);
             if gain != 0.0 {
-                rx.extend_from_slice(val.row(i));
                 rx.push((point[i] - base[i]) as f32);
                 ry.push(if gain > 0.0 { 1.0 } else { 0.0 });
                 rw.push(gain.abs());
@@ -144,36 +158,37 @@ fn fit_choice(
     if fy.len() < 200 || cy.len() < 50 {
         return Ok(None);
     }
+    // a few wide steps of the gap
     let params = GbdtParams {
         objective: Objective::LogLoss,
         n_trees: 300,
         learning_rate: 0.05,
-        num_leaves: 15,
-        min_data_in_leaf: 50,
+        num_leaves: 4,
+        min_data_in_leaf: 200,
         lambda_l2: 1.0,
         subsample: 0.8,
-        colsample: 0.8,
+        colsample: 1.0,
         early_stopping_rounds: 30,
         ..Default::default()
     };
-    let train = TrainSet::new(Matrix::new(&fx, fy.len(), d + 1)?, &fy, Some(&fw))?;
+    let train = TrainSet::new(Matrix::new(&fx, fy.len(), 1)?, &fy, Some(&fw))?;
     let valid = Validation {
-        x: Matrix::new(&cx, cy.len(), d + 1)?,
+        x: Matrix::new(&cx, cy.len(), 1)?,
         y: &cy,
     };
     let model = params.fit_with_validation(&train, Some(valid))?;
     let choice = PointChoice {
         margin: margin.clone(),
         model: AnyModel::Gbdt(model),
+        inputs: ChoiceInputs::Gap,
     };
-    let within = |p: f64, t: f64| usize::from((p - t).abs() <= std::f64::consts::LN_2);
     let (mut err_chosen, mut err_alone, mut w2x_chosen, mut w2x_alone) = (0.0, 0.0, 0, 0);
     for i in cut..n {
         let c = choice.choose(val.row(i), point[i]);
         err_chosen += (c - y[i]).abs();
         err_alone += (point[i] - y[i]).abs();
-        w2x_chosen += within(c, y[i]);
-        w2x_alone += within(point[i], y[i]);
+        w2x_chosen += usize::from(within(c, y[i]));
+        w2x_alone += usize::from(within(point[i], y[i]));
     }
     Ok((err_chosen < err_alone && w2x_chosen >= w2x_alone).then_some(choice))
 }
@@ -483,33 +498,34 @@ mod tests {
     }
 
     #[test]
-    fn choice_takes_the_base_where_it_is_nearer_and_the_point_elsewhere() {
-        // column 0: the group; column 1: the base (ln s). In group 1 jobs land on the base,
-        // in group 0 on the ensemble's point, 3 ln units away.
+    fn choice_takes_the_base_on_the_side_of_the_gap_where_jobs_land_on_it() {
+        // column 0: the base (ln s). Where the ensemble's point is below the base, jobs run
+        // as long as the base says; where it is above, they land on the point.
         let n = 2000;
         let mut x = Vec::new();
         let (mut point, mut y) = (Vec::new(), Vec::new());
         for i in 0..n {
-            let g = (i % 2) as f32;
             let b = 5.0 + (i % 7) as f32 * 0.1;
-            x.extend_from_slice(&[g, b]);
-            point.push(f64::from(b) + 3.0);
-            y.push(if g == 1.0 {
+            let gap = if i % 2 == 0 { -1.5 } else { 1.5 };
+            x.push(b);
+            point.push(f64::from(b) + gap);
+            y.push(if gap < 0.0 {
                 f64::from(b)
             } else {
-                f64::from(b) + 3.0
+                f64::from(b) + gap
             });
         }
         let margin = BaseMargin {
-            columns: vec![1],
+            columns: vec![0],
             default: 0.0,
         };
-        let val = Matrix::new(&x, n, 2).unwrap();
+        let val = Matrix::new(&x, n, 1).unwrap();
         let choice = fit_choice(&margin, &val, &point, &y)
             .unwrap()
             .expect("the choice is kept");
-        assert_eq!(choice.choose(&[1.0, 5.0], 8.0), 5.0);
-        assert_eq!(choice.choose(&[0.0, 5.0], 8.0), 8.0);
+        assert_eq!(choice.inputs, ChoiceInputs::Gap);
+        assert_eq!(choice.choose(&[5.0], 3.5), 5.0);
+        assert_eq!(choice.choose(&[5.0], 6.5), 6.5);
         // a base that is never nearer is not kept
         let far: Vec<f64> = point.clone();
         assert!(fit_choice(&margin, &val, &point, &far).unwrap().is_none());
