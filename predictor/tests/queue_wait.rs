@@ -134,14 +134,23 @@ fn replay_and_online_events_agree() {
     replay_and_online_agree_on(sample(4000));
 }
 
-/// The same on openb, whose jobs name a partition (their QoS) and ask for CPUs and GPUs: the
-/// per-partition and CPU/GPU features are one computation offline and online too.
+/// The same with partitions, CPUs and GPUs: the first Mira jobs, each given a partition by
+/// its size and CPUs and GPUs by its nodes (synthetic requests on real submit, start and end
+/// times; Mira's own trace names none), so the per-partition and CPU/GPU features are one
+/// computation offline and online too.
 #[test]
 fn replay_and_online_events_agree_per_partition() {
-    let (table, _) = Dataset::Openb.load(&ReadOptions::default()).unwrap();
-    let (jobs, q, cap) = sample_of(table.to_records().unwrap(), 4000);
-    assert!(q.iter().filter(|j| j.partition.is_some()).count() > 3000);
-    assert!(q.iter().any(|j| j.gpus > 0.0) && q.iter().any(|j| j.cpus > 0.0));
+    let jobs: Vec<JobRecord> = mira()
+        .into_iter()
+        .map(|mut j| {
+            let nodes = j.num_nodes.unwrap_or(1.0);
+            j.queue = Some(if nodes >= 1024.0 { "large" } else { "small" }.to_string());
+            j.cpus = Some(16.0 * nodes);
+            j.num_gpus = Some((nodes / 512.0).floor());
+            j
+        })
+        .collect();
+    let (jobs, q, cap) = sample_of(jobs, 4000);
     let batch = replay_queue_features(&jobs, &q, cap).unwrap();
     // the partition columns are filled, and not one value
     let d = QUEUE_FEATURES.len();
@@ -149,7 +158,7 @@ fn replay_and_online_events_agree_per_partition() {
         let k = QUEUE_FEATURES.iter().position(|f| *f == name).unwrap();
         batch.chunks(d).map(move |r| r[k])
     };
-    for name in ["part_q_jobs", "part_r_gpus", "part_wait_median10"] {
+    for name in ["part_q_jobs", "part_r_gpus", "part_wait_median10", "q_gpus"] {
         assert!(col(name).any(|v| v.is_finite() && v > 0.0), "{name}");
     }
     replay_and_online_agree_on((jobs, q, cap));
