@@ -18,15 +18,21 @@ fn mira() -> Vec<JobRecord> {
 
 /// Queue views of the first `n` Mira jobs (in submit order), predicted run time = requested.
 fn sample(n: usize) -> (Vec<JobRecord>, Vec<QueueJob>, f64) {
-    let mut jobs = mira();
+    sample_of(mira(), n)
+}
+
+/// Queue views of the first `n` of `jobs` (in submit order), predicted run time = requested,
+/// in the resource the trainer would pick for them.
+fn sample_of(mut jobs: Vec<JobRecord>, n: usize) -> (Vec<JobRecord>, Vec<QueueJob>, f64) {
     jobs.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
     jobs.truncate(n);
+    let resource = ResourceKind::for_jobs(&jobs);
     let q: Vec<QueueJob> = jobs
         .iter()
-        .map(|j| QueueJob::from_record(j, ResourceKind::Nodes, j.requested_time.unwrap_or(3600.0)))
+        .map(|j| QueueJob::from_record(j, resource, j.requested_time.unwrap_or(3600.0)))
         .collect();
     let rows: Vec<usize> = (0..jobs.len()).collect();
-    let cap = infer_capacity(&jobs, &rows, ResourceKind::Nodes, 0.99);
+    let cap = infer_capacity(&jobs, &rows, resource, 0.99);
     (jobs, q, cap)
 }
 
@@ -125,7 +131,42 @@ fn a_job_starting_at_its_submit_is_not_running_for_itself() {
 
 #[test]
 fn replay_and_online_events_agree() {
-    let (jobs, q, cap) = sample(4000);
+    replay_and_online_agree_on(sample(4000));
+}
+
+/// The same with partitions, CPUs and GPUs: the first Mira jobs, each given a partition by
+/// its size and CPUs and GPUs by its nodes (synthetic requests on real submit, start and end
+/// times; Mira's own trace names none), so the per-partition and CPU/GPU features are one
+/// computation offline and online too.
+#[test]
+fn replay_and_online_events_agree_per_partition() {
+    let jobs: Vec<JobRecord> = mira()
+        .into_iter()
+        .map(|mut j| {
+            let nodes = j.num_nodes.unwrap_or(1.0);
+            j.queue = Some(if nodes >= 1024.0 { "large" } else { "small" }.to_string());
+            j.cpus = Some(16.0 * nodes);
+            j.num_gpus = Some((nodes / 512.0).floor());
+            j
+        })
+        .collect();
+    let (jobs, q, cap) = sample_of(jobs, 4000);
+    let batch = replay_queue_features(&jobs, &q, cap).unwrap();
+    // the partition columns are filled, and not one value
+    let d = QUEUE_FEATURES.len();
+    let col = |name: &str| {
+        let k = QUEUE_FEATURES.iter().position(|f| *f == name).unwrap();
+        batch.chunks(d).map(move |r| r[k])
+    };
+    for name in ["part_q_jobs", "part_r_gpus", "part_wait_median10", "q_gpus"] {
+        assert!(col(name).any(|v| v.is_finite() && v > 0.0), "{name}");
+    }
+    replay_and_online_agree_on((jobs, q, cap));
+}
+
+/// A service that hears of submits, starts and ends as they happen and asks for features at
+/// each submit writes the rows the replay writes, bit for bit.
+fn replay_and_online_agree_on((jobs, q, cap): (Vec<JobRecord>, Vec<QueueJob>, f64)) {
     let d = QUEUE_FEATURES.len();
     let batch = replay_queue_features(&jobs, &q, cap).unwrap();
     // the online path: a service that hears of submits, starts and ends as they happen and

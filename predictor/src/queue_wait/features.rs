@@ -1,6 +1,7 @@
 //! The queue features of a job about to be submitted, read from the [`QueueState`] (the
-//! job itself is not in it yet): queue and running totals, the forward simulation, recent
-//! waits, the user's jobs and how jobs like it submitted in the last day fared.
+//! job itself is not in it yet): queue and running totals (overall and in the job's
+//! partition), the forward simulation, recent waits, the user's jobs and how jobs like it
+//! submitted in the last day fared.
 
 use super::state::{
     req_class, size_class, QueueError, QueueJob, QueueState, SimRuntime, UserStat, DAY,
@@ -18,6 +19,21 @@ struct QueuedTotals {
     age_ge_max: f64,
     age_max: f64,
     age_median: f64,
+    /// GPUs and CPUs × requested seconds queued, over all partitions.
+    gpus: f64,
+    cpu_s_req: f64,
+    /// The same in the job's partition: jobs, GPUs, CPU-seconds, the oldest age.
+    part: [f64; 4],
+}
+
+/// Totals over the running jobs: resource × remaining seconds (predicted, requested),
+/// CPUs and GPUs, and the jobs, CPUs and GPUs running in the job's partition.
+struct RunningTotals {
+    res_s_pred: f64,
+    res_s_req: f64,
+    cpus: f64,
+    gpus: f64,
+    part: [f64; 3],
 }
 
 impl QueueState {
@@ -30,6 +46,9 @@ impl QueueState {
             age_ge_max: 0.0,
             age_max: 0.0,
             age_median: 0.0,
+            gpus: 0.0,
+            cpu_s_req: 0.0,
+            part: [0.0; 4],
         };
         let mut ages: Vec<f64> = Vec::with_capacity(self.queued.len());
         for (_, j) in self.queued.values() {
@@ -41,6 +60,15 @@ impl QueueState {
                 t.ge += 1.0;
                 t.age_ge_max = t.age_ge_max.max(age);
             }
+            let cpu_s = j.cpus * j.requested.unwrap_or(0.0);
+            t.gpus += j.gpus;
+            t.cpu_s_req += cpu_s;
+            if job.partition.is_some() && j.partition == job.partition {
+                t.part[0] += 1.0;
+                t.part[1] += j.gpus;
+                t.part[2] += cpu_s;
+                t.part[3] = t.part[3].max(age);
+            }
             ages.push(age);
         }
         t.age_max = ages.iter().copied().fold(0.0, f64::max);
@@ -50,15 +78,26 @@ impl QueueState {
         t
     }
 
-    /// Resource × remaining seconds of the running jobs, (predicted, requested).
-    fn running_work(&self, now: f64) -> (f64, f64) {
-        let mut r_pred = 0.0;
-        let mut r_req = 0.0;
+    fn running_totals(&self, job: &QueueJob, now: f64) -> RunningTotals {
+        let mut t = RunningTotals {
+            res_s_pred: 0.0,
+            res_s_req: 0.0,
+            cpus: 0.0,
+            gpus: 0.0,
+            part: [0.0; 3],
+        };
         for r in self.running.values() {
-            r_pred += r.job.resource * Self::remaining(r, now, SimRuntime::Predicted);
-            r_req += r.job.resource * Self::remaining(r, now, SimRuntime::Requested);
+            t.res_s_pred += r.job.resource * Self::remaining(r, now, SimRuntime::Predicted);
+            t.res_s_req += r.job.resource * Self::remaining(r, now, SimRuntime::Requested);
+            t.cpus += r.job.cpus;
+            t.gpus += r.job.gpus;
+            if job.partition.is_some() && r.job.partition == job.partition {
+                t.part[0] += 1.0;
+                t.part[1] += r.job.cpus;
+                t.part[2] += r.job.gpus;
+            }
         }
-        (r_pred, r_req)
+        t
     }
 
     /// Jobs like `job` submitted in the last day: how many have started, how long the others
@@ -126,7 +165,8 @@ impl QueueState {
         }
         let cap = self.capacity;
         let q = self.queued_totals(job, now);
-        let (r_pred, r_req) = self.running_work(now);
+        let r = self.running_totals(job, now);
+        let (r_pred, r_req) = (r.res_s_pred, r.res_s_req);
         let free = cap - self.busy;
         let recent =
             |n: usize| -> Vec<f64> { self.recent.iter().rev().take(n).map(|s| s.wait).collect() };
@@ -141,7 +181,19 @@ impl QueueState {
         };
         let user: Option<UserStat> = job.user.and_then(|u| self.users.get(&u)).copied();
         let similar = self.similar_submits(job, now);
-        let vals: [f32; 38] = [
+        // a job without a partition has no partition features
+        let part = |v: f64| {
+            if job.partition.is_some() {
+                v as f32
+            } else {
+                nan
+            }
+        };
+        let part_waits: Vec<f64> = job
+            .partition
+            .and_then(|p| self.partition_waits.get(&p))
+            .map_or_else(Vec::new, |w| w.iter().copied().collect());
+        let vals: [f32; 50] = [
             job.predicted_runtime as f32,
             (job.resource / cap) as f32,
             self.queued.len() as f32,
@@ -184,6 +236,18 @@ impl QueueState {
             similar[2],
             similar[3],
             self.user_queued_age_max(job.user, now) as f32,
+            q.gpus as f32,
+            q.cpu_s_req as f32,
+            r.cpus as f32,
+            r.gpus as f32,
+            part(q.part[0]),
+            part(q.part[1]),
+            part(q.part[2]),
+            part(q.part[3]),
+            part(r.part[0]),
+            part(r.part[1]),
+            part(r.part[2]),
+            med(&part_waits),
         ];
         out.copy_from_slice(&vals);
         Ok(())

@@ -92,6 +92,11 @@ pub struct ShortWait {
     /// jobs classified short get `seconds` (or the median model's estimate, when lower).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inside: Option<ShortWaitInside>,
+    /// Blend the job's own short wait with the median model's estimate in log space,
+    /// weighted by the classifier's probability ([`ShortWait::blended`]). Artifacts saved
+    /// before it have none: their jobs classified short get the short wait alone.
+    #[serde(default)]
+    pub blend: bool,
 }
 
 /// Models of the waits inside the short window, fitted on the fit period's jobs whose wait
@@ -120,8 +125,25 @@ impl ShortWait {
             return point_s;
         }
         match self.inside {
+            Some(_) if self.blend => {
+                self.blended(self.inside(o.median, o.upper), point_s, sigmoid(o.log_odds))
+            }
             Some(_) => self.inside(o.median, o.upper),
             None => self.seconds.min(point_s),
+        }
+    }
+
+    /// The estimate of a job classified short with probability `p`: the geometric mean (of
+    /// 1 + seconds) of its own short wait and the median model's estimate, weighted `p` and
+    /// `1 − p`, at most the window's centre. A job that is surely short gets its short wait; an
+    /// uncertain one keeps part of the median model's (log-space) estimate, so one that
+    /// then waits hours is not several decades off. A NaN falls back to the short wait.
+    pub(super) fn blended(&self, short_s: f64, point_s: f64, p: f64) -> f64 {
+        let v = (p * short_s.max(0.0).ln_1p() + (1.0 - p) * point_s.max(0.0).ln_1p()).exp_m1();
+        if v.is_nan() {
+            short_s
+        } else {
+            v.min(self.seconds.max(short_s))
         }
     }
 

@@ -377,6 +377,9 @@ mod tests {
             requested: (rng.below(4) > 0).then(|| 60.0 * (1 + rng.below(600)) as f64),
             predicted_runtime: 30.0 * (1 + rng.below(400)) as f64,
             user: Some(rng.below(5) as u64),
+            partition: None,
+            cpus: 0.0,
+            gpus: 0.0,
         }
     }
 

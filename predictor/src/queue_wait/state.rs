@@ -1,7 +1,7 @@
 //! The cluster's queue as a state fed by events (`submit`, `start`, `end`): queued and
-//! running jobs, capacity, the waits of started jobs, per-user counts and recent
-//! submissions. What it derives from them lives beside it: the forward simulation
-//! (`simulate.rs`) and the queue features (`features.rs`).
+//! running jobs, capacity, the waits of started jobs (also per partition), per-user counts
+//! and recent submissions. What it derives from them lives beside it: the forward
+//! simulation (`simulate.rs`) and the queue features (`features.rs`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -93,6 +93,14 @@ pub struct QueueJob {
     pub predicted_runtime: f64,
     /// Hashed user (else group) key.
     pub user: Option<u64>,
+    /// Hashed partition (the trace's queue) key, when the trace names one.
+    #[serde(default)]
+    pub partition: Option<u64>,
+    /// CPUs and GPUs asked for (0 when the trace does not say), whatever the resource.
+    #[serde(default)]
+    pub cpus: f64,
+    #[serde(default)]
+    pub gpus: f64,
 }
 
 impl QueueJob {
@@ -107,7 +115,10 @@ impl QueueJob {
             } else {
                 job.requested_time.unwrap_or(3600.0).max(1.0)
             },
-            user: user_key(job),
+            user: job.user.as_deref().or(job.group.as_deref()).map(text_key),
+            partition: job.queue.as_deref().map(text_key),
+            cpus: amount(job.cpus),
+            gpus: amount(job.num_gpus),
         }
     }
 
@@ -121,15 +132,19 @@ impl QueueJob {
     }
 }
 
-/// FNV-1a of the user (else group) name: a stable key.
-fn user_key(job: &JobRecord) -> Option<u64> {
-    let s = job.user.as_deref().or(job.group.as_deref())?;
+/// A request field's amount: 0 when absent, negative or not finite.
+fn amount(v: Option<f64>) -> f64 {
+    v.filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0)
+}
+
+/// FNV-1a of a name (user, group, partition): a stable key.
+fn text_key(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    Some(h)
+    h
 }
 
 /// Which run times the forward simulation uses for queued and running jobs.
@@ -142,7 +157,7 @@ pub enum SimRuntime {
 }
 
 /// Queue-state features, in order (appended after the history features).
-pub const QUEUE_FEATURES: [&str; 38] = [
+pub const QUEUE_FEATURES: [&str; 50] = [
     "own_pred_runtime",
     "own_res_share",
     "q_jobs",
@@ -181,6 +196,18 @@ pub const QUEUE_FEATURES: [&str; 38] = [
     "similar_queued_age_max",
     "size_started_share_24h",
     "user_q_age_max",
+    "q_gpus",
+    "q_cpu_s_req",
+    "r_cpus",
+    "r_gpus",
+    "part_q_jobs",
+    "part_q_gpus",
+    "part_q_cpu_s_req",
+    "part_q_age_max",
+    "part_r_jobs",
+    "part_r_cpus",
+    "part_r_gpus",
+    "part_wait_median10",
 ];
 
 /// Index of the forward-simulated wait (predicted run times) in [`QUEUE_FEATURES`].
@@ -229,7 +256,13 @@ pub struct QueueState {
     pub(super) users: HashMap<u64, UserStat>,
     /// Submissions of the last day or so, in submit order.
     pub(super) submits: VecDeque<Submitted>,
+    /// The last [`KEEP_PARTITION_WAITS`] waits of each partition's started jobs.
+    #[serde(default)]
+    pub(super) partition_waits: HashMap<u64, VecDeque<f64>>,
 }
+
+/// How many started-job waits the state keeps per partition.
+pub(super) const KEEP_PARTITION_WAITS: usize = 10;
 
 /// Submissions the state remembers for the "similar jobs" features (a little over a day).
 pub(super) const DAY: f64 = 86_400.0;
@@ -272,6 +305,7 @@ impl QueueState {
             last_by_size: HashMap::new(),
             users: HashMap::new(),
             submits: VecDeque::new(),
+            partition_waits: HashMap::new(),
         }
     }
 
@@ -345,6 +379,13 @@ impl QueueState {
         }
         self.recent.push_back(Started { at, wait });
         self.last_by_size.insert(size_class(job.resource), wait);
+        if let Some(p) = job.partition {
+            let w = self.partition_waits.entry(p).or_default();
+            if w.len() == KEEP_PARTITION_WAITS {
+                w.pop_front();
+            }
+            w.push_back(wait);
+        }
         self.busy += job.resource;
         self.running.insert(id, Running { job, start: at });
         Ok(())

@@ -14,6 +14,7 @@ use super::predictor::{
 use crate::calibration::conformal_offset;
 use crate::feature_rows::gather;
 use crate::metrics::regression::wait_errors;
+use crate::metrics::within2x;
 use crate::runtime::RuntimeTrainer;
 use crate::PredictorError;
 
@@ -38,8 +39,9 @@ pub struct QueueWaitTrainer {
     pub capacity_quantile: f64,
     /// Train the short-wait override ([`ShortWait`]): its threshold is the probability with
     /// the most validation waits within 600 s among those whose validation MAE stays within
-    /// `1 + short_mae_slack` of the median model's alone (None: no override). The jobs it
-    /// classifies short get their own wait inside the window ([`ShortWait::inside`]).
+    /// `1 + short_mae_slack` of the median model's alone and whose share within a factor of
+    /// two is no lower (None: no override). The jobs it classifies short get their own wait
+    /// inside the window blended with the median model's ([`ShortWait::blended`]).
     pub short_mae_slack: Option<f64>,
     /// Step of the online adaptive bound ([`crate::calibration::AdaptiveBound`]), in
     /// ln(1 + s) units.
@@ -84,7 +86,7 @@ impl Default for QueueWaitTrainer {
                 ..base.clone()
             },
             point: base,
-            point_target: WaitTarget::Seconds,
+            point_target: WaitTarget::Log1p,
             runtime: RuntimeTrainer::default(),
             valid_fraction: 0.1,
             calib_fraction: 0.1,
@@ -306,11 +308,14 @@ impl QueueWaitTrainer {
             seconds,
             threshold: 0.0,
             inside: Some(inside.clone()),
+            blend: true,
         }
         .outputs(&vm)?;
         let (base_mae, _, base_w600) = wait_errors(&vp, val_w);
+        let base_2x = within2x(&vp, val_w);
         // the threshold with the most validation waits within 600 s whose MAE stays within
-        // the slack of the median model's alone
+        // the slack of the median model's alone and whose share within a factor of two is
+        // no lower than the median model's alone
         let mut best: Option<(f64, ShortWait)> = None;
         for k in 1..=19 {
             let threshold = k as f64 * 0.05;
@@ -319,6 +324,7 @@ impl QueueWaitTrainer {
                 seconds,
                 threshold,
                 inside: Some(inside.clone()),
+                blend: true,
             };
             let p: Vec<f64> = vp
                 .iter()
@@ -328,6 +334,7 @@ impl QueueWaitTrainer {
             let (mae, _, w600) = wait_errors(&p, val_w);
             if mae <= base_mae * (1.0 + slack)
                 && w600 > base_w600
+                && within2x(&p, val_w) >= base_2x
                 && best.as_ref().is_none_or(|(b, _)| w600 > *b)
             {
                 best = Some((w600, cand));
