@@ -67,6 +67,31 @@ impl Policy for OnType {
     }
 }
 
+/// Two model classes: `steep` gains 8× on the v100 (type 1), `flat` 1.2×.
+fn steep_and_flat() -> Vec<AffinityClass> {
+    vec![
+        AffinityClass {
+            name: "steep".into(),
+            speeds: vec![1.0, 8.0],
+        },
+        AffinityClass {
+            name: "flat".into(),
+            speeds: vec![1.0, 1.2],
+        },
+    ]
+}
+
+/// One 8-GPU node of k80 and one of v100; every job gains 8× on the v100 (its typical 4×).
+/// Job 0 holds the v100 until 1000 s; job 1 (t = 10) and job 2 (t = 2000) start on the k80.
+fn steep_scenario() -> (Vec<SimJob>, SimConfig) {
+    let jobs = vec![
+        job(0, 0.0, 8000.0, 8),
+        job(1, 10.0, 80_000.0, 8),
+        job(2, 2000.0, 16_000.0, 8),
+    ];
+    (jobs, mixed(steep_and_flat()[..1].to_vec(), vec![0, 0, 0]))
+}
+
 /// The Gavel model classes measured on k80, p100 and v100, with their speeds.
 fn gavel_classes() -> Vec<AffinityClass> {
     let path = bundled_file("gavel-throughputs/scheduler__simulation_throughputs.json.gz").unwrap();
@@ -322,21 +347,9 @@ fn classes_are_the_job_types_measured_on_every_type_and_names_map_to_families() 
 
 #[test]
 fn a_job_moves_to_the_type_where_it_gains_most_once_it_frees_up_and_never_back() {
-    // one 8-GPU node of k80 and one of v100; every job gains 8× on the v100 (its typical 4×)
-    let classes = vec![AffinityClass {
-        name: "steep".into(),
-        speeds: vec![1.0, 8.0],
-    }];
-    // job 0 holds the v100 until 1000 s; job 1 (t = 10) and job 2 (t = 2000) start on the k80
-    let jobs = vec![
-        job(0, 0.0, 8000.0, 8),
-        job(1, 10.0, 80_000.0, 8),
-        job(2, 2000.0, 16_000.0, 8),
-    ];
+    let (jobs, cfg) = steep_scenario();
     let mut p = by_name("elastic-typed", Default::default()).unwrap();
-    let res = Simulator::new(jobs, mixed(classes, vec![0, 0, 0]))
-        .unwrap()
-        .run(p.as_mut());
+    let res = Simulator::new(jobs, cfg).unwrap().run(p.as_mut());
     let moves: Vec<(JobId, Reason)> = res
         .decisions
         .iter()
@@ -398,16 +411,7 @@ fn a_job_moves_to_the_type_where_it_gains_most_once_it_frees_up_and_never_back()
 #[test]
 fn a_job_gaining_little_on_the_faster_type_is_not_moved() {
     // the flat model gains 1.2× on the v100: below the move threshold, it stays on the k80
-    let classes = vec![
-        AffinityClass {
-            name: "steep".into(),
-            speeds: vec![1.0, 8.0],
-        },
-        AffinityClass {
-            name: "flat".into(),
-            speeds: vec![1.0, 1.2],
-        },
-    ];
+    let classes = steep_and_flat();
     let jobs = vec![job(0, 0.0, 8000.0, 8), job(1, 10.0, 80_000.0, 8)];
     let mut p = by_name("elastic-typed", Default::default()).unwrap();
     let res = Simulator::new(jobs, mixed(classes, vec![0, 1]))
@@ -425,16 +429,7 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
     // only v100s (8 GPUs): one 8-GPU job at a time. `steep` needs 16 000 s on the reference
     // type but 2000 s here; `flat` needs 4000 s there and 3333 s here: on its type, steep is
     // the shorter, so it goes first (type-blind, the reference times put flat first)
-    let classes = vec![
-        AffinityClass {
-            name: "steep".into(),
-            speeds: vec![1.0, 8.0],
-        },
-        AffinityClass {
-            name: "flat".into(),
-            speeds: vec![1.0, 1.2],
-        },
-    ];
+    let classes = steep_and_flat();
     let cfg = || two_types(8, 0.0, classes.clone(), vec![0, 1]);
     let jobs = vec![job(0, 0.0, 16_000.0, 8), job(1, 0.0, 4000.0, 8)];
     let run = |name: &str| {
@@ -456,22 +451,12 @@ fn the_queue_is_ranked_by_the_predicted_time_on_the_type_the_job_gets() {
 fn the_live_knobs_choose_types_but_never_move_or_suspend_a_job() {
     use augur_autoscaler::{ElasticController, ElasticParams, ScalingModel};
     // the scenario where the simulator's type-aware knobs move jobs 1 and 2 to the v100
-    let classes = vec![AffinityClass {
-        name: "steep".into(),
-        speeds: vec![1.0, 8.0],
-    }];
-    let jobs = vec![
-        job(0, 0.0, 8000.0, 8),
-        job(1, 10.0, 80_000.0, 8),
-        job(2, 2000.0, 16_000.0, 8),
-    ];
+    let (jobs, cfg) = steep_scenario();
     let live = ElasticParams::live();
     assert!(live.type_aware && live.max_migrations == 0 && live.preempt_factor.is_none());
     assert!(!live.may_suspend() && ElasticParams::default().may_suspend());
     let mut p = ElasticController::new(live, ScalingModel::default());
-    let res = Simulator::new(jobs, mixed(classes, vec![0, 0, 0]))
-        .unwrap()
-        .run(&mut p);
+    let res = Simulator::new(jobs, cfg).unwrap().run(&mut p);
     assert!(
         res.decisions
             .iter()

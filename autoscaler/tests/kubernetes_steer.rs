@@ -70,6 +70,14 @@ fn v100(s: &augur_autoscaler::ClusterState) -> u16 {
     s.gpu_types.iter().position(|t| t.name == V100).unwrap() as u16
 }
 
+/// Every request that is not a read.
+fn written(api: &FakeApi) -> Vec<Request> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect()
+}
+
 fn patches(api: &FakeApi) -> Vec<Request> {
     api.requests()
         .into_iter()
@@ -443,6 +451,26 @@ fn decided(
         .collect()
 }
 
+/// What the live controller decides for [`two_types`]: a3c ranks first (shorter); cyclegan
+/// gains more on the one V100 that fits one of them, so a3c takes the K80 where it loses
+/// least, cyclegan the V100.
+fn steered() -> Vec<(String, &'static str, Option<String>, &'static str)> {
+    vec![
+        (
+            "a3c-agent".to_string(),
+            "admit",
+            Some(K80.to_string()),
+            "type_gain",
+        ),
+        (
+            "cyclegan-train".to_string(),
+            "admit",
+            Some(V100.to_string()),
+            "type_gain",
+        ),
+    ]
+}
+
 const A3C_REASON: &str = "Tesla-K80: 2.1x slower than Tesla-V100-SXM2-32GB for this job (gain 1.00 over the type's typical speed; admitted as shortest_predicted); the faster type is left to jobs that gain more there, or has no room for it";
 const CYCLEGAN_REASON: &str = "Tesla-V100-SXM2-32GB: 8.8x faster than Tesla-K80 for this job (gain 2.16 over the type's typical speed; admitted as shortest_predicted)";
 
@@ -454,25 +482,7 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
     let (rv_a3c, rv_gan) = (rv("a3c-agent"), rv("cyclegan-train"));
     let report = l.step(std::time::Duration::from_secs(1)).await;
     assert!(report.error.is_none(), "{report:?}");
-    // a3c ranks first (shorter); cyclegan gains more on the one V100 that fits one of them,
-    // so a3c takes the K80 where it loses least, cyclegan the V100
-    assert_eq!(
-        decided(&l),
-        vec![
-            (
-                "a3c-agent".to_string(),
-                "admit",
-                Some(K80.to_string()),
-                "type_gain"
-            ),
-            (
-                "cyclegan-train".to_string(),
-                "admit",
-                Some(V100.to_string()),
-                "type_gain"
-            ),
-        ]
-    );
+    assert_eq!(decided(&l), steered());
     let sent = patches(&api);
     assert_eq!(sent.len(), 2, "{sent:?}");
     let selector =
@@ -506,11 +516,7 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
         })
     );
     // nothing but the two steers was written: no suspend, no resume, no scale
-    let writes: Vec<_> = api
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .collect();
+    let writes = written(&api);
     assert_eq!(writes.len(), 2, "{writes:?}");
     for name in ["a3c-agent", "cyclegan-train"] {
         assert_eq!(
@@ -527,31 +533,12 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
         let report = l.step(std::time::Duration::from_secs(20)).await;
         assert!(report.error.is_none(), "{report:?}");
     }
-    let writes: Vec<_> = api
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .collect();
+    let writes = written(&api);
     assert!(writes.is_empty(), "{writes:?}");
     let last: Vec<_> = decided(&l).into_iter().rev().take(2).collect();
-    assert!(
-        last.contains(&(
-            "a3c-agent".to_string(),
-            "admit",
-            Some(K80.to_string()),
-            "type_gain"
-        )),
-        "{last:?}"
-    );
-    assert!(
-        last.contains(&(
-            "cyclegan-train".to_string(),
-            "admit",
-            Some(V100.to_string()),
-            "type_gain"
-        )),
-        "{last:?}"
-    );
+    for d in steered() {
+        assert!(last.contains(&d), "{last:?}");
+    }
     assert!(l
         .decisions()
         .all(|d| d.error.is_none() && d.decision.action.name() == "admit"));
@@ -566,28 +553,8 @@ async fn the_live_controller_in_dry_run_chooses_the_same_types_and_writes_nothin
         assert!(report.error.is_none(), "{report:?}");
     }
     let got = decided(&l);
-    assert_eq!(
-        got[..2],
-        [
-            (
-                "a3c-agent".to_string(),
-                "admit",
-                Some(K80.to_string()),
-                "type_gain"
-            ),
-            (
-                "cyclegan-train".to_string(),
-                "admit",
-                Some(V100.to_string()),
-                "type_gain"
-            ),
-        ]
-    );
-    let writes: Vec<_> = api
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .collect();
+    assert_eq!(got[..2], steered());
+    let writes = written(&api);
     assert!(writes.is_empty(), "dry-run wrote: {writes:?}");
     assert!(l.backend().steers().is_empty());
 }
