@@ -26,7 +26,9 @@ fn start(dir: &Path) -> Server {
     cmd.args(["--bootstrap", "openb"])
         .env_remove("AUGUR_SERVE_TOKEN");
     let server = Server::spawn(cmd, addr);
-    server.wait_ready();
+    // the advice reads the run-time and queue-wait models; the jobs it ingests are answered
+    // at submit by every history kind
+    server.wait_trained(common::HISTORY_KINDS);
     server
 }
 
@@ -345,7 +347,7 @@ fn advice_without_the_scaling_data_says_what_is_missing() {
     cmd.args(["--bootstrap", &format!("{}/swf/mira.swf.gz", common::DATA)])
         .env("AUGUR_DATASETS_DIR", &empty);
     let server = Server::spawn(cmd, addr);
-    server.wait_ready();
+    server.wait_trained(&["runtime", "queue_wait"]);
     let (status, advice) = post(
         &server,
         "/v1/advise",

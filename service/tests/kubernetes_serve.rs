@@ -627,6 +627,7 @@ fn a_queued_job_far_from_its_best_option_gets_the_advice_annotation() {
     let dir = tempfile::tempdir().unwrap();
     // a bootstrap trace with start times, so a queue-wait model is served
     let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
+    common::trained(addr, &["runtime", "queue_wait"]);
 
     let annotations = wait_for("the advice written onto ml/two", 180, || {
         let a = api.get(JOBS, "ml", "two")?["metadata"]["annotations"].clone();
@@ -731,9 +732,8 @@ fn a_job_steered_to_a_gpu_type_is_predicted_for_it_alike_on_every_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     // a bootstrap trace with start times: a queue-wait model is served, so `/v1/eta` has ends
     let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
-    wait_for("/readyz 200 (the models served)", 300, || {
-        (get(addr, "/readyz")?.0 == 200).then_some(())
-    });
+    // every history kind served: the jobs below are answered at submit by all of them
+    common::trained(addr, common::HISTORY_KINDS);
     // q, submitted once the models are served (its answers at submit are stored): 1 GPU, no
     // type, held suspended (as Kueue holds a queued job)
     suspended_job(&api, "q", 1, now - 60.0);
@@ -876,9 +876,8 @@ fn the_live_controller_steers_queued_jobs_by_their_gain_and_every_endpoint_predi
     p100_history(&api, now);
     let dir = tempfile::tempdir().unwrap();
     let (_server, addr) = start(&api, dir.path(), &["--bootstrap", "openb"]);
-    wait_for("/readyz 200 (the models served)", 300, || {
-        (get(addr, "/readyz")?.0 == 200).then_some(())
-    });
+    // every history kind served: the jobs below are answered at submit by all of them
+    common::trained(addr, common::HISTORY_KINDS);
     let token = std::fs::read_to_string(dir.path().join("data").join("auth-token"))
         .expect("the generated token");
     let token = Some(token.trim());

@@ -179,10 +179,9 @@ fn serve_with_the_slurm_backend_records_jobs_and_answers_eta() {
     let addr = free_addr();
     let data = tempfile::tempdir().unwrap();
     let server = start_server(&cluster, addr, &data.path().join("augur"));
-    // predictions are made at submit: submit once the models are served
-    wait_until(Duration::from_secs(120), "/readyz", || {
-        http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
-    });
+    // predictions are made at submit: submit once the models are served (the queue-wait
+    // one behind the predicted starts included)
+    common::trained(addr, common::HISTORY_KINDS);
     // readiness includes the Slurm backend's own poll state
     let ready = get_json(addr, "/readyz");
     let slurm_check = ready["checks"]
@@ -435,9 +434,7 @@ fn first_start_trains_on_the_accounting_history(cluster: &Cluster) {
         &data.path().join("augur"),
         &[("AUGUR_SERVE_MIN_RETRAIN_JOBS", threshold.as_str())],
     );
-    wait_until(Duration::from_secs(120), "/readyz", || {
-        http(addr, "GET", "/readyz", None, None).is_ok_and(|(s, _)| s == 200)
-    });
+    common::trained(addr, common::HISTORY_KINDS);
     let models = get_json(addr, "/v1/models");
     let runtime = models["kinds"]["runtime"]["versions"]
         .as_array()

@@ -167,6 +167,11 @@ pub struct AppState {
     pub retrain: Arc<Mutex<RetrainStatus>>,
     /// Counters of the retrains (manual and scheduled) and the schedule's baseline.
     pub retrain_stats: Arc<tasks::retrain::RetrainStats>,
+    /// The kinds the first-start training has still to serve, and those it failed to.
+    pub first_start: Arc<tasks::first_start::FirstStart>,
+    /// Held by a model swap: one at a time, and a swap from the registry serves what the
+    /// registry holds when it swaps ([`AppState::reload_models`]).
+    swapping: Arc<Mutex<()>>,
     /// Turns true when the service is shutting down (background tasks should stop).
     pub shutdown: watch::Receiver<bool>,
     /// State of the parts around the API (see [`Extensions`]).
@@ -180,8 +185,9 @@ pub struct OpenInfo {
     pub events_replayed: usize,
     /// What became of the snapshot of the online state.
     pub snapshot: state::snapshot::LoadOutcome,
-    /// The registry had no model: they must be trained (see [`run`]).
-    pub needs_bootstrap: bool,
+    /// The kinds trained on a job history to train at this start (see
+    /// [`tasks::first_start`]): all of them when the registry had none.
+    pub needs_history: Vec<ModelKind>,
     /// The kinds trained on bundled data the registry has no version of: train them.
     pub needs_bundled: Vec<ModelKind>,
     /// Sends `true` to [`AppState::shutdown`].
@@ -216,7 +222,7 @@ impl AppState {
         let (auth, token_source) =
             Auth::resolve(config.token.as_deref(), config.insecure, &config.data_dir)?;
         let registry = tasks::training::open_registry(&config.data_dir)?;
-        let needs_bootstrap = tasks::training::registry_is_empty(&registry)?;
+        let needs_history = tasks::first_start::needs_history(&registry)?;
         let needs_bundled = tasks::training::needs_bundled(&registry)?;
         let ext = Arc::new(Extensions::new(&config, backend));
         let models = tasks::training::load_serving(&registry, &ext.metrics)?;
@@ -271,6 +277,8 @@ impl AppState {
             events: events_tx,
             retrain: Arc::new(Mutex::new(RetrainStatus::Idle)),
             retrain_stats: Arc::new(tasks::retrain::RetrainStats::new(finished_at_open)),
+            first_start: Arc::default(),
+            swapping: Arc::default(),
             shutdown: shutdown_rx,
             ext,
         };
@@ -280,7 +288,7 @@ impl AppState {
                 token_source,
                 events_replayed: replayed,
                 snapshot,
-                needs_bootstrap,
+                needs_history,
                 needs_bundled,
                 shutdown_tx,
             },
@@ -305,8 +313,32 @@ impl AppState {
     /// it in, catching up under the lock with events committed meanwhile, and for a group
     /// the writer applied but has not committed yet (the writer then skips what the new
     /// state already has). Requests are served throughout; none is dropped. Blocking (call
-    /// from a blocking context).
+    /// from a blocking context). One swap at a time.
     pub fn swap_models(&self, models: ServedModels) {
+        let _one = lock(&self.swapping);
+        self.swap_in(models);
+    }
+
+    /// Serves the versions the registry says to serve ([`tasks::training::load_serving`]),
+    /// read and swapped in under the swap lock, so two writers never swap at once and the
+    /// last swap serves what the registry holds then; no swap when those are the versions
+    /// served already. Whether it swapped. Blocking.
+    pub fn reload_models(&self) -> Result<bool, tasks::training::LoadError> {
+        let _one = lock(&self.swapping);
+        let models = tasks::training::load_serving(&self.registry, &self.ext.metrics)?;
+        {
+            let o = self.online();
+            if models.versions() == o.models.versions() && models.unloadable == o.models.unloadable
+            {
+                return Ok(false);
+            }
+        }
+        self.swap_in(models);
+        Ok(true)
+    }
+
+    /// [`AppState::swap_models`], the swap lock held by the caller.
+    fn swap_in(&self, models: ServedModels) {
         let versions = models.versions();
         let upto = self.online().last_seq;
         let mut fresh = Online::new(models)

@@ -1,5 +1,5 @@
 //! Starting and stopping the service: [`run`] listens first (`/healthz` answers during
-//! start-up, [`super::http::starting`]), opens the data folder, says where the API token is, trains the models in the background when the registry has none, starts
+//! start-up, [`super::http::starting`]), opens the data folder, says where the API token is, trains the models the registry lacks in the background ([`first_start`]), starts
 //! the background tasks (metrics listener, retrain schedule, the cluster and its controller
 //! loop), serves HTTP under the connection limits ([`super::http::listen`]), and on SIGTERM or
 //! SIGINT finishes the requests in flight (until the shutdown deadline) and closes the store.
@@ -14,8 +14,8 @@ use super::backends::{self, ServeBackend};
 use super::http::auth::{self, TokenSource};
 use super::http::starting::Gate;
 use super::{
-    http::listen, http::metrics, lock, router, tasks::housekeeping, tasks::retrain,
-    tasks::training, AppState, OpenInfo, ServeConfig,
+    http::listen, http::metrics, lock, router, tasks::first_start, tasks::housekeeping,
+    tasks::retrain, AppState, OpenInfo, ServeConfig,
 };
 
 /// Runs the service until SIGTERM or SIGINT; in-flight requests are finished first.
@@ -170,10 +170,17 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
         snapshot = info.snapshot.label(),
         "event store opened and replayed"
     );
-    if info.needs_bootstrap || !info.needs_bundled.is_empty() {
-        spawn_bootstrap(state.clone(), &info);
+    let trains_runtime = info
+        .needs_history
+        .contains(&augur_predictor::ModelKind::Runtime);
+    if !info.needs_history.is_empty() || !info.needs_bundled.is_empty() {
+        first_start::spawn(
+            state.clone(),
+            info.needs_history.clone(),
+            info.needs_bundled.clone(),
+        );
     }
-    if !info.needs_bootstrap && !state.ready.load(Ordering::SeqCst) {
+    if !trains_runtime && !state.ready.load(Ordering::SeqCst) {
         tracing::warn!("the registry has no runtime model: predictions answer 503 until one is trained (POST /v1/models/retrain)");
     }
     // background tasks; each stops when `state.shutdown` turns true
@@ -184,137 +191,6 @@ fn start(state: &AppState, info: OpenInfo) -> tokio::sync::watch::Sender<bool> {
     super::heap::spawn(state.clone());
     super::state::snapshot::spawn(state.clone());
     info.shutdown_tx
-}
-
-/// Trains the models from the bundled sample in the background and serves them: the
-/// job-trace models (`dataset`) when the registry has none, and each kind trained on
-/// bundled data (the convergence model on MLPerf runs, the DAG model on TPC-H and
-/// WfCommons DAGs) when it has none.
-fn spawn_bootstrap(state: AppState, info: &super::OpenInfo) {
-    let dataset = state.config.bootstrap_dataset.clone();
-    let dataset_models = info.needs_bootstrap;
-    let bundled = info.needs_bundled.clone();
-    if dataset_models {
-        eprintln!(
-            "augur serve: no model in the registry; training on the bundled {dataset} trace in the background (/readyz answers 503 until done)"
-        );
-    }
-    // the background retrain schedule waits until this is done
-    state.retrain_stats.set_bootstrapping(dataset_models);
-    tokio::task::spawn_blocking(move || {
-        if dataset_models {
-            bootstrap_dataset_models(&state, &dataset);
-            state.retrain_stats.set_bootstrapping(false);
-        }
-        for kind in bundled {
-            bootstrap_bundled(&state, kind);
-        }
-    });
-}
-
-/// Trains the `kind` model on its bundled data and serves it; logs how long it took, or
-/// why it was not trained (kept, so its answers can say why).
-fn bootstrap_bundled(state: &AppState, kind: augur_predictor::ModelKind) {
-    let what = match super::kinds::spec(kind).map(|k| k.trained_on()) {
-        Some(super::kinds::TrainedOn::Bundled { what }) => what,
-        _ => "bundled data",
-    };
-    let started = std::time::Instant::now();
-    let result = (|| -> anyhow::Result<_> {
-        let r = training::train_bundled(kind, &state.registry, state.config.trees)?;
-        let models = training::load_serving(&state.registry, &state.ext.metrics)?;
-        state.swap_models(models);
-        Ok(r)
-    })();
-    match result {
-        Ok(Ok(meta)) => eprintln!(
-            "augur serve: {kind} model v{} trained on {what} in {:.1} s",
-            meta.version,
-            started.elapsed().as_secs_f64()
-        ),
-        Ok(Err(why)) => {
-            eprintln!("augur serve:   not trained: {kind}: {why}");
-            let not_trained = {
-                let mut o = state.online_mut();
-                o.not_trained.insert(kind, why.to_string());
-                o.not_trained.clone()
-            };
-            if let Err(e) = training::save_not_trained(&state.registry, &not_trained) {
-                tracing::error!(error = %format!("{e:#}"), "keeping why {kind} was not trained failed");
-            }
-        }
-        Err(e) => eprintln!("augur serve: training the {kind} model failed: {e:#}"),
-    }
-}
-
-/// Trains the job-trace models on the bootstrap history (`dataset`: bundled names, trace
-/// files and folders, comma-separated) and serves them; a kind the history cannot train is
-/// answered 503 with the reason.
-pub(super) fn bootstrap_dataset_models(state: &AppState, dataset: &str) {
-    {
-        let started = std::time::Instant::now();
-        let result = (|| -> anyhow::Result<training::TrainReport> {
-            // the cluster's own history (Slurm's accounting), when it has enough finished jobs
-            let history = state.ext.backend.training_history(state);
-            let mut trained = None;
-            if let Some((source, jobs)) = history {
-                let report =
-                    training::train_and_save(&state.registry, &source, &jobs, state.config.trees)?;
-                match report
-                    .not_trained
-                    .get(&augur_predictor::ModelKind::Runtime)
-                {
-                    // without a runtime model nothing is served: the bundled trace instead
-                    Some(why) => eprintln!(
-                        "augur serve: the Slurm accounting history did not train the runtime model ({why}); training on the bundled trace"
-                    ),
-                    None => trained = Some(report),
-                }
-            }
-            let report = match trained {
-                Some(report) => report,
-                None => {
-                    let sources = training::bootstrap_sources(dataset);
-                    let format = state.config.bootstrap_format.as_deref();
-                    let jobs =
-                        training::bootstrap_jobs(&sources, format, state.config.bootstrap_limit)?;
-                    training::train_and_save(&state.registry, dataset, &jobs, state.config.trees)?
-                }
-            };
-            let models = training::load_serving(&state.registry, &state.ext.metrics)?;
-            state.swap_models(models);
-            state.online_mut().not_trained = report.not_trained.clone();
-            training::save_not_trained(&state.registry, &report.not_trained)?;
-            Ok(report)
-        })();
-        match result {
-            Ok(report) => {
-                let versions: Vec<String> = report
-                    .trained
-                    .iter()
-                    .map(|(kind, m)| match m {
-                        Some(m) => format!("{kind} v{}", m.version),
-                        None => format!("{kind} not trained"),
-                    })
-                    .collect();
-                eprintln!(
-                    "augur serve: models trained on {} ({} jobs) in {:.1} s: {}",
-                    report.source,
-                    report.jobs,
-                    started.elapsed().as_secs_f64(),
-                    versions.join(", "),
-                );
-                for why in &report.skipped {
-                    tracing::warn!("not trained at first start: {why}");
-                    eprintln!("augur serve:   not trained: {why}");
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "training the models at first start failed");
-                eprintln!("augur serve: training the models failed: {e:#}");
-            }
-        }
-    }
 }
 
 async fn shutdown_signal() {

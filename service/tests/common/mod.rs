@@ -101,12 +101,49 @@ impl Server {
         }
     }
 
-    /// Waits (10 minutes at most: first-start training) until `/readyz` answers 200.
+    /// Waits (10 minutes at most: first-start training) until `/readyz` answers 200: the
+    /// runtime model is served; other kinds may still be training (see [`trained`]).
     pub fn wait_ready(&self) {
         wait_until(Duration::from_secs(600), "/readyz 200", || {
             matches!(http(self.addr, "GET", "/readyz", None, None), Ok((200, _)))
         });
     }
+
+    /// Waits until `/readyz` is 200 and the first start has trained `kinds` ([`trained`]).
+    pub fn wait_trained(&self, kinds: &[&str]) {
+        trained(self.addr, kinds);
+    }
+}
+
+/// Every kind the service serves, by the names `/readyz` lists them under.
+pub const ALL_KINDS: &[&str] = &["runtime", "queue_wait", "failure", "convergence", "dag"];
+
+/// The kinds trained on the job history at first start (the bootstrap trace): what a test
+/// that ingests jobs waits for, so every answer at submit comes from the same models.
+pub const HISTORY_KINDS: &[&str] = &["runtime", "queue_wait", "failure"];
+
+/// Waits (10 minutes at most) until the service at `addr` answers `/readyz` 200 with none
+/// of `kinds` in its `training` list: each is served, or was found not trainable (its
+/// predictions then answer 503 saying why). Panics at once when one is listed in
+/// `training_failed`.
+pub fn trained(addr: SocketAddr, kinds: &[&str]) {
+    let what = format!("/readyz 200 with {kinds:?} trained");
+    wait_until(Duration::from_secs(600), &what, || {
+        let Ok((200, body)) = http(addr, "GET", "/readyz", None, None) else {
+            return false;
+        };
+        let v = json_of(&body);
+        if let Some(failed) = v["training_failed"].as_object() {
+            for k in kinds {
+                assert!(
+                    failed.get(*k).is_none(),
+                    "first-start training of {k} failed: {body}"
+                );
+            }
+        }
+        let training = v["training"].as_array().expect("/readyz lists `training`");
+        !training.iter().any(|t| kinds.iter().any(|k| t == k))
+    });
 }
 
 /// `method path` with a JSON `body` (and the bearer `token`): (status, body).

@@ -90,6 +90,8 @@ async fn front(State(gate): State<Arc<Gate>>, req: Request) -> Response {
                     runtime: None,
                     queue_wait: None,
                 },
+                training: Vec::new(),
+                training_failed: Default::default(),
                 checks: vec![ReadyCheck {
                     name: "loading".into(),
                     ok: false,

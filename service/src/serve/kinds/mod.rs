@@ -107,6 +107,9 @@ pub enum TrainError {
     Save(#[from] SaveError),
     #[error("promoting the new version: {0}")]
     Promote(#[from] RegistryError),
+    /// The training panicked (a bug): the message.
+    #[error("the training panicked: {0}")]
+    Panicked(String),
 }
 
 /// Whether a newly trained version is promoted (served).

@@ -21,7 +21,7 @@
 //! only, so a retrain's time is bounded by `retrain_max_jobs` and the retention window, not
 //! by the length of the log. Restarts and replicas replay the same span: the same answers.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use augur_datasets::JobRecord;
@@ -67,8 +67,6 @@ pub struct RetrainStats {
     pub scheduled_succeeded: AtomicU64,
     /// Starts refused because a retrain was running (manual or scheduled).
     pub refused_running: AtomicU64,
-    /// The first-start training is running (the schedule waits for it).
-    bootstrapping: AtomicBool,
     /// Retrains running now (at most one).
     running: AtomicUsize,
     /// The most retrains seen running at once.
@@ -82,11 +80,6 @@ impl RetrainStats {
             finished_at_last: AtomicU64::new(finished),
             ..RetrainStats::default()
         }
-    }
-
-    /// Marks the first-start training as running or done.
-    pub fn set_bootstrapping(&self, on: bool) {
-        self.bootstrapping.store(on, Ordering::SeqCst);
     }
 
     /// The most retrains that ever ran at once in this process.
@@ -285,12 +278,10 @@ fn run(
             Promotion::IfNotWorse(gate),
             served,
         )?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics)?;
         // nothing promoted: the online state already serves these versions, and a swap
-        // would only rebuild it for the same answers
-        if models.versions() != st.online().models.versions() {
-            let t = std::time::Instant::now();
-            st.swap_models(models);
+        // would only rebuild it for the same answers (no swap then)
+        let t = std::time::Instant::now();
+        if st.reload_models()? {
             report
                 .seconds
                 .insert("rebuild".to_string(), t.elapsed().as_secs_f64());
@@ -398,7 +389,7 @@ pub fn spawn_schedule(state: AppState) {
                     }
                 }
             }
-            if state.retrain_stats.bootstrapping.load(Ordering::SeqCst) {
+            if state.first_start.running() {
                 continue; // the first-start training saves and promotes its own versions
             }
             let finished = state.online().counts.job_finished;

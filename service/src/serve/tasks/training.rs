@@ -276,30 +276,14 @@ pub fn train_and_save_with(
         served,
         shared: &shared,
     };
-    let results: Vec<Timed> = std::thread::scope(|s| {
-        let handles: Vec<_> = specs
-            .iter()
-            .map(|spec| {
-                let run = &run;
-                s.spawn(move || {
-                    let _done = FinishOnDrop {
-                        shared: run.shared,
-                        kind: spec.kind(),
-                    };
-                    let t = Instant::now();
-                    let r = spec.train(run);
-                    (r, t.elapsed().as_secs_f64())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
+    let results: Vec<Timed> = side_by_side(&run, &specs, |spec| {
+        let t = Instant::now();
+        let r = spec.train(&run);
+        (r, t.elapsed().as_secs_f64())
+    })
+    .into_iter()
+    .map(|r| r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    .collect();
     let mut report = TrainReport {
         source: source.name.to_string(),
         jobs: jobs.len(),
@@ -317,6 +301,35 @@ pub fn train_and_save_with(
         report.seconds.insert(kind.name().to_string(), secs);
     }
     Ok(report)
+}
+
+/// What a thread of [`side_by_side`] ended with: its value, or the payload of its panic.
+pub type Joined<T> = std::thread::Result<T>;
+
+/// Runs `each` for every kind of `specs` side by side (a thread each), the kind marked done
+/// in `run.shared` when `each` returns or panics (no kind waits forever for it); the
+/// results in the order of `specs`, a panic as its payload.
+pub fn side_by_side<T: Send>(
+    run: &HistoryRun<'_>,
+    specs: &[&dyn ServedKind],
+    each: impl Fn(&dyn ServedKind) -> T + Sync,
+) -> Vec<Joined<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .iter()
+            .map(|spec| {
+                let each = &each;
+                s.spawn(move || {
+                    let _done = FinishOnDrop {
+                        shared: run.shared,
+                        kind: spec.kind(),
+                    };
+                    each(*spec)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    })
 }
 
 /// Puts what training `spec`'s kind gave into `report`; returns the version saved.

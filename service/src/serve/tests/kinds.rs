@@ -112,7 +112,7 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
     copy_dir(trained_models(), &dir.path().join("models"));
     let (state, info) = open(dir.path());
     assert!(
-        !info.needs_bootstrap && info.needs_bundled.is_empty(),
+        info.needs_history.is_empty() && info.needs_bundled.is_empty(),
         "{info:?}"
     );
     for k in kinds::registered() {

@@ -72,7 +72,11 @@ async fn kinds_skipped_at_first_start_name_the_field_the_history_lacks() {
     let (state, _info) = crate::serve::AppState::open(config).unwrap();
     let train = state.clone();
     tokio::task::spawn_blocking(move || {
-        crate::serve::run::bootstrap_dataset_models(&train, "philly");
+        crate::serve::tasks::first_start::train_history_kinds(
+            &train,
+            "philly",
+            &crate::serve::tasks::first_start::all_history_kinds(),
+        );
     })
     .await
     .unwrap();
@@ -130,4 +134,61 @@ async fn a_corrupt_runtime_model_makes_readiness_name_the_checksum_mismatch() {
     assert!(!reason.contains("first start"), "{v}");
     let shown = dir.path().to_string_lossy().to_string();
     assert!(!reason.contains(&shown), "{v}");
+}
+
+/// A kind whose first-start training fails (here the registry cannot save its version: a
+/// file stands where its first version goes) is named in `/readyz`'s `training_failed`, its
+/// predictions answer 503 `model_not_available`, and it stays pending for the next start;
+/// the service is ready with the kinds that were served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_first_start_training_fails_is_named_and_the_service_stays_ready() {
+    use crate::serve::tasks::first_start;
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServeConfig {
+        data_dir: dir.path().to_path_buf(),
+        token: Some(TOKEN.into()),
+        trees: Some(10),
+        bootstrap_limit: Some(3000),
+        ..ServeConfig::default()
+    };
+    let (state, info) = AppState::open(config).unwrap();
+    let kinds = first_start::all_history_kinds();
+    assert_eq!(info.needs_history, kinds);
+    let in_the_way = dir.path().join("models").join("queue_wait");
+    std::fs::create_dir_all(&in_the_way).unwrap();
+    std::fs::write(in_the_way.join("v1"), b"not a version").unwrap();
+    let train = state.clone();
+    tokio::task::spawn_blocking(move || {
+        train.first_start.begin(kinds.clone());
+        first_start::train_history_kinds(&train, "mira", &kinds);
+    })
+    .await
+    .unwrap();
+    let (st, v) = call(&state, "GET", "/readyz", None, false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["training"], serde_json::json!([]), "{v}");
+    let why = v["training_failed"]["queue_wait"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("could not claim a version number"), "{v}");
+    assert!(v["training_failed"].get("runtime").is_none(), "{v}");
+    assert!(v["training_failed"].get("failure").is_none(), "{v}");
+    let probe = serde_json::json!({ "job": { "profile": { "num_nodes": 512, "user": "u1" } } });
+    let (st, v) = call(
+        &state,
+        "POST",
+        "/v1/predict/queue-wait",
+        Some(probe.clone()),
+        false,
+    )
+    .await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "model_not_available", "{v}");
+    let (st, v) = call(&state, "POST", "/v1/predict/runtime", Some(probe), false).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // the next start trains it again
+    assert_eq!(
+        first_start::needs_history(&state.registry).unwrap(),
+        [augur_predictor::ModelKind::QueueWait]
+    );
 }

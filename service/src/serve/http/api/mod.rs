@@ -18,6 +18,7 @@ pub mod models;
 pub mod pool;
 pub mod predict;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use augur_predictor::ModelKind;
@@ -67,11 +68,23 @@ pub struct ReadyCheck {
 }
 
 /// Whether the service can do its work: answer runtime predictions, store what it is sent,
-/// and observe its cluster.
+/// and observe its cluster; and which kinds are still training at first start.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Readiness {
     pub ready: bool,
     pub models: ReadyModels,
+    /// The kinds the first-start training has still to serve (`runtime`, `queue_wait`,
+    /// `failure`, `convergence`, `dag`), in the order they train: until one is served its
+    /// predictions answer 503 `model_not_available`. Empty once every kind is trained (and
+    /// while the data folder is still loading).
+    #[schema(example = json!(["queue_wait", "failure"]))]
+    pub training: Vec<&'static str>,
+    /// The kinds whose first-start training failed, and why (also logged as errors): they
+    /// are not served until a retrain or the next start trains them. They do not make the
+    /// service unready: the kinds served keep answering.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub training_failed: BTreeMap<&'static str, String>,
     /// Every check, passed or not.
     pub checks: Vec<ReadyCheck>,
     /// The checks that failed, by name (only when not ready).
@@ -84,14 +97,16 @@ pub const MIN_FREE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `GET /readyz`: 200 when every check passes (the runtime model is loaded, the data folder
 /// takes writes and has free space, each cluster backend is up), else 503 naming the failed
-/// checks.
+/// checks. Either way `training` lists the kinds the first start is still training (the
+/// runtime model is trained first: ready comes before the others are served) and
+/// `training_failed` those it failed to train.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "ops",
     summary = "Readiness: 200 when the runtime model is loaded, the store can write and the backend is up; else 503 naming the failed checks",
     responses(
-        (status = 200, description = "ready", body = Readiness),
+        (status = 200, description = "ready (the runtime model is served); `training` lists the kinds still training at first start, whose predictions answer 503 `model_not_available` until served, and `training_failed` those whose training failed", body = Readiness),
         (status = 503, description = "not ready: `reason` names the failed checks (first-start training, a read-only or full data folder, a backend down)", body = Readiness)
     )
 )]
@@ -158,6 +173,23 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
             runtime,
             queue_wait,
         },
+        training: state
+            .first_start
+            .training()
+            .into_iter()
+            .map(ModelKind::name)
+            .collect(),
+        training_failed: state
+            .first_start
+            .failed()
+            .into_iter()
+            .map(|(k, why)| {
+                (
+                    k.name(),
+                    models::without_data_dir(&why, &state.config.data_dir),
+                )
+            })
+            .collect(),
         checks,
         reason,
     };

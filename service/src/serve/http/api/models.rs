@@ -218,9 +218,8 @@ pub async fn promote(
             .registry
             .promote(kind.name(), body.version)
             .map_err(registry_error("version", &dir))?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics)
+        st.reload_models()
             .map_err(|e| ApiError::internal("the promoted models could not be loaded", e))?;
-        st.swap_models(models);
         Ok(Json(Promoted {
             kind: kind.name(),
             promoted: p,
@@ -263,10 +262,9 @@ pub async fn rollback(
             .registry
             .rollback(kind.name())
             .map_err(registry_error("kind", &dir))?;
-        let models = training::load_serving(&st.registry, &st.ext.metrics).map_err(|e| {
+        st.reload_models().map_err(|e| {
             ApiError::internal("the models could not be loaded after the rollback", e)
         })?;
-        st.swap_models(models);
         Ok(Json(Promoted {
             kind: kind.name(),
             promoted: p,
