@@ -39,6 +39,48 @@ pub fn conformal_offset(scores: &[f64], coverage: f64) -> Option<f64> {
     Some(quantile(scores, q))
 }
 
+/// The calibration level that, learnt from the history itself, restores `coverage` one
+/// slice later: `history` (residuals of an out-of-sample stand-in for the model, oldest
+/// first) is cut into consecutive slices of `slice` residuals; for each slice the lowest
+/// level on the grid whose offsets cover `coverage` of the *next* slice is found, and the
+/// median of those levels is answered (in `[coverage, DRIFT_LEVEL_MAX]`). Calibrated on the
+/// past, an interval is served on a future that drifts from it; this measures how much
+/// wider it had to be, one slice ahead, each time before. `coverage` when there are fewer
+/// than two slice pairs.
+pub fn drift_level(history: &[f64], slice: usize, coverage: f64) -> f64 {
+    let slice = slice.max(20);
+    let chunks: Vec<&[f64]> = history.chunks_exact(slice).collect();
+    let mut levels: Vec<f64> = chunks
+        .windows(2)
+        .map(|pair| {
+            let mut cal = pair[0].to_vec();
+            cal.sort_by(f64::total_cmp);
+            let next = pair[1];
+            let steps = ((DRIFT_LEVEL_MAX - coverage) / DRIFT_LEVEL_STEP).round() as usize;
+            (0..=steps)
+                .map(|k| coverage + k as f64 * DRIFT_LEVEL_STEP)
+                .find(|&level| {
+                    let (lo, hi) = conformal_offsets_sorted(&cal, level);
+                    let inside = next.iter().filter(|r| lo <= **r && **r <= hi).count();
+                    inside as f64 >= coverage * next.len() as f64
+                })
+                .unwrap_or(DRIFT_LEVEL_MAX)
+        })
+        .collect();
+    if levels.len() < 2 {
+        return coverage;
+    }
+    levels.sort_by(f64::total_cmp);
+    quantile_sorted(&levels, 0.5).clamp(coverage, DRIFT_LEVEL_MAX)
+}
+
+/// The highest level [`drift_level`] answers: past it the two-sided interval is the
+/// residuals' 2.5%–97.5% range, and wider answers say little.
+pub const DRIFT_LEVEL_MAX: f64 = 0.95;
+
+/// The grid step of [`drift_level`].
+const DRIFT_LEVEL_STEP: f64 = 0.005;
+
 /// Online conformal calibration: the residuals (ln actual − ln predicted) of the most
 /// recent finished jobs, fed as jobs finish, so intervals follow drift in the cluster; plus
 /// adaptive conformal inference (Gibbs & Candès, 2021): each finished job whose interval was
@@ -285,6 +327,37 @@ mod tests {
         // the level went below 0 (the window's whole range) and was held there
         let plain = coverage_of_late_bursts(0.0);
         assert!(plain < 0.7, "plain window {plain} vs adaptive {adaptive}");
+    }
+
+    #[test]
+    fn the_drift_level_learnt_from_the_history_restores_coverage_one_slice_ahead() {
+        // SYNTHETIC residuals whose spread grows 12% a slice of 5,000 (continuously): the
+        // interval is calibrated on the last slice of a 6-slice history and served on the
+        // next slice
+        let mut rng = Normals(0x5851_f42d_4c95_7f2d);
+        let slice = 5000;
+        let series: Vec<f64> = (0..7 * slice)
+            .map(|t| (0.12 * t as f64 / slice as f64).exp() * rng.next())
+            .collect();
+        let (history, test) = series.split_at(6 * slice);
+        let cal = &history[5 * slice..];
+        let share = |(lo, hi): (f64, f64)| {
+            test.iter().filter(|r| lo <= **r && **r <= hi).count() as f64 / test.len() as f64
+        };
+        let plain = share(conformal_offsets(cal, 0.8));
+        assert!(plain < 0.77, "calibrated on the past alone: {plain}");
+        let level = drift_level(history, slice, 0.8);
+        assert!(level > 0.8 && level < DRIFT_LEVEL_MAX, "{level}");
+        let widened = share(conformal_offsets(cal, level));
+        assert!(
+            (0.78..=0.82).contains(&widened),
+            "widened to {level}: {widened}"
+        );
+        // residuals that do not drift learn (almost) nothing
+        let still: Vec<f64> = (0..6 * slice).map(|_| rng.next()).collect();
+        assert!(drift_level(&still, slice, 0.8) < 0.82);
+        // too short a history answers the nominal level
+        assert_eq!(drift_level(&history[..2 * slice], slice, 0.8), 0.8);
     }
 
     #[test]

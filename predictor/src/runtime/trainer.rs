@@ -8,7 +8,7 @@ use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
 use super::predictor::{BaseMargin, ChoiceInputs, PointChoice, RuntimeMember, RuntimePredictor};
-use crate::calibration::conformal::conformal_offsets;
+use crate::calibration::conformal::{conformal_offsets, drift_level};
 use crate::feature_rows::gather;
 use crate::metrics::quantile;
 use crate::PredictorError;
@@ -19,7 +19,8 @@ use crate::PredictorError;
 /// [`BaseMargin`] (the best history median available for the job). Their blend weight is
 /// picked on a validation slice at the end of the training period (the last
 /// `valid_fraction` of it, by submit time), which also sets the number of trees (early
-/// stopping) and calibrates the interval (split-conformal on the validation residuals).
+/// stopping) and calibrates the interval (split-conformal on the validation residuals, at
+/// the level [`drift_level`] learns from the training period's own drift).
 /// With `refit`, both members are then refitted on the whole training period with that
 /// number of trees (+ the validation share), so the most recent jobs are learnt from too.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -331,7 +332,14 @@ impl RuntimeTrainer {
                 None => t - p,
             })
             .collect();
-        let interval_log = conformal_offsets(&resid, self.coverage);
+        // widened by the drift the training period showed one slice ahead, measured on the
+        // history median's residuals (out of sample at every row, no fit needed)
+        let history: Vec<f64> = train_rows
+            .iter()
+            .map(|&r| y_log[r] - margin.of(&x[r * d..(r + 1) * d]))
+            .collect();
+        let level = drift_level(&history, n_val, self.coverage);
+        let interval_log = conformal_offsets(&resid, level);
 
         // the whole training period, for the refits (gathered once for both members)
         let all = if self.refit {
