@@ -76,13 +76,13 @@ impl QueueWaitData {
             None => runtime_trainer.train(&schema, &hx, &y_rt, &rt_rows)?,
         };
         let hm = Matrix::new(&hx, jobs.len(), h)?;
-        let rt_pred = runtime.predict_batch(&hm)?;
+        let rt_point = runtime.ensemble_seconds_batch(&hm)?;
         let resource = ResourceKind::for_jobs(&train_jobs);
         let capacity = infer_capacity(jobs, train_rows, resource, capacity_quantile);
         let queue_jobs: Vec<QueueJob> = jobs
             .iter()
-            .zip(&rt_pred)
-            .map(|(j, p)| QueueJob::from_record(j, resource, p.seconds))
+            .zip(&rt_point)
+            .map(|(j, &p)| QueueJob::from_record(j, resource, p))
             .collect();
         let qx = replay_queue_features(jobs, &queue_jobs, capacity)?;
         let qd = QUEUE_FEATURES.len();

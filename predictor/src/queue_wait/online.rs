@@ -446,7 +446,10 @@ mod tests {
     use super::*;
     use crate::calibration::{high_level, RiskScore, RiskSplitBound};
     use crate::queue_wait::{known_wait, wait_ceiling, QueueWaitData, QueueWaitTrainer};
+    use crate::runtime::{BaseMargin, ChoiceInputs, PointChoice};
     use crate::synthetic_trace::{events, job_event as event, trace, Kind};
+    use augur_models::linear::LinearParams;
+    use augur_models::{AnyModel, Fit, Matrix, TrainSet};
 
     /// A small predictor trained on the first 500 jobs of a synthetic trace of 700, the
     /// trace and the training data (with every job's feature row).
@@ -518,6 +521,61 @@ mod tests {
             online.queue().queued_jobs() + online.queue().running_jobs(),
             0
         );
+    }
+
+    /// A runtime point choice that always takes its base (a constant 1 s): the served run
+    /// time of every job.
+    fn always_base() -> PointChoice {
+        let gap = [0.0f32, 1.0, 2.0, 3.0];
+        let take = [5.0; 4];
+        let x = Matrix::new(&gap, 4, 1).unwrap();
+        let model = LinearParams::default()
+            .fit(&TrainSet::new(x, &take, None).unwrap())
+            .unwrap();
+        PointChoice {
+            margin: BaseMargin {
+                columns: Vec::new(),
+                default: 0.0,
+            },
+            model: AnyModel::Linear(model),
+            inputs: ChoiceInputs::Gap,
+        }
+    }
+
+    #[test]
+    fn queue_features_read_the_runtime_ensemble_not_the_served_point() {
+        let (mut p, jobs, data) = fixture();
+        p.risk = None;
+        let d = data.n_features;
+        let h = p.runtime.schema.len();
+        let served_before: Vec<f64> = (0..jobs.len())
+            .map(|i| p.runtime.predict_log(&data.x[i * d..i * d + h]))
+            .collect();
+        p.runtime.choice = Some(always_base());
+        // the choice moves the served point (to ln 1 s) ...
+        let moved = (0..jobs.len())
+            .filter(|&i| {
+                let served = p.runtime.predict_log(&data.x[i * d..i * d + h]);
+                served == 0.0 && served != served_before[i]
+            })
+            .count();
+        assert_eq!(moved, jobs.len());
+        // ... but the online answers still equal the replayed rows built without it
+        let p = Arc::new(p);
+        let mut online = Arc::clone(&p).online(1);
+        for (at, i, kind) in events(&jobs) {
+            let ev = event(&jobs, i, kind, at);
+            let Some(issued) = online.observe(&ev) else {
+                continue;
+            };
+            let issued = issued.unwrap();
+            let want = p.predict_row(&data.x[i * d..(i + 1) * d]);
+            assert_eq!(
+                (issued.seconds, issued.interval.upper),
+                (want.seconds, want.upper),
+                "job {i}"
+            );
+        }
     }
 
     #[test]

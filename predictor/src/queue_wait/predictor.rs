@@ -299,7 +299,7 @@ impl QueueWaitPredictor {
         }
         let (hist, rest) = out.split_at_mut(h);
         history(hist)?;
-        let rt = self.runtime.predict_row(hist).seconds;
+        let rt = self.runtime.ensemble_seconds(hist);
         let qj = QueueJob::from_record(job, self.resource, rt);
         queue.features(&qj, now, rest)?;
         Ok(qj)

@@ -159,24 +159,21 @@ impl RuntimePrediction {
 }
 
 impl RuntimePredictor {
-    /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
-    pub fn predict_log(&self, features: &[f32]) -> f64 {
-        let point = self
-            .members
+    /// The weighted ensemble's point in ln seconds for one feature row, before the
+    /// [`PointChoice`]: what other predictors read as a job's expected run time (the queue
+    /// features), so that the served point's rule does not move them.
+    pub fn ensemble_log(&self, features: &[f32]) -> f64 {
+        self.members
             .iter()
             .map(|m| {
                 let base = m.margin.as_ref().map_or(0.0, |b| b.of(features));
                 m.weight * (base + m.model.predict_row(features))
             })
-            .sum();
-        match &self.choice {
-            Some(c) => c.choose(features, point),
-            None => point,
-        }
+            .sum()
     }
 
-    /// Point estimates in ln seconds for every row of `x`.
-    pub fn predict_log_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+    /// [`RuntimePredictor::ensemble_log`] for every row of `x`.
+    pub fn ensemble_log_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
         let mut out = vec![0.0; x.rows()];
         let mut tmp = vec![0.0; x.rows()];
         for m in &self.members {
@@ -186,6 +183,35 @@ impl RuntimePredictor {
                 *o += m.weight * (base + t);
             }
         }
+        Ok(out)
+    }
+
+    /// The ensemble's point in seconds for one row ([`RuntimePredictor::ensemble_log`]).
+    pub fn ensemble_seconds(&self, features: &[f32]) -> f64 {
+        self.ensemble_log(features).exp()
+    }
+
+    /// [`RuntimePredictor::ensemble_seconds`] for every row of `x`.
+    pub fn ensemble_seconds_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+        Ok(self
+            .ensemble_log_batch(x)?
+            .into_iter()
+            .map(f64::exp)
+            .collect())
+    }
+
+    /// Point estimate in ln seconds for one feature row laid out by `self.schema`.
+    pub fn predict_log(&self, features: &[f32]) -> f64 {
+        let point = self.ensemble_log(features);
+        match &self.choice {
+            Some(c) => c.choose(features, point),
+            None => point,
+        }
+    }
+
+    /// Point estimates in ln seconds for every row of `x`.
+    pub fn predict_log_batch(&self, x: &Matrix) -> Result<Vec<f64>, PredictorError> {
+        let mut out = self.ensemble_log_batch(x)?;
         if let Some(c) = &self.choice {
             for (i, o) in out.iter_mut().enumerate() {
                 *o = c.choose(x.row(i), *o);
