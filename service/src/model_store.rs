@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use augur_predictor::failure::{METHOD_GBDT, METHOD_SVM};
+use augur_predictor::failure::{METHOD_GBDT, METHOD_PAST_RATE, METHOD_SVM};
 use augur_predictor::metrics::{coverage, mae_log, within2x};
 use augur_predictor::registry::Artifact;
 use augur_predictor::{
@@ -144,6 +144,8 @@ pub fn failure_metrics(eval: &FailureEvaluation) -> BTreeMap<String, f64> {
             "svm"
         } else if r.method == METHOD_GBDT {
             "gbdt"
+        } else if r.method == METHOD_PAST_RATE {
+            "past_rate"
         } else {
             continue;
         };

@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 /// slice; with fewer, Platt scaling's two parameters are all the slice can support.
 pub const ISOTONIC_MIN_CLASS: usize = 30;
 
+/// Weight of the score's own order in an isotonic probability: the step function is flat
+/// beyond its end blocks (and between equal blocks), where it would tie jobs the model
+/// ranks apart; this strictly increasing nudge (at most 1e-6 of probability) keeps the
+/// model's ranking there without moving the calibration.
+const ISOTONIC_TIE_BREAK: f64 = 1e-6;
+
 /// Maps a model score to a probability, monotone non-decreasing, in [0, 1].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "snake_case")]
@@ -124,23 +130,13 @@ impl Calibrator {
                 sigmoid_stable(z)
             }
             Calibrator::Isotonic { x, p } => {
-                let (Some(&x0), Some(&p0)) = (x.first(), p.first()) else {
-                    return 0.5;
-                };
-                if !score.is_finite() || score <= x0 {
-                    return p0;
-                }
-                let k = x.partition_point(|&v| v <= score);
-                if k >= x.len() {
-                    return p[p.len() - 1];
-                }
-                let (xl, xr, pl, pr) = (x[k - 1], x[k], p[k - 1], p[k]);
-                let t = if xr > xl {
-                    (score - xl) / (xr - xl)
+                let step = isotonic_step(x, p, score);
+                if score.is_finite() {
+                    let order = 0.5 + score.atan() / std::f64::consts::PI;
+                    (1.0 - ISOTONIC_TIE_BREAK) * step + ISOTONIC_TIE_BREAK * order
                 } else {
-                    1.0
-                };
-                (pl + t * (pr - pl)).clamp(0.0, 1.0)
+                    (1.0 - ISOTONIC_TIE_BREAK) * step
+                }
             }
         }
     }
@@ -152,6 +148,28 @@ impl Calibrator {
             Calibrator::Isotonic { x, .. } => format!("isotonic({} steps)", x.len()),
         }
     }
+}
+
+/// The isotonic step function at `score`: `p` at the block centres `x`, linearly
+/// interpolated between them and flat beyond (NaN scores get the lowest).
+fn isotonic_step(x: &[f64], p: &[f64], score: f64) -> f64 {
+    let (Some(&x0), Some(&p0)) = (x.first(), p.first()) else {
+        return 0.5;
+    };
+    if !score.is_finite() || score <= x0 {
+        return p0;
+    }
+    let k = x.partition_point(|&v| v <= score);
+    if k >= x.len() || k >= p.len() {
+        return p[p.len() - 1];
+    }
+    let (xl, xr, pl, pr) = (x[k - 1], x[k], p[k - 1], p[k]);
+    let t = if xr > xl {
+        (score - xl) / (xr - xl)
+    } else {
+        1.0
+    };
+    (pl + t * (pr - pl)).clamp(0.0, 1.0)
 }
 
 /// The logistic function, as `e^z / (1 + e^z)` for negative `z`: the fitted calibrators
@@ -284,9 +302,15 @@ mod tests {
         // blocks: {1} 0, {2,3,4} 1/3, {5} 1, {6} 1
         assert_eq!(x, &vec![1.0, 3.0, 5.0, 6.0]);
         assert_eq!(p, &vec![0.0, 1.0 / 3.0, 1.0, 1.0]);
-        assert_eq!(c.probability(0.0), 0.0);
-        assert!((c.probability(4.0) - (1.0 / 3.0 + 0.5 * 2.0 / 3.0)).abs() < 1e-12);
-        assert_eq!(c.probability(100.0), 1.0);
+        assert!(c.probability(0.0).abs() < 1e-6);
+        assert!((c.probability(4.0) - (1.0 / 3.0 + 0.5 * 2.0 / 3.0)).abs() < 1e-6);
+        assert!((c.probability(100.0) - 1.0).abs() < 1e-6);
+        // beyond the end blocks and on the flat stretch between them, the step ties
+        // scores the model ranks apart; the probability keeps their order
+        assert!(c.probability(100.0) > c.probability(7.0));
+        assert!(c.probability(6.0) > c.probability(5.5));
+        assert!(c.probability(0.5) > c.probability(-3.0));
+        assert!(c.probability(f64::NAN) < c.probability(-3.0));
     }
 
     /// Seeded scores: positives around `+shift`, negatives around `−shift`, unit noise.
@@ -346,7 +370,7 @@ mod tests {
             assert!((0.0..=1.0).contains(&v) && v >= prev, "{k} {v} {prev}");
             prev = v;
         }
-        assert_eq!(c.probability(f64::NAN), p[0]);
+        assert!((c.probability(f64::NAN) - p[0]).abs() < 1e-6);
     }
 
     #[test]

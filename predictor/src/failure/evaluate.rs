@@ -1,18 +1,17 @@
-//! The failure evaluation: the shared time-ordered split, both models and two trivial
-//! baselines scored on the labelled test jobs.
+//! The failure evaluation: the shared time-ordered split, the three candidates (SVM, GBDT,
+//! calibrated past rate) and two trivial baselines scored on the labelled test jobs.
 
 use std::time::Instant;
 
 use augur_datasets::JobRecord;
-use augur_features::failure::FAILURE_KEY_FEATURES;
-use augur_features::{FailKey, FailureSchema};
 use augur_models::Predict;
 use serde::{Deserialize, Serialize};
 
+use super::past_rate::{key_label, PastRate};
 use super::svm::SvmScratch;
 use super::{
-    FailureData, FailureModel, FailurePrediction, FailurePredictor, FailureTrainer, TrainingInfo,
-    RECALL_AT_FPR,
+    CandidateScores, FailureData, FailureModel, FailurePrediction, FailurePredictor,
+    FailureTrainer, TrainingInfo, RECALL_AT_FPR,
 };
 use crate::evaluation::{Evaluation, MethodRow};
 use crate::feature_rows::gather;
@@ -65,11 +64,17 @@ pub struct FailureEvaluation {
     pub served: FailureModel,
     /// ROC-AUC of (SVM, GBDT) on the calibration slice.
     pub validation_auc: (f64, f64),
+    /// Each candidate's ROC-AUC on the calibration slice (how `served` was chosen).
+    pub validation_roc_auc: Option<CandidateScores>,
+    /// Each candidate's PR-AUC on the calibration slice.
+    pub validation_pr_auc: Option<CandidateScores>,
     /// ROC-AUC of the (SVM, GBDT) raw scores on the test jobs, before calibration (a flat
     /// calibration, fitted when a model ranked the slice backwards, hides their ranking).
     pub raw_test_auc: (f64, f64),
     pub gbdt_calibration: String,
     pub svm_calibration: String,
+    /// The past-rate candidate's key and calibration, e.g. `user: isotonic(12 steps)`.
+    pub past_rate_calibration: Option<String>,
     pub svm_support_vectors: usize,
     pub gbdt_trees: usize,
     pub training: TrainingInfo,
@@ -92,6 +97,7 @@ impl Evaluation for FailureEvaluation {
 pub const METHOD_BASE_RATE: &str = "base rate (training period)";
 pub const METHOD_SVM: &str = "augur svm (class-weighted, rbf)";
 pub const METHOD_GBDT: &str = "augur gbdt (log-loss)";
+pub const METHOD_PAST_RATE: &str = "augur past failure rate (calibrated)";
 
 /// The shared protocol on `jobs`: time-ordered 80/20 split of all jobs by submit time; the
 /// labelled jobs of the first part train, those of the second are scored.
@@ -169,6 +175,12 @@ pub fn score_failure(data: &FailureData<'_>, predictor: &FailurePredictor) -> Fa
         rows: scored.rows,
         served: predictor.served,
         validation_auc: predictor.validation_auc,
+        validation_roc_auc: predictor.validation_roc_auc,
+        validation_pr_auc: predictor.validation_pr_auc,
+        past_rate_calibration: predictor
+            .past_rate
+            .as_ref()
+            .map(|p| format!("{}: {}", p.key_label(), p.calibration().describe())),
         gbdt_calibration: predictor.gbdt_calibration.describe(),
         svm_calibration: predictor.svm_calibration.describe(),
         svm_support_vectors: svm_sv,
@@ -189,19 +201,12 @@ fn push_baselines(scored: &mut Scored, data: &FailureData<'_>, test_y: &[bool], 
         None,
         None,
     );
-    if let Some((key, col)) = history_baseline(&data.schema) {
+    if let Some((key, col)) = PastRate::key_of(&data.schema) {
         let d = data.schema.len();
         let p: Vec<f64> = data
             .test_rows
             .iter()
-            .map(|&i| {
-                let v = f64::from(data.x[i * d + col]);
-                if v.is_finite() {
-                    v
-                } else {
-                    base_rate
-                }
-            })
+            .map(|&i| PastRate::raw(&data.x[i * d..(i + 1) * d], col, base_rate))
             .collect();
         scored.push(
             format!("past failure rate of the job's {}", key_label(key)),
@@ -255,6 +260,12 @@ fn push_models(
         Some(info.gbdt_train_s + data.features_s),
         Some(gbdt_us),
     );
+    if predictor.past_rate.is_some() {
+        let p: Option<Vec<f64>> = preds.iter().map(|p| p.past_rate).collect();
+        if let Some(p) = p {
+            scored.push(METHOD_PAST_RATE.into(), p, test_y, None, None);
+        }
+    }
     let mut raw_s = Vec::with_capacity(n_test);
     let mut raw_g = Vec::with_capacity(n_test);
     for r in tx.chunks_exact(d) {
@@ -263,22 +274,4 @@ fn push_models(
         raw_g.push(b);
     }
     (roc_auc(&raw_s, test_y), roc_auc(&raw_g, test_y))
-}
-
-/// The most specific key with a failure history for the "past failure rate" baseline: the
-/// user, else the group, queue or the whole cluster; with its `fail_rate` column.
-fn history_baseline(schema: &FailureSchema) -> Option<(FailKey, usize)> {
-    [FailKey::User, FailKey::Group, FailKey::Queue, FailKey::All]
-        .into_iter()
-        .find_map(|k| schema.index_of(k, FAILURE_KEY_FEATURES[1]).map(|c| (k, c)))
-}
-
-fn key_label(key: FailKey) -> &'static str {
-    match key {
-        FailKey::User => "user",
-        FailKey::Group => "group",
-        FailKey::Queue => "queue",
-        FailKey::All => "cluster",
-        other => other.name(),
-    }
 }

@@ -22,8 +22,12 @@
 //! fewer than [`MIN_CALIBRATION_CLASS`] jobs of a class, no slope can be fitted on it: the
 //! calibrators then also get forward-chained
 //! out-of-fold scores of the later training period (each block scored by models fitted on
-//! everything before it). The served model is the one with the higher ROC-AUC on those
-//! out-of-sample scores.
+//! everything before it).
+//!
+//! A third candidate is the past failure rate of the job's user (else group, queue, cluster;
+//! [`PastRate`]), calibrated the same way. The served model is the candidate with the
+//! highest ROC-AUC on those out-of-sample scores, the past rate only when it beats both
+//! trained models: the served model is never worse than the past rate there.
 //!
 //! Labels ([`augur_features::failure_label`]): `failed` = 1; `completed` and `killed` = 0;
 //! `unknown` (still running or pending when the trace ended, or no status) is censored —
@@ -40,6 +44,7 @@ mod artifact;
 mod data;
 mod evaluate;
 mod online;
+mod past_rate;
 mod predictor;
 mod svm;
 mod trainer;
@@ -54,10 +59,12 @@ pub use crate::metrics::classification::{
 pub use data::FailureData;
 pub use evaluate::{
     evaluate_failure, score_failure, train_and_evaluate_failure, FailureEvalRow, FailureEvaluation,
-    FailureMetrics, MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_SVM,
+    FailureMetrics, MethodProbabilities, METHOD_BASE_RATE, METHOD_GBDT, METHOD_PAST_RATE,
+    METHOD_SVM,
 };
 pub use online::{FailureOnline, FailureOnlineAnswer, FailureOnlineState};
-pub use predictor::{FailurePrediction, FailurePredictor};
+pub use past_rate::{key_label, PastRate};
+pub use predictor::{CandidateScores, FailurePrediction, FailurePredictor};
 pub use svm::{KernelSvm, SvmScratch, SvmSettings};
 pub use trainer::{FailureTrainer, TrainingInfo};
 
@@ -73,7 +80,7 @@ pub const CROSS_FIT_CUTS: [f64; 4] = [0.4, 0.6, 0.8, 1.0];
 /// The false-positive rate at which recall is reported.
 pub const RECALL_AT_FPR: f64 = 0.10;
 
-/// Which of the two models.
+/// Which of the candidates is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureModel {
@@ -81,6 +88,8 @@ pub enum FailureModel {
     Svm,
     /// The log-loss GBDT.
     Gbdt,
+    /// The calibrated past failure rate of the job's user (or group, queue, cluster).
+    PastRate,
 }
 
 impl FailureModel {
@@ -89,6 +98,7 @@ impl FailureModel {
         match self {
             FailureModel::Svm => "svm",
             FailureModel::Gbdt => "gbdt",
+            FailureModel::PastRate => "past_rate",
         }
     }
 }

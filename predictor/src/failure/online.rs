@@ -10,7 +10,7 @@ use augur_features::{FailureFeatureState, JobHandle};
 use serde::{Deserialize, Serialize};
 
 use super::svm::with_svm_scratch;
-use super::{FailureModel, FailurePredictor};
+use super::FailurePredictor;
 use crate::calibration::platt::Calibrator;
 use crate::contract::{JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
@@ -22,7 +22,7 @@ pub struct FailureOnlineAnswer {
     pub model_version: u32,
     /// Calibrated probability that the job ends failed (from the served model).
     pub probability: f64,
-    /// Which model is served: `gbdt` or `svm`.
+    /// Which model is served: `gbdt`, `svm` or `past_rate`.
     pub model: &'static str,
     /// The served model's calibration: `platt` or `isotonic`.
     pub calibration: &'static str,
@@ -112,16 +112,11 @@ impl FailureOnline {
     }
 
     fn answer(&self, probability: f64) -> FailureOnlineAnswer {
-        let (gbdt, svm) = self.model.calibrators();
-        let calibration = match self.model.served {
-            FailureModel::Gbdt => gbdt,
-            FailureModel::Svm => svm,
-        };
         FailureOnlineAnswer {
             model_version: self.model_version,
             probability,
             model: self.model.served.name(),
-            calibration: match calibration {
+            calibration: match self.model.served_calibrator() {
                 Calibrator::Platt { .. } => "platt",
                 Calibrator::Isotonic { .. } => "isotonic",
             },

@@ -1,5 +1,5 @@
-//! The fitted failure predictor: both models, their calibrators and the choice between them;
-//! prediction from a failure-feature row.
+//! The fitted failure predictor: both models, the past-rate candidate, their calibrators
+//! and the choice between them; prediction from a failure-feature row.
 
 use augur_datasets::JobRecord;
 use augur_features::{FailureFeatureState, FailureSchema, TrainingRanges};
@@ -7,6 +7,7 @@ use augur_models::gbdt::GbdtModel;
 use augur_models::Predict;
 use serde::{Deserialize, Serialize};
 
+use super::past_rate::PastRate;
 use super::svm::{KernelSvm, SvmScratch};
 use super::{FailureModel, TrainingInfo};
 use crate::calibration::platt::Calibrator;
@@ -21,6 +22,33 @@ pub struct FailurePrediction {
     pub gbdt: f64,
     /// Calibrated probability from the SVM.
     pub svm: f64,
+    /// Calibrated past failure rate (none when the trace keeps no failure history).
+    pub past_rate: Option<f64>,
+}
+
+/// One metric of each candidate on the out-of-sample calibration scores.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CandidateScores {
+    pub svm: f64,
+    pub gbdt: f64,
+    pub past_rate: Option<f64>,
+}
+
+impl CandidateScores {
+    /// The candidate with the highest score: the SVM only when it beats the GBDT, the past
+    /// rate only when it beats both (ties and NaN keep the trained model).
+    pub fn best(&self) -> FailureModel {
+        // a NaN score (a class missing) never wins
+        let above = |a: f64, b: f64| a > b || (b.is_nan() && !a.is_nan());
+        let (mut served, mut best) = (FailureModel::Gbdt, self.gbdt);
+        if above(self.svm, best) {
+            (served, best) = (FailureModel::Svm, self.svm);
+        }
+        if self.past_rate.is_some_and(|p| above(p, best)) {
+            served = FailureModel::PastRate;
+        }
+        served
+    }
 }
 
 /// The trained failure predictor: features, both models, their calibrators.
@@ -32,12 +60,24 @@ pub struct FailurePredictor {
     pub(super) gbdt_calibration: Calibrator,
     pub(super) svm: KernelSvm,
     pub(super) svm_calibration: Calibrator,
+    /// The past failure rate of the job's user (or group, queue, cluster), calibrated (none
+    /// when the trace keeps no failure history, or for a model saved before it was a
+    /// candidate).
+    #[serde(default)]
+    pub past_rate: Option<PastRate>,
     /// The model whose probability [`FailurePrediction::probability`] is.
     pub served: FailureModel,
     /// Failed share of the labelled training jobs.
     pub train_base_rate: f64,
-    /// ROC-AUC of each model on the calibration slice (how `served` was chosen).
+    /// ROC-AUC of (SVM, GBDT) on the calibration scores.
     pub validation_auc: (f64, f64),
+    /// Each candidate's ROC-AUC on the calibration scores (how `served` was chosen; none
+    /// for a model saved before the past rate was a candidate).
+    #[serde(default)]
+    pub validation_roc_auc: Option<CandidateScores>,
+    /// Each candidate's PR-AUC on the calibration scores (reported, not used to choose).
+    #[serde(default)]
+    pub validation_pr_auc: Option<CandidateScores>,
     /// What its training measured.
     #[serde(default)]
     pub training: TrainingInfo,
@@ -56,13 +96,16 @@ impl FailurePredictor {
         let s = self
             .svm_calibration
             .probability(self.svm.decision(row, scratch));
+        let p = self.past_rate.as_ref().map(|r| r.probability(row));
         FailurePrediction {
-            probability: match self.served {
-                FailureModel::Gbdt => g,
-                FailureModel::Svm => s,
+            probability: match (self.served, p) {
+                (FailureModel::Svm, _) => s,
+                (FailureModel::PastRate, Some(p)) => p,
+                (FailureModel::Gbdt | FailureModel::PastRate, _) => g,
             },
             gbdt: g,
             svm: s,
+            past_rate: p,
         }
     }
 
@@ -70,13 +113,14 @@ impl FailurePredictor {
     /// [`predict_row`](Self::predict_row) gives as `probability`, without running the model
     /// not served (the online path answers with this one only).
     pub fn served_probability(&self, row: &[f32], scratch: &mut SvmScratch) -> f64 {
-        match self.served {
-            FailureModel::Gbdt => self
-                .gbdt_calibration
-                .probability(self.gbdt.predict_row(row)),
-            FailureModel::Svm => self
+        match (self.served, &self.past_rate) {
+            (FailureModel::Svm, _) => self
                 .svm_calibration
                 .probability(self.svm.decision(row, scratch)),
+            (FailureModel::PastRate, Some(p)) => p.probability(row),
+            (FailureModel::Gbdt | FailureModel::PastRate, _) => self
+                .gbdt_calibration
+                .probability(self.gbdt.predict_row(row)),
         }
     }
 
@@ -108,6 +152,15 @@ impl FailurePredictor {
     /// The calibrators (GBDT, SVM).
     pub fn calibrators(&self) -> (&Calibrator, &Calibrator) {
         (&self.gbdt_calibration, &self.svm_calibration)
+    }
+
+    /// The served model's calibrator.
+    pub fn served_calibrator(&self) -> &Calibrator {
+        match (self.served, &self.past_rate) {
+            (FailureModel::Svm, _) => &self.svm_calibration,
+            (FailureModel::PastRate, Some(p)) => p.calibration(),
+            (FailureModel::Gbdt | FailureModel::PastRate, _) => &self.gbdt_calibration,
+        }
     }
 
     /// Support vectors of the SVM and trees of the GBDT.

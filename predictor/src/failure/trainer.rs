@@ -1,6 +1,7 @@
 //! Fitting the failure predictor: the GBDT and the SVM on the training period minus its
 //! newest slice, both calibrated on that slice (with forward-chained out-of-fold scores
-//! when the slice is too small for a slope), and the served model picked by ROC-AUC.
+//! when the slice is too small for a slope), the past failure rate calibrated on the same
+//! scores, and the served model picked among the three by ROC-AUC on them.
 
 use std::time::Instant;
 
@@ -10,11 +11,13 @@ use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
 use augur_models::{Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
+use super::past_rate::PastRate;
+use super::predictor::CandidateScores;
 use super::svm::{fit_svm, svm_columns, KernelSvm, SvmScratch, SvmSettings};
-use super::{FailureData, FailureModel, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
+use super::{FailureData, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
 use crate::calibration::platt::Calibrator;
 use crate::feature_rows::gather;
-use crate::metrics::classification::roc_auc;
+use crate::metrics::classification::{average_precision, roc_auc};
 use crate::PredictorError;
 
 /// Hyperparameters of the failure predictor.
@@ -131,7 +134,7 @@ impl FailureTrainer {
 
         // calibration on the slice; when its rarer class is too small to fit a slope, on
         // forward-chained out-of-fold scores of the later training period plus the slice
-        let (g_scores, s_scores, calib_y, cross_fitted, extra) =
+        let (g_scores, s_scores, calib_y, calib_rows, cross_fitted, extra) =
             self.calibration_scores(schema, x, (fit, &fit_y), (cal, &cal_y, &cm), (&gbdt, &svm))?;
         // the extra fits are training time of both models
         gbdt_train_s += extra;
@@ -140,13 +143,31 @@ impl FailureTrainer {
         let svm_calibration = Calibrator::fit(&s_scores, &calib_y);
         let auc_g = roc_auc(&g_scores, &calib_y);
         let auc_s = roc_auc(&s_scores, &calib_y);
-        let served = if auc_s > auc_g {
-            FailureModel::Svm
-        } else {
-            FailureModel::Gbdt
-        };
         let all_y = fit_y.iter().chain(&cal_y);
         let train_base_rate = all_y.clone().filter(|&&l| l).count() as f64 / labelled.len() as f64;
+        // the past failure rate, read from the same rows' features: nothing to fit but
+        // its calibration, so no out-of-fold refits
+        let past = PastRate::fit(
+            schema,
+            train_base_rate,
+            calib_rows.iter().map(|&i| &x[i * d..(i + 1) * d]),
+            &calib_y,
+        );
+        let candidates = CandidateScores {
+            svm: auc_s,
+            gbdt: auc_g,
+            past_rate: past.as_ref().map(|(_, scores)| roc_auc(scores, &calib_y)),
+        };
+        let pr_auc = CandidateScores {
+            svm: average_precision(&s_scores, &calib_y),
+            gbdt: average_precision(&g_scores, &calib_y),
+            past_rate: past
+                .as_ref()
+                .map(|(_, scores)| average_precision(scores, &calib_y)),
+        };
+        // chosen by ROC-AUC: PR-AUC on the slice follows its base rate and its few top-ranked
+        // jobs, and disagreed with the test period on Graham (docs/failure.md)
+        let served = candidates.best();
         let info = TrainingInfo {
             fit_jobs: fit.len(),
             calibration_jobs: calib_y.len(),
@@ -162,18 +183,22 @@ impl FailureTrainer {
             gbdt_calibration,
             svm,
             svm_calibration,
+            past_rate: past.map(|(p, _)| p),
             served,
             train_base_rate,
             validation_auc: (auc_s, auc_g),
+            validation_roc_auc: Some(candidates),
+            validation_pr_auc: Some(pr_auc),
             training: info,
             training_ranges: TrainingRanges::of_rows(x, schema.len(), &labelled),
         })
     }
 }
 
-/// Calibration scores (GBDT, SVM), their labels, whether they were cross-fitted, and the
-/// seconds of the extra fits split between the two models.
-type CalibrationScores = (Vec<f64>, Vec<f64>, Vec<bool>, bool, f64);
+/// Calibration scores (GBDT, SVM), their labels and rows (indices into the feature rows),
+/// whether they were cross-fitted, and the seconds of the extra fits split between the two
+/// models.
+type CalibrationScores = (Vec<f64>, Vec<f64>, Vec<bool>, Vec<usize>, bool, f64);
 
 impl FailureTrainer {
     /// Both models' scores on the calibration slice (`cal`, its labels and feature
@@ -196,29 +221,32 @@ impl FailureTrainer {
             .map(|&i| svm.decision(&x[i * d..(i + 1) * d], &mut scratch))
             .collect();
         let mut calib_y = cal_y.to_vec();
+        let mut calib_rows = cal.to_vec();
         let cal_pos = cal_y.iter().filter(|&&l| l).count();
         let cross_fitted = cal_pos.min(cal_y.len() - cal_pos) < MIN_CALIBRATION_CLASS;
         let mut extra = 0.0;
         if cross_fitted {
             let t2 = Instant::now();
-            let (fg, fs, fy) = self.out_of_fold(schema, x, fit, fit_y, gbdt.n_trees())?;
+            let (fg, fs, fy, rows) = self.out_of_fold(schema, x, fit, fit_y, gbdt.n_trees())?;
             g_scores.splice(0..0, fg);
             s_scores.splice(0..0, fs);
             calib_y.splice(0..0, fy);
+            calib_rows.splice(0..0, rows);
             extra = t2.elapsed().as_secs_f64() / 2.0;
         }
-        Ok((g_scores, s_scores, calib_y, cross_fitted, extra))
+        Ok((g_scores, s_scores, calib_y, calib_rows, cross_fitted, extra))
     }
 }
 
-/// Out-of-fold (GBDT score, SVM score, label) columns.
-type OutOfFold = (Vec<f64>, Vec<f64>, Vec<bool>);
+/// Out-of-fold (GBDT score, SVM score, label, row) columns.
+type OutOfFold = (Vec<f64>, Vec<f64>, Vec<bool>, Vec<usize>);
 
 impl FailureTrainer {
     /// Out-of-fold scores of the later part of `fit` (labelled rows in submit order):
     /// for each block between [`CROSS_FIT_CUTS`], both models are fitted on every row before
     /// the block (the GBDT with `n_trees` trees, no early stopping) and score the block.
-    /// Blocks whose history lacks a class are left out. Returns (GBDT, SVM, label) per row.
+    /// Blocks whose history lacks a class are left out. Returns (GBDT, SVM, label, row) per
+    /// row.
     fn out_of_fold(
         &self,
         schema: &FailureSchema,
@@ -232,7 +260,7 @@ impl FailureTrainer {
             n_trees: n_trees.max(1),
             ..self.gbdt.clone()
         };
-        let (mut g, mut s, mut y) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut g, mut s, mut y, mut rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let at = |f: f64| ((fit.len() as f64) * f) as usize;
         for w in CROSS_FIT_CUTS.windows(2) {
             let (a, b) = (at(w[0]), at(w[1]));
@@ -251,8 +279,138 @@ impl FailureTrainer {
                 g.push(model.predict_row(row));
                 s.push(svm.decision(row, &mut scratch));
                 y.push(fit_y[a + k]);
+                rows.push(i);
             }
         }
-        Ok((g, s, y))
+        Ok((g, s, y, rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use augur_datasets::{JobRecord, JobStatus};
+    use augur_numeric::SplitMix64;
+
+    use super::*;
+    use crate::contract::{JobEvent, OnlinePredictor};
+    use crate::failure::FailureModel;
+
+    /// SYNTHETIC history (generated here from a seed, not a real trace): one submit every
+    /// 30–90 s, short runs, a random user of 40 and random requests (1–8 nodes, a time
+    /// limit); a job fails with probability `fails(user's propensity, nodes)`.
+    fn synthetic(n: usize, seed: u64, fails: impl Fn(f64, f64) -> f64) -> Vec<JobRecord> {
+        let mut rng = SplitMix64(seed);
+        let propensity: Vec<f64> = (0..40).map(|_| rng.unit()).collect();
+        let mut t = 1.7e9;
+        (0..n)
+            .map(|i| {
+                t += 30.0 + 60.0 * rng.unit();
+                let user = rng.below(40) as usize;
+                let nodes = (1 + rng.below(8)) as f64;
+                let duration = (4.0 + 0.5 * rng.normal()).exp();
+                let failed = rng.unit() < fails(propensity[user], nodes);
+                let mut j = JobRecord {
+                    job_id: format!("j{i}"),
+                    submit_time: t,
+                    queue_wait: Some(0.0),
+                    duration: Some(duration),
+                    num_nodes: Some(nodes),
+                    requested_time: Some(duration * (1.5 + 3.0 * rng.unit())),
+                    user: Some(format!("u{user}")),
+                    status: if failed {
+                        JobStatus::Failed
+                    } else {
+                        JobStatus::Completed
+                    },
+                    ..Default::default()
+                };
+                j.derive_times();
+                j
+            })
+            .collect()
+    }
+
+    fn train(jobs: &[JobRecord]) -> FailurePredictor {
+        let data = FailureData::new(jobs).unwrap();
+        FailureTrainer::default().train(&data).unwrap()
+    }
+
+    #[test]
+    fn serves_the_past_rate_when_the_user_is_the_signal() {
+        // each user fails at its own steady rate; the requests say nothing
+        let jobs = synthetic(2000, 7, |p, _| p);
+        let p = train(&jobs);
+        let c = p.validation_roc_auc.unwrap();
+        let past = c.past_rate.unwrap();
+        assert_eq!(p.served, FailureModel::PastRate, "{c:?}");
+        assert!(past > c.gbdt && past > c.svm, "{c:?}");
+        assert_eq!(p.past_rate.as_ref().unwrap().key_label(), "user");
+
+        // online, the served rate moves as the user's outcomes arrive
+        let p = Arc::new(p);
+        let mut online = Arc::clone(&p).online(1);
+        let at = 1.8e9;
+        let job = |id: String, t: f64| JobRecord {
+            job_id: id,
+            submit_time: t,
+            duration: Some(60.0),
+            user: Some("fresh".into()),
+            ..jobs[0].clone()
+        };
+        let first = job("f0".into(), at);
+        let before = online
+            .observe(&JobEvent::Submitted { job: &first })
+            .unwrap()
+            .unwrap();
+        assert_eq!(before.model, "past_rate");
+        for k in 1..=8 {
+            let id = format!("f{k}");
+            let t = at + 100.0 * f64::from(k);
+            online.observe(&JobEvent::Submitted {
+                job: &job(id.clone(), t),
+            });
+            online.observe(&JobEvent::Finished {
+                job_id: &id,
+                at: t + 60.0,
+                status: JobStatus::Failed,
+                duration: Some(60.0),
+            });
+        }
+        let after = online
+            .observe(&JobEvent::Submitted {
+                job: &job("f9".into(), at + 2000.0),
+            })
+            .unwrap()
+            .unwrap();
+        assert!(
+            after.probability > before.probability,
+            "{before:?} -> {after:?}"
+        );
+    }
+
+    #[test]
+    fn serves_the_gbdt_when_the_request_is_the_signal() {
+        // big requests fail, whoever submits them
+        let jobs = synthetic(2000, 11, |_, nodes| if nodes >= 5.0 { 0.9 } else { 0.05 });
+        let p = train(&jobs);
+        let c = p.validation_roc_auc.unwrap();
+        assert_eq!(p.served, FailureModel::Gbdt, "{c:?}");
+        assert!(c.gbdt > c.past_rate.unwrap(), "{c:?}");
+    }
+
+    #[test]
+    fn the_past_rate_is_served_only_when_it_beats_both() {
+        let c = |svm, gbdt, past| CandidateScores {
+            svm,
+            gbdt,
+            past_rate: Some(past),
+        };
+        assert_eq!(c(0.5, 0.6, 0.6).best(), FailureModel::Gbdt);
+        assert_eq!(c(0.7, 0.6, 0.65).best(), FailureModel::Svm);
+        assert_eq!(c(0.5, 0.6, 0.61).best(), FailureModel::PastRate);
+        assert_eq!(c(f64::NAN, f64::NAN, 0.1).best(), FailureModel::PastRate);
+        assert_eq!(c(0.5, 0.6, f64::NAN).best(), FailureModel::Gbdt);
     }
 }

@@ -14,10 +14,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use augur_predictor::failure::FailureEvalRow;
 use augur_predictor::failure::{
     pr_curve, reliability, roc_curve, MethodProbabilities, METHOD_GBDT, METHOD_SVM, RECALL_AT_FPR,
 };
+use augur_predictor::failure::{CandidateScores, FailureEvalRow};
 use augur_predictor::FailureEvaluation;
 use plotters::prelude::*;
 
@@ -84,26 +84,55 @@ fn interval(r: &FailureEvalRow) -> String {
 
 /// The line under the table: which model is served and how each is calibrated.
 fn served_line(eval: &FailureEvaluation) -> String {
+    let past = |c: &CandidateScores| {
+        c.past_rate
+            .map_or(String::new(), |p| format!(", past rate {}", num(p, 3)))
+    };
+    let chosen = match (&eval.validation_roc_auc, &eval.validation_pr_auc) {
+        (Some(r), Some(p)) => format!(
+            "ROC-AUC on {} out-of-sample training scores, {} failed{}: svm {}, gbdt {}{}; PR-AUC there: svm {}, gbdt {}{}",
+            eval.training.calibration_jobs,
+            eval.training.calibration_failed,
+            slice_words(eval),
+            num(r.svm, 3),
+            num(r.gbdt, 3),
+            past(r),
+            num(p.svm, 3),
+            num(p.gbdt, 3),
+            past(p),
+        ),
+        _ => format!(
+            "ROC-AUC on {} out-of-sample training scores, {} failed{}: svm {}, gbdt {}",
+            eval.training.calibration_jobs,
+            eval.training.calibration_failed,
+            slice_words(eval),
+            num(eval.validation_auc.0, 3),
+            num(eval.validation_auc.1, 3),
+        ),
+    };
     format!(
-        "served: {} (ROC-AUC on {} out-of-sample training scores, {} failed{}: svm {}, gbdt {}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}; svm: {} support vectors from {} jobs; gbdt: {} trees",
+        "served: {} ({chosen}; uncalibrated scores on the test jobs: svm {}, gbdt {}); calibration: svm {}, gbdt {}{}; svm: {} support vectors from {} jobs; gbdt: {} trees",
         eval.served.name(),
-        eval.training.calibration_jobs,
-        eval.training.calibration_failed,
-        if eval.training.cross_fitted {
-            ", cross-fitted: the newest 20% held too few failures"
-        } else {
-            ", the newest 20% of the training period"
-        },
-        num(eval.validation_auc.0, 3),
-        num(eval.validation_auc.1, 3),
         num(eval.raw_test_auc.0, 3),
         num(eval.raw_test_auc.1, 3),
         eval.svm_calibration,
         eval.gbdt_calibration,
+        eval.past_rate_calibration
+            .as_ref()
+            .map_or(String::new(), |p| format!(", past rate of the {p}")),
         eval.svm_support_vectors,
         eval.training.svm_rows,
         eval.gbdt_trees
     )
+}
+
+/// Where the calibration scores came from.
+fn slice_words(eval: &FailureEvaluation) -> &'static str {
+    if eval.training.cross_fitted {
+        ", cross-fitted: the newest 20% held too few failures"
+    } else {
+        ", the newest 20% of the training period"
+    }
 }
 
 /// The printed table: the split, the base rates, one line per method, the served line.

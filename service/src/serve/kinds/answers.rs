@@ -16,6 +16,7 @@ const LABELS: &[&str] = &[
     "static_conformal",
     "gbdt",
     "svm",
+    "past_rate",
     "platt",
     "isotonic",
 ];
@@ -122,7 +123,7 @@ pub struct FailureAnswer {
     pub model_version: u32,
     /// Calibrated probability that the job ends failed (from the served model).
     pub probability: f64,
-    /// Which model is served: `gbdt` or `svm`.
+    /// Which model is served: `gbdt`, `svm` or `past_rate`.
     #[serde(deserialize_with = "label")]
     pub model: Label,
     /// The served model's calibration: `platt` or `isotonic`.

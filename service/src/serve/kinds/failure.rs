@@ -65,7 +65,9 @@ impl ServedKind for Failure {
             coverage: None,
             served: served_now,
         };
-        let notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
+        let mut notes = notes(&trainer.gbdt.n_trees.to_string(), eval.n_test);
+        // which candidate answers (`GET /v1/models` shows it)
+        notes.insert("served".to_string(), eval.served.name().to_string());
         Ok(Ok(run.save_and_judge(
             &predictor,
             eval.n_train,

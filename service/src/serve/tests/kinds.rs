@@ -185,6 +185,12 @@ async fn every_kind_is_loaded_snapshotted_listed_swapped_and_announced() {
             "{name} listed: {m}"
         );
     }
+    // which failure candidate answers is in its notes
+    let served = state.online().models.failure().unwrap().model.served.name();
+    assert_eq!(
+        m["kinds"]["failure"]["versions"][0]["notes"]["served"], served,
+        "{m}"
+    );
 
     // promoted and rolled back, each swap announced with every kind's version
     let registry = training::open_registry(dir.path()).unwrap();
