@@ -307,7 +307,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 t += 30.0 + 60.0 * rng.unit();
-                let user = rng.below(40) as usize;
+                let user = rng.below(40);
                 let nodes = (1 + rng.below(8)) as f64;
                 let duration = (4.0 + 0.5 * rng.normal()).exp();
                 let failed = rng.unit() < fails(propensity[user], nodes);
