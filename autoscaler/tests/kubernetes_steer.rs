@@ -487,34 +487,25 @@ async fn the_live_controller_steers_each_queued_job_to_the_type_where_it_gains_m
     assert_eq!(sent.len(), 2, "{sent:?}");
     let selector =
         |t: &str| json!({ "Worker": { "template": { "spec": { "nodeSelector": { LABEL: t } } } } });
-    assert_eq!(
-        sent[0].path,
-        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/a3c-agent"
-    );
-    assert_eq!(
-        sent[0].body.clone().expect("body"),
-        json!({
-            "metadata": {
-                "resourceVersion": rv_a3c,
-                "annotations": { GPU_TYPE_ANNOTATION: K80, GPU_TYPE_REASON_ANNOTATION: A3C_REASON },
-            },
-            "spec": { "pytorchReplicaSpecs": selector(K80) },
-        })
-    );
-    assert_eq!(
-        sent[1].path,
-        "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/cyclegan-train"
-    );
-    assert_eq!(
-        sent[1].body.clone().expect("body"),
-        json!({
-            "metadata": {
-                "resourceVersion": rv_gan,
-                "annotations": { GPU_TYPE_ANNOTATION: V100, GPU_TYPE_REASON_ANNOTATION: CYCLEGAN_REASON },
-            },
-            "spec": { "pytorchReplicaSpecs": selector(V100) },
-        })
-    );
+    for (sent, (name, rv, t, reason)) in sent.iter().zip([
+        ("a3c-agent", &rv_a3c, K80, A3C_REASON),
+        ("cyclegan-train", &rv_gan, V100, CYCLEGAN_REASON),
+    ]) {
+        assert_eq!(
+            sent.path,
+            format!("/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/{name}")
+        );
+        assert_eq!(
+            sent.body.clone().expect("body"),
+            json!({
+                "metadata": {
+                    "resourceVersion": rv,
+                    "annotations": { GPU_TYPE_ANNOTATION: t, GPU_TYPE_REASON_ANNOTATION: reason },
+                },
+                "spec": { "pytorchReplicaSpecs": selector(t) },
+            })
+        );
+    }
     // nothing but the two steers was written: no suspend, no resume, no scale
     let writes = written(&api);
     assert_eq!(writes.len(), 2, "{writes:?}");

@@ -891,12 +891,20 @@ fn the_live_controller_steers_queued_jobs_by_their_gain_and_every_endpoint_predi
             })
             .cloned()
     };
-    let dry = wait_for("the typed admissions in dry-run", 240, || {
-        Some((
-            typed_admission("a3c-agent", "dry_run")?,
-            typed_admission("cyclegan-train", "dry_run")?,
-        ))
-    });
+    // both jobs' admissions with that outcome, once the service has logged them
+    let admissions = |outcome: &str, within_s| {
+        wait_for(
+            &format!("the typed admissions ({outcome})"),
+            within_s,
+            || {
+                Some((
+                    typed_admission("a3c-agent", outcome)?,
+                    typed_admission("cyclegan-train", outcome)?,
+                ))
+            },
+        )
+    };
+    let dry = admissions("dry_run", 240);
     assert_eq!(
         (dry.0["gpu_type"].clone(), dry.1["gpu_type"].clone()),
         (json!(0), json!(1)),
@@ -1011,12 +1019,7 @@ fn the_live_controller_steers_queued_jobs_by_their_gain_and_every_endpoint_predi
         why.starts_with("Tesla-V100-SXM2-32GB: 8.8x faster than Tesla-K80 for this job"),
         "{why}"
     );
-    let applied = wait_for("the applied typed admissions", 60, || {
-        Some((
-            typed_admission("a3c-agent", "applied")?,
-            typed_admission("cyclegan-train", "applied")?,
-        ))
-    });
+    let applied = admissions("applied", 60);
     assert_eq!(
         (applied.0["gpu_type"].clone(), applied.1["gpu_type"].clone()),
         (json!(0), json!(1))
