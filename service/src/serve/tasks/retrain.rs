@@ -95,6 +95,9 @@ pub enum Refused {
     TooFewJobs { finished: usize, min: usize },
     /// A retrain is running.
     Running,
+    /// The first start is still training these kinds on the bootstrap history: it saves and
+    /// promotes its own versions, so a retrain now would race it.
+    FirstStart { training: Vec<ModelKind> },
 }
 
 impl std::fmt::Display for Refused {
@@ -105,6 +108,14 @@ impl std::fmt::Display for Refused {
                 "the ingested history has {finished} finished jobs; retraining needs at least {min} (min_retrain_jobs)"
             ),
             Refused::Running => write!(f, "a retrain is already running"),
+            Refused::FirstStart { training } => {
+                let names: Vec<&str> = training.iter().map(|k| k.name()).collect();
+                write!(
+                    f,
+                    "the first start is still training {} on the bootstrap history; retrain once GET /readyz lists no kind under `training`",
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -164,6 +175,15 @@ fn newest<T>(mut jobs: Vec<T>, max: usize, retention_days: f64) -> (Vec<T>, Hist
 /// Starts a retrain on the ingested history in the background (blocking thread pool): the
 /// new versions are saved, promoted when they pass the gate, and the served models swapped.
 pub fn start(state: &AppState, trigger: Trigger) -> Result<Started, Refused> {
+    if state.first_start.running() {
+        state
+            .ext
+            .metrics
+            .observe_retrain(trigger.label(), "refused_first_start", None);
+        return Err(Refused::FirstStart {
+            training: state.first_start.training(),
+        });
+    }
     let (jobs, finished_events, served, not_retrained) = {
         let o = state.online();
         // the verdicts of the kinds the history does not train, on the state now
@@ -405,7 +425,8 @@ pub fn spawn_schedule(state: AppState) {
                     finished = s.finished,
                     "background retrain started"
                 ),
-                Err(Refused::Running) => {} // try again when it is done
+                // try again when it is done
+                Err(Refused::Running | Refused::FirstStart { .. }) => {}
                 Err(why @ Refused::TooFewJobs { .. }) => {
                     // wait for another `every` finished jobs before trying again
                     state

@@ -404,3 +404,31 @@ async fn a_promoted_model_learns_online_from_the_history_it_was_trained_on() {
         store.close();
     }
 }
+
+/// While the first start still trains kinds on the bootstrap history (it saves and promotes
+/// its own versions), a manual retrain is refused with 409 naming them, and counted; once
+/// they are served the usual rules apply again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retrain_is_refused_while_the_first_start_still_trains() {
+    use augur_predictor::ModelKind;
+    let (state, _dir) = service(true);
+    state
+        .first_start
+        .begin([ModelKind::QueueWait, ModelKind::Failure]);
+    let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("first start"), "{v}");
+    assert!(message.contains("queue_wait, failure"), "{v}");
+    let text = state.ext.metrics.encode().unwrap();
+    let line = r#"augur_retrains_total{trigger="manual",outcome="refused_first_start"} 1"#;
+    assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+
+    // served: this empty history is now refused for having too few jobs, not first start
+    state.first_start.done(ModelKind::QueueWait);
+    state.first_start.done(ModelKind::Failure);
+    let (st, v) = call(&state, "POST", "/v1/models/retrain", None, true).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("min_retrain_jobs"), "{v}");
+}

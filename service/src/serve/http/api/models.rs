@@ -135,7 +135,7 @@ pub struct RetrainStarted {
     security(("bearer" = [])),
     responses(
         (status = 202, description = "started; poll GET /v1/models/retrain", body = RetrainStarted),
-        (status = 409, description = "already running, or too few finished jobs ingested")
+        (status = 409, description = "already running, the first start still training on the bootstrap history, or too few finished jobs ingested")
     )
 )]
 pub async fn retrain(

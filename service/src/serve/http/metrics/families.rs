@@ -15,7 +15,7 @@
 //! | `augur_prediction_interval_coverage` | gauge | `predictor` (rolling share inside the interval) |
 //! | `augur_prediction_interval_coverage_by_group` | gauge | `predictor`, `dimension` (`partition`, `resource`, `size`), `group` (rolling, per [`CoverageGroups`](augur_predictor::metrics::CoverageGroups): at most 8 partitions named) |
 //! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
-//! | `augur_retrains_total` | counter | `trigger` (`manual`, `schedule`), `outcome` (`succeeded`, `failed`, `refused_running`, `refused_too_few_jobs`) |
+//! | `augur_retrains_total` | counter | `trigger` (`manual`, `schedule`), `outcome` (`succeeded`, `failed`, `refused_running`, `refused_too_few_jobs`, `refused_first_start`) |
 //! | `augur_retrain_duration_seconds` | histogram | (a retrain's training, saving and swapping, succeeded or failed) |
 //! | `augur_model_load_failures_total` | counter | `kind` (saved versions that could not be loaded; the previous good one is served) |
 //! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
@@ -343,7 +343,7 @@ impl Metrics {
             retrains: registered(
                 r,
                 "retrains",
-                "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs)",
+                "Retrains on the ingested history by trigger (manual, schedule) and outcome (succeeded, failed, refused_running, refused_too_few_jobs, refused_first_start)",
                 Family::<RetrainLabels, Counter>::default(),
             ),
             retrain_duration: registered(
