@@ -192,3 +192,24 @@ async fn a_kind_whose_first_start_training_fails_is_named_and_the_service_stays_
         [augur_predictor::ModelKind::QueueWait]
     );
 }
+
+/// `/metrics` says which kinds the first start still trains (1) and which not (0), for every
+/// registered kind, as `/readyz`'s `training` list does.
+#[tokio::test]
+async fn metrics_name_the_kinds_the_first_start_still_trains() {
+    use augur_predictor::ModelKind;
+    let (state, _dir) = service(true);
+    state.first_start.begin([ModelKind::QueueWait]);
+    let text = metrics_text(&state).await;
+    for line in [
+        r#"augur_first_start_training{kind="queue_wait"} 1"#,
+        r#"augur_first_start_training{kind="runtime"} 0"#,
+        r#"augur_first_start_training{kind="dag"} 0"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+    state.first_start.done(ModelKind::QueueWait);
+    let text = metrics_text(&state).await;
+    let line = r#"augur_first_start_training{kind="queue_wait"} 0"#;
+    assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+}

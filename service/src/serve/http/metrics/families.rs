@@ -17,6 +17,7 @@
 //! | `augur_controller_actions_total` | counter | `action`, `reason`, `outcome` |
 //! | `augur_retrains_total` | counter | `trigger` (`manual`, `schedule`), `outcome` (`succeeded`, `failed`, `refused_running`, `refused_too_few_jobs`, `refused_first_start`) |
 //! | `augur_retrain_duration_seconds` | histogram | (a retrain's training, saving and swapping, succeeded or failed) |
+//! | `augur_first_start_training` | gauge | `kind` (1 while the first start still trains it: its predictions answer 503 until served; 0 otherwise) |
 //! | `augur_model_load_failures_total` | counter | `kind` (saved versions that could not be loaded; the previous good one is served) |
 //! | `augur_cluster_utilisation` | gauge | (allocated share of healthy GPUs; NaN while the backend is down) |
 //! | `augur_backend_up` | gauge | `backend` (1 up, 0 down; see [`crate::serve::live::health`]) |
@@ -268,6 +269,7 @@ pub struct Metrics {
     retrains: Family<RetrainLabels, Counter>,
     retrain_duration: Histogram,
     model_load_failures: Family<KindLabels, Counter>,
+    first_start_training: Family<KindLabels, Gauge>,
     cluster: ClusterGauges,
     live_tick: Histogram,
     backend_up: Family<BackendLabels, Gauge>,
@@ -358,6 +360,12 @@ impl Metrics {
                 "Saved model versions that could not be loaded when choosing the served version, by kind (the previous good version is served instead)",
                 Family::<KindLabels, Counter>::default(),
             ),
+            first_start_training: registered(
+                r,
+                "first_start_training",
+                "Whether the first start is still training this kind (1; its predictions answer 503 until it is served) or not (0)",
+                Family::<KindLabels, Gauge>::default(),
+            ),
             cluster: ClusterGauges::register(r),
             live_tick: registered(
                 r,
@@ -439,6 +447,21 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc();
+    }
+
+    /// Which of the `kinds` the first start still trains (`training`), set at each scrape.
+    pub fn set_first_start_training<'a>(
+        &self,
+        kinds: impl IntoIterator<Item = &'a str>,
+        training: &[&str],
+    ) {
+        for kind in kinds {
+            self.first_start_training
+                .get_or_create(&KindLabels {
+                    kind: kind.to_string(),
+                })
+                .set(i64::from(training.contains(&kind)));
+        }
     }
 
     /// One HTTP request answered.

@@ -204,6 +204,7 @@ fn the_module_table_lists_every_registered_family() {
     m.observe_action("set_workers", "idle_gpus", "applied");
     m.observe_retrain("manual", "succeeded", Some(3.0));
     m.observe_model_load_failure("runtime");
+    m.set_first_start_training(["runtime"], &[]);
     m.set_cluster(0.5, 1, 2, 3);
     m.set_backend(&crate::serve::backends::health::BackendHealth {
         backend: "sim",

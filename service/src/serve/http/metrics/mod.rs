@@ -42,6 +42,16 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
     if let Some(h) = state.ext.backend_health() {
         state.ext.metrics.set_backend(&h);
     }
+    let training: Vec<&str> = state
+        .first_start
+        .training()
+        .into_iter()
+        .map(|k| k.name())
+        .collect();
+    let kinds = crate::serve::kinds::registered()
+        .iter()
+        .map(|k| k.kind().name());
+    state.ext.metrics.set_first_start_training(kinds, &training);
     match state.ext.metrics.encode() {
         Ok(body) => (
             [(
