@@ -456,14 +456,15 @@ mod tests {
             };
             for rows in [&all, &few] {
                 let hist = grower.histogram(rows);
-                for j in 0..d {
+                assert_eq!(hist.len(), d);
+                for (j, got) in hist.iter().enumerate() {
                     if !grower.features.contains(&j) {
-                        assert!(hist[j].is_empty());
+                        assert!(got.is_empty());
                         continue;
                     }
                     let want = plain(&bins, d, binner.n_bins(j), j, rows, g, h);
-                    assert_eq!(hist[j].len(), want.len());
-                    for (a, b) in hist[j].iter().zip(&want) {
+                    assert_eq!(got.len(), want.len());
+                    for (a, b) in got.iter().zip(&want) {
                         assert_eq!(a.g.to_bits(), b.g.to_bits(), "feature {j}");
                         assert_eq!(a.h.to_bits(), b.h.to_bits(), "feature {j}");
                         assert_eq!(a.n, b.n);
