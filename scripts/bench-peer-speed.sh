@@ -6,7 +6,8 @@
 #
 # TRACE ARGS are what `augur evaluate` and `augur data export` take to name the trace
 # (default: --dataset graham), e.g. `--trace graham.sacct.gz --format sacct --timezone
-# America/Toronto`. BIN defaults to $CARGO_TARGET_DIR/debug/augur (else target/debug/augur).
+# America/Toronto`. BIN defaults to $CARGO_TARGET_DIR/debug/augur (else target/debug/augur);
+# pass the release binary (`cargo build --release -p augur`, what users run) with --augur.
 #
 # The trace is exported once (`augur data export`, not timed); then, per task, augur and
 # the peer run one after the other, each timed as a whole process (wall seconds: reading

@@ -37,12 +37,23 @@ impl Binner {
         Binner { edges }
     }
 
-    /// Every value of `x` as its bin, one column per feature.
-    pub(super) fn bin_columns(&self, x: &Matrix) -> Vec<Vec<u8>> {
-        (0..x.cols())
-            .into_par_iter()
-            .map(|j| (0..x.rows()).map(|i| self.bin(j, x.get(i, j))).collect())
-            .collect()
+    /// Every value of `x` as its bin, row-major like `x` (row `i`'s bins at `i * cols`): a
+    /// histogram pass reads each row's bins of every feature from one place.
+    pub(super) fn bin_rows(&self, x: &Matrix) -> Vec<u8> {
+        let d = x.cols();
+        let mut bins = vec![0u8; x.rows() * d];
+        if d == 0 {
+            return bins;
+        }
+        bins.par_chunks_mut(d)
+            .with_min_len(1024)
+            .enumerate()
+            .for_each(|(i, row)| {
+                for (j, b) in row.iter_mut().enumerate() {
+                    *b = self.bin(j, x.get(i, j));
+                }
+            });
+        bins
     }
 
     #[inline]

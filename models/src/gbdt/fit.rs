@@ -17,7 +17,8 @@ use crate::{Fit, Matrix, ModelError, TrainSet};
 /// every fit on that matrix.
 pub struct BinnedFeatures<'a> {
     binner: Binner,
-    bins: Vec<Vec<u8>>,
+    /// Row-major bins, `source`'s columns per row.
+    bins: Vec<u8>,
     max_bins: usize,
     /// Address, rows and columns of the matrix binned: a fit on another matrix is refused.
     source: (usize, usize, usize),
@@ -59,7 +60,7 @@ impl GbdtParams {
     /// on the same rows without binning again.
     pub fn bin<'a>(&self, x: Matrix<'a>) -> BinnedFeatures<'a> {
         let binner = Binner::new(&x, self.max_bins);
-        let bins = binner.bin_columns(&x);
+        let bins = binner.bin_rows(&x);
         BinnedFeatures {
             binner,
             bins,
@@ -133,6 +134,7 @@ impl GbdtParams {
             }
             let grower = Grower {
                 bins,
+                d,
                 binner,
                 params: self,
                 features: self.sample_features(&mut rng, d),

@@ -17,7 +17,7 @@ struct Bin {
     n: u32,
 }
 
-/// Gradient histograms of one leaf, one per feature (empty bins for unsampled features).
+/// Gradient histograms of one leaf, one per feature (empty for the features not sampled).
 type Hist = Vec<Vec<Bin>>;
 
 struct Split {
@@ -25,6 +25,13 @@ struct Split {
     feature: usize,
     bin: usize,
 }
+
+/// Room for every bin of one feature in a histogram pass's accumulators (bins are `u8`).
+const BIN_STRIDE: usize = 256;
+
+/// Leaves with at least this many rows split their histogram pass between the cores;
+/// smaller ones are quicker on one.
+const PARALLEL_ROWS: usize = 4096;
 
 /// A leaf waiting to be split, ordered by the gain of its best split.
 struct LeafTask {
@@ -62,7 +69,10 @@ impl LeafTask {
 /// What one tree is grown from: the binned columns, the features sampled for it and the
 /// rows' gradients and hessians.
 pub(super) struct Grower<'a> {
-    pub bins: &'a [Vec<u8>],
+    /// Row-major bins: row `r`'s bin of feature `j` at `r * d + j`.
+    pub bins: &'a [u8],
+    /// Features (columns) of `bins`.
+    pub d: usize,
     pub binner: &'a Binner,
     pub params: &'a GbdtParams,
     /// The features this tree may split on.
@@ -140,11 +150,11 @@ impl Grower<'_> {
         b: usize,
         nodes: &mut Vec<Node>,
     ) -> [LeafTask; 2] {
-        let col = &self.bins[j];
+        let d = self.d;
         let (left, right): (Vec<u32>, Vec<u32>) = task
             .rows
             .iter()
-            .partition(|&&r| (col[r as usize] as usize) <= b);
+            .partition(|&&r| (self.bins[r as usize * d + j] as usize) <= b);
         let (small, large, small_is_left) = if left.len() <= right.len() {
             (left, right, true)
         } else {
@@ -201,104 +211,113 @@ impl Grower<'_> {
         })
     }
 
-    /// The gradient histograms of `rows`. Their gradients and hessians are gathered in row
-    /// order first, so each feature's pass reads them in sequence and only its bin column
-    /// at random; the sums are added in the same order as before, to the same bits.
+    /// The gradient histograms of `rows`, one per sampled feature (the others empty). One
+    /// pass over the rows reads each row's bins together and adds its gradient to a bin of
+    /// every feature; each bin still sums its rows in row order, to the same bits as a pass
+    /// per feature. Large leaves split the features between the cores.
     fn histogram(&self, rows: &[u32]) -> Hist {
-        if self.unit_hessians && self.sign_gradients {
-            return self.histogram_sign_gradients(rows);
+        let threads = if rows.len() >= PARALLEL_ROWS {
+            rayon::current_num_threads().max(1)
+        } else {
+            1
+        };
+        let chunk = self.features.len().div_ceil(threads).max(1);
+        let parts: Vec<Vec<Vec<Bin>>> = if threads > 1 {
+            self.features
+                .par_chunks(chunk)
+                .map(|fs| self.histogram_of(fs, rows))
+                .collect()
+        } else {
+            vec![self.histogram_of(&self.features, rows)]
+        };
+        let mut hist: Hist = vec![Vec::new(); self.d];
+        for (&j, h) in self.features.iter().zip(parts.into_iter().flatten()) {
+            hist[j] = h;
         }
-        if self.unit_hessians {
-            return self.histogram_unit_hessians(rows);
-        }
-        let gh: Vec<(f64, f64)> = rows
-            .iter()
-            .map(|&r| (self.g[r as usize], self.h[r as usize]))
-            .collect();
-        (0..self.bins.len())
-            .into_par_iter()
-            .map(|j| {
-                let mut hist = vec![Bin::default(); self.binner.n_bins(j)];
-                if !self.features.contains(&j) {
-                    return hist;
-                }
-                let col = &self.bins[j];
-                for (&r, &(g, h)) in rows.iter().zip(&gh) {
-                    let b = &mut hist[col[r as usize] as usize];
-                    b.g += g;
-                    b.h += h;
-                    b.n += 1;
-                }
-                hist
-            })
-            .collect()
+        hist
     }
 
-    /// [`histogram`](Self::histogram) when every hessian is 1: the gradients alone are
-    /// summed (in the same order, to the same bits) and each bin's hessian sum is its count
-    /// (a sum of ones is exact in any order).
-    fn histogram_unit_hessians(&self, rows: &[u32]) -> Hist {
-        let g: Vec<f64> = rows.iter().map(|&r| self.g[r as usize]).collect();
-        (0..self.bins.len())
-            .into_par_iter()
-            .map(|j| {
-                let mut hist = vec![Bin::default(); self.binner.n_bins(j)];
-                if !self.features.contains(&j) {
-                    return hist;
+    /// The histograms of features `fs` (in that order) over `rows`.
+    fn histogram_of(&self, fs: &[usize], rows: &[u32]) -> Vec<Vec<Bin>> {
+        let d = self.d;
+        // feature k of `fs` accumulates at k * BIN_STRIDE + bin
+        let row_bins = |r: u32| &self.bins[r as usize * d..(r as usize + 1) * d];
+        // feature j's histogram: its bins read from the accumulators by `bin`
+        let finish = |j: usize, bin: &dyn Fn(usize) -> Bin| -> Vec<Bin> {
+            (0..self.binner.n_bins(j)).map(bin).collect()
+        };
+        if self.unit_hessians && self.sign_gradients {
+            // a row adds 1 to the high half (rows) and 1 to the low half when its gradient
+            // is +1; a bin's gradient sum is then `2·plus − rows`: any sum of ±1 below 2^53
+            // is exact in f64 whatever the order, so these are the bits summing gives (an
+            // empty or balanced bin is +0.0 either way)
+            let mut counts = vec![0u64; fs.len() * BIN_STRIDE];
+            for &r in rows {
+                let a = (1u64 << 32) | u64::from(self.g[r as usize] > 0.0);
+                let rb = row_bins(r);
+                for (k, &j) in fs.iter().enumerate() {
+                    counts[k * BIN_STRIDE + rb[j] as usize] += a;
                 }
-                let col = &self.bins[j];
-                let mut gn = vec![(0.0f64, 0u32); hist.len()];
-                for (&r, &g) in rows.iter().zip(&g) {
-                    let b = &mut gn[col[r as usize] as usize];
+            }
+            return fs
+                .iter()
+                .enumerate()
+                .map(|(k, &j)| {
+                    finish(j, &|b| {
+                        let c = counts[k * BIN_STRIDE + b];
+                        let n = (c >> 32) as u32;
+                        let plus = c as u32;
+                        Bin {
+                            g: 2.0 * f64::from(plus) - f64::from(n),
+                            h: f64::from(n),
+                            n,
+                        }
+                    })
+                })
+                .collect();
+        }
+        if self.unit_hessians {
+            // every hessian is 1: the gradients alone are summed and a bin's hessian sum is
+            // its count (a sum of ones is exact in any order)
+            let mut gn = vec![(0.0f64, 0u32); fs.len() * BIN_STRIDE];
+            for &r in rows {
+                let g = self.g[r as usize];
+                let rb = row_bins(r);
+                for (k, &j) in fs.iter().enumerate() {
+                    let b = &mut gn[k * BIN_STRIDE + rb[j] as usize];
                     b.0 += g;
                     b.1 += 1;
                 }
-                for (bin, (g, n)) in hist.iter_mut().zip(gn) {
-                    *bin = Bin {
-                        g,
-                        h: f64::from(n),
-                        n,
-                    };
-                }
-                hist
-            })
-            .collect()
-    }
-
-    /// [`histogram`](Self::histogram) when every hessian is 1 and every gradient ±1: each
-    /// bin counts its rows and those with +1 (one integer add per row), and its gradient
-    /// sum is `2·plus − rows`. Any sum of ±1 below 2^53 is exact in f64 whatever the
-    /// order, so these are the bits the summing histogram gives (an empty or balanced bin
-    /// is +0.0 either way).
-    fn histogram_sign_gradients(&self, rows: &[u32]) -> Hist {
-        // a row adds 1 to the high half (rows) and 1 to the low half when its gradient is +1
-        let add: Vec<u64> = rows
-            .iter()
-            .map(|&r| (1u64 << 32) | u64::from(self.g[r as usize] > 0.0))
-            .collect();
-        (0..self.bins.len())
-            .into_par_iter()
-            .map(|j| {
-                let mut hist = vec![Bin::default(); self.binner.n_bins(j)];
-                if !self.features.contains(&j) {
-                    return hist;
-                }
-                let col = &self.bins[j];
-                let mut counts = vec![0u64; hist.len()];
-                for (&r, &a) in rows.iter().zip(&add) {
-                    counts[col[r as usize] as usize] += a;
-                }
-                for (bin, c) in hist.iter_mut().zip(counts) {
-                    let n = (c >> 32) as u32;
-                    let plus = c as u32;
-                    *bin = Bin {
-                        g: 2.0 * f64::from(plus) - f64::from(n),
-                        h: f64::from(n),
-                        n,
-                    };
-                }
-                hist
-            })
+            }
+            return fs
+                .iter()
+                .enumerate()
+                .map(|(k, &j)| {
+                    finish(j, &|b| {
+                        let (g, n) = gn[k * BIN_STRIDE + b];
+                        Bin {
+                            g,
+                            h: f64::from(n),
+                            n,
+                        }
+                    })
+                })
+                .collect();
+        }
+        let mut acc = vec![Bin::default(); fs.len() * BIN_STRIDE];
+        for &r in rows {
+            let (g, h) = (self.g[r as usize], self.h[r as usize]);
+            let rb = row_bins(r);
+            for (k, &j) in fs.iter().enumerate() {
+                let b = &mut acc[k * BIN_STRIDE + rb[j] as usize];
+                b.g += g;
+                b.h += h;
+                b.n += 1;
+            }
+        }
+        fs.iter()
+            .enumerate()
+            .map(|(k, &j)| finish(j, &|b| acc[k * BIN_STRIDE + b]))
             .collect()
     }
 
@@ -355,4 +374,103 @@ fn subtract(parent: &Hist, small: &Hist) -> Hist {
                 .collect()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use augur_numeric::SplitMix64;
+
+    use super::*;
+    use crate::Matrix;
+
+    /// The histogram of feature `j` summed the plain way: one pass per feature, every row's
+    /// gradient and hessian added in row order.
+    fn plain(
+        bins: &[u8],
+        d: usize,
+        n_bins: usize,
+        j: usize,
+        rows: &[u32],
+        g: &[f64],
+        h: &[f64],
+    ) -> Vec<Bin> {
+        let mut hist = vec![Bin::default(); n_bins];
+        for &r in rows {
+            let b = &mut hist[bins[r as usize * d + j] as usize];
+            b.g += g[r as usize];
+            b.h += h[r as usize];
+            b.n += 1;
+        }
+        hist
+    }
+
+    /// Each histogram pass (summed, unit hessians, ±1 gradients; one core and split between
+    /// the cores) gives every bin of every sampled feature the bits of the plain per-feature
+    /// sum, and leaves the other features empty.
+    #[test]
+    fn histograms_equal_the_plain_per_feature_sums_bit_for_bit() {
+        let (n, d) = (20_000, 7);
+        let mut rng = SplitMix64(3);
+        let x: Vec<f32> = (0..n * d)
+            .map(|i| {
+                let v = rng.unit();
+                match i % d {
+                    0 if v < 0.1 => f32::NAN,
+                    1 => (v * 5.0).floor() as f32,
+                    _ => (v * 1000.0) as f32,
+                }
+            })
+            .collect();
+        let m = Matrix::new(&x, n, d).unwrap();
+        let binner = Binner::new(&m, 255);
+        let bins = binner.bin_rows(&m);
+        let params = GbdtParams::default();
+        let signs: Vec<f64> = (0..n)
+            .map(|_| if rng.unit() < 0.4 { 1.0 } else { -1.0 })
+            .collect();
+        let quantile: Vec<f64> = signs
+            .iter()
+            .map(|&s| if s > 0.0 { 0.05 } else { -0.95 })
+            .collect();
+        let real: Vec<f64> = (0..n).map(|_| rng.unit() * 3.0 - 1.0).collect();
+        let hess: Vec<f64> = (0..n).map(|_| rng.unit() * 0.25).collect();
+        let ones = vec![1.0; n];
+        let all: Vec<u32> = (0..n as u32).collect();
+        let few: Vec<u32> = (0..n as u32).filter(|r| r % 13 == 0).collect();
+        assert!(all.len() >= PARALLEL_ROWS && few.len() < PARALLEL_ROWS);
+        for (g, h, unit_hessians, sign_gradients) in [
+            (&signs, &ones, true, true),
+            (&quantile, &ones, true, false),
+            (&real, &hess, false, false),
+        ] {
+            let grower = Grower {
+                bins: &bins,
+                d,
+                binner: &binner,
+                params: &params,
+                features: vec![0, 2, 3, 5, 6],
+                g,
+                h,
+                unit_hessians,
+                sign_gradients,
+            };
+            for rows in [&all, &few] {
+                let hist = grower.histogram(rows);
+                assert_eq!(hist.len(), d);
+                for (j, got) in hist.iter().enumerate() {
+                    if !grower.features.contains(&j) {
+                        assert!(got.is_empty());
+                        continue;
+                    }
+                    let want = plain(&bins, d, binner.n_bins(j), j, rows, g, h);
+                    assert_eq!(got.len(), want.len());
+                    for (a, b) in got.iter().zip(&want) {
+                        assert_eq!(a.g.to_bits(), b.g.to_bits(), "feature {j}");
+                        assert_eq!(a.h.to_bits(), b.h.to_bits(), "feature {j}");
+                        assert_eq!(a.n, b.n);
+                    }
+                }
+            }
+        }
+    }
 }
