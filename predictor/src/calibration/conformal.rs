@@ -86,7 +86,11 @@ const DRIFT_LEVEL_STEP: f64 = 0.005;
 /// adaptive conformal inference (Gibbs & Candès, 2021): each finished job whose interval was
 /// issued at submit nudges the working miscoverage level by `gamma · (α − missed)`, so the
 /// long-run share of jobs inside their interval converges to the nominal coverage even when
-/// residuals are not exchangeable.
+/// residuals are not exchangeable. The interval it answers is never narrower than its
+/// `floor` (the static interval, calibrated on the drift the training period showed): a
+/// window of the last jobs holds one or two bursts, and on a trace whose bursts change
+/// faster than their outcomes arrive it is narrower than the spread the next burst brings.
+/// ACI judges the interval answered, so where the floor over-covers the window narrows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConformalWindow {
     capacity: usize,
@@ -96,6 +100,9 @@ pub struct ConformalWindow {
     alpha_t: f64,
     /// ACI step size (0 = plain sliding-window conformal).
     gamma: f64,
+    /// The narrowest (lower, upper) offsets answered (none: the window's alone).
+    #[serde(default)]
+    floor: Option<(f64, f64)>,
     #[serde(skip)]
     cached: Option<(f64, f64)>,
     /// The residuals sorted ascending, kept as they come and go, so the offsets cost no
@@ -112,7 +119,9 @@ pub const ACI_GAMMA: f64 = 0.005;
 /// so it stays that wide until enough hits have come in. Clamped at 0, as Gibbs & Candès do
 /// not, those misses were forgotten: on a trace whose residuals move faster than outcomes
 /// arrive (Graham: `docs/calibration.md`) the online interval covered 65% for 80%. The floor
-/// only stops a long run of misses from holding the widest interval for ever.
+/// only stops a long run of misses from holding the widest interval for ever. A window with
+/// a floor (the static interval, [`ConformalWindow::with_floor`]) stays at or above 0: the
+/// floor already answers the spread the window does not hold.
 pub const ALPHA_FLOOR: f64 = -1.0;
 
 impl ConformalWindow {
@@ -125,6 +134,7 @@ impl ConformalWindow {
             coverage,
             alpha_t: 1.0 - coverage,
             gamma: ACI_GAMMA,
+            floor: None,
             cached: None,
             sorted: Vec::new(),
         }
@@ -133,6 +143,14 @@ impl ConformalWindow {
     /// The same window with ACI step `gamma` (0 turns adaptation off).
     pub fn with_gamma(mut self, gamma: f64) -> ConformalWindow {
         self.gamma = gamma.max(0.0);
+        self
+    }
+
+    /// The same window answering intervals at least as wide as the offsets `floor`
+    /// (lower ≤ 0 ≤ upper in ln space: the static interval).
+    pub fn with_floor(mut self, floor: (f64, f64)) -> ConformalWindow {
+        self.floor = Some(floor);
+        self.cached = None;
         self
     }
 
@@ -164,7 +182,14 @@ impl ConformalWindow {
                 1.0
             };
             let alpha = 1.0 - self.coverage;
-            self.alpha_t = (self.alpha_t + self.gamma * (alpha - missed)).clamp(ALPHA_FLOOR, 1.0);
+            // with a floor the level stays at or above 0: the floor is the memory of the
+            // spread beyond the window, and the window's whole range on top of it over-covers
+            let lowest = if self.floor.is_some() {
+                0.0
+            } else {
+                ALPHA_FLOOR
+            };
+            self.alpha_t = (self.alpha_t + self.gamma * (alpha - missed)).clamp(lowest, 1.0);
         }
         self.sync_sorted();
         if self.residuals.len() == self.capacity {
@@ -207,11 +232,16 @@ impl ConformalWindow {
         if let Some(c) = self.cached {
             return Some(c);
         }
-        if self.sorted.len() == self.residuals.len() {
-            return Some(conformal_offsets_sorted(&self.sorted, 1.0 - self.alpha_t));
-        }
-        let v: Vec<f64> = self.residuals.iter().copied().collect();
-        Some(conformal_offsets(&v, 1.0 - self.alpha_t))
+        let (lo, hi) = if self.sorted.len() == self.residuals.len() {
+            conformal_offsets_sorted(&self.sorted, 1.0 - self.alpha_t)
+        } else {
+            let v: Vec<f64> = self.residuals.iter().copied().collect();
+            conformal_offsets(&v, 1.0 - self.alpha_t)
+        };
+        Some(match self.floor {
+            Some((flo, fhi)) => (lo.min(flo), hi.max(fhi)),
+            None => (lo, hi),
+        })
     }
 
     /// Rebuilds the sorted copy when it does not hold the residuals (a deserialised window).
@@ -255,10 +285,17 @@ mod tests {
     /// Share of residuals inside the interval issued just before each was observed, when
     /// the residual spread doubles after calibration.
     fn coverage_under_drift(gamma: f64) -> f64 {
+        coverage_under_drift_floored(gamma, false)
+    }
+
+    /// [`coverage_under_drift`], the window floored at its seed's own 80% offsets when
+    /// `floored` (the static interval, calibrated before the drift).
+    fn coverage_under_drift_floored(gamma: f64, floored: bool) -> f64 {
         let mut rng = Normals(0x9e37_79b9_7f4a_7c15);
-        let mut w = ConformalWindow::new(1000, 0.8).with_gamma(gamma);
-        for _ in 0..1000 {
-            w.observe(rng.next());
+        let seed: Vec<f64> = (0..1000).map(|_| rng.next()).collect();
+        let mut w = ConformalWindow::seeded(1000, 0.8, &seed).with_gamma(gamma);
+        if floored {
+            w = w.with_floor(conformal_offsets(&seed, 0.8));
         }
         let (mut inside, n) = (0usize, 6_000);
         // each job finishes 50 submissions after it was issued its interval
@@ -290,24 +327,39 @@ mod tests {
     /// come in bursts (runs of 400 alike, as job arrays) whose outcomes arrive 600
     /// submissions later: by then the next burst, unlike the last, is being answered.
     fn coverage_of_late_bursts(gamma: f64) -> f64 {
+        coverage_of_bursts(gamma, 400, false)
+    }
+
+    /// The residual of the `k`th job of [`coverage_of_bursts`]: bursts of `burst` alike,
+    /// centred at 0, +3, 0, −3 in turn.
+    fn burst_residual(rng: &mut Normals, k: usize, burst: usize) -> f64 {
+        let centre = match k / burst % 4 {
+            1 => 3.0,
+            3 => -3.0,
+            _ => 0.0,
+        };
+        centre + 0.3 * rng.next()
+    }
+
+    /// [`coverage_of_late_bursts`] with bursts of `burst` jobs and, when `floored`, the
+    /// window floored at the static offsets of 8,000 earlier residuals of the same bursts.
+    fn coverage_of_bursts(gamma: f64, burst: usize, floored: bool) -> f64 {
         let mut rng = Normals(0x2545_f491_4f6c_dd1d);
         let mut w = ConformalWindow::new(1000, 0.8).with_gamma(gamma);
+        if floored {
+            let history: Vec<f64> = (0..8000)
+                .map(|k| burst_residual(&mut rng, k, burst))
+                .collect();
+            w = w.with_floor(conformal_offsets(&history, 0.8));
+        }
         for _ in 0..1000 {
             w.observe(rng.next());
         }
         let (mut inside, n) = (0usize, 40_000);
         let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
-        let mut centre = 0.0;
         for k in 0..n {
-            if k % 400 == 0 {
-                // a burst's centre: far off the model (either way) half the time
-                centre = match k / 400 % 4 {
-                    1 => 3.0,
-                    3 => -3.0,
-                    _ => 0.0,
-                };
-            }
-            let r = centre + 0.3 * rng.next();
+            // a burst's centre: far off the model (either way) half the time
+            let r = burst_residual(&mut rng, k, burst);
             let issued = w.offsets().expect("seeded");
             inside += usize::from(issued.0 <= r && r <= issued.1);
             pending.push_back((r, issued));
@@ -327,6 +379,57 @@ mod tests {
         // the level went below 0 (the window's whole range) and was held there
         let plain = coverage_of_late_bursts(0.0);
         assert!(plain < 0.7, "plain window {plain} vs adaptive {adaptive}");
+    }
+
+    #[test]
+    fn a_floor_at_the_static_interval_holds_coverage_when_bursts_outlast_the_window() {
+        // bursts of 1,000 alike whose outcomes arrive 600 submissions late: the window
+        // holds the last burst, the one being answered is another
+        let window = coverage_of_bursts(ACI_GAMMA, 1000, false);
+        assert!(window < 0.72, "window alone {window}");
+        let floored = coverage_of_bursts(ACI_GAMMA, 1000, true);
+        assert!((0.78..=0.82).contains(&floored), "floored {floored}");
+        // a shift the static interval never saw (spread doubles, outcomes 50 late): the
+        // window still widens past the floor
+        let shifted = coverage_under_drift_floored(ACI_GAMMA, true);
+        assert!(
+            (0.77..=0.83).contains(&shifted),
+            "floored under drift {shifted}"
+        );
+    }
+
+    #[test]
+    fn a_floored_window_answers_no_narrower_than_its_floor_and_keeps_its_level_at_0() {
+        let mut w = ConformalWindow::new(100, 0.8).with_floor((-1.0, 2.0));
+        for k in 0..100 {
+            w.observe(f64::from(k % 10) * 0.01);
+        }
+        // the window's residuals span 0..0.09: the floor is answered
+        assert_eq!(w.offsets(), Some((-1.0, 2.0)));
+        // a run of misses lowers the level to 0 (the window's whole range), not below
+        for _ in 0..1000 {
+            w.observe_outcome(0.05, Some((1.0, 1.5)));
+        }
+        assert_eq!(w.alpha(), 0.0);
+        // residuals wider than the floor widen the answer past it
+        for _ in 0..100 {
+            w.observe(5.0);
+        }
+        assert_eq!(w.offsets(), Some((-1.0, 5.0)));
+        // without a floor the same misses take the level below 0
+        let mut plain = ConformalWindow::new(100, 0.8);
+        for _ in 0..1000 {
+            plain.observe_outcome(0.05, Some((1.0, 1.5)));
+        }
+        assert_eq!(plain.alpha(), ALPHA_FLOOR);
+        // the floor is saved with the window; a window saved before it had none
+        let back: ConformalWindow =
+            serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
+        assert_eq!(back.current_offsets(), w.offsets());
+        let mut old = serde_json::to_value(&plain).unwrap();
+        old.as_object_mut().unwrap().remove("floor");
+        let old: ConformalWindow = serde_json::from_value(old).unwrap();
+        assert_eq!(old.current_offsets(), plain.offsets());
     }
 
     #[test]

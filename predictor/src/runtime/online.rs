@@ -88,11 +88,12 @@ impl RuntimePredictor {
     }
 
     /// The online state `state` (saved from a state serving this model) serving this
-    /// predictor as `model_version`; refused when its feature schema is not this model's.
+    /// predictor as `model_version`, its window never narrower than this model's static
+    /// interval; refused when its feature schema is not this model's.
     pub fn online_from(
         self: Arc<Self>,
         model_version: u32,
-        state: RuntimeOnlineState,
+        mut state: RuntimeOnlineState,
     ) -> Result<RuntimeOnline, PredictorError> {
         if state.features.schema() != &self.schema {
             return Err(PredictorError::StateMismatch {
@@ -100,6 +101,7 @@ impl RuntimePredictor {
                 what: "feature schema",
             });
         }
+        state.window = state.window.with_floor(self.interval_log);
         Ok(RuntimeOnline {
             model: self,
             model_version,

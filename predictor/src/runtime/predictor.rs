@@ -235,9 +235,11 @@ impl RuntimePredictor {
     }
 
     /// The online [`ConformalWindow`] of `capacity` residuals for this predictor's
-    /// coverage, seeded with its calibration residuals.
+    /// coverage, seeded with its calibration residuals, never narrower than the static
+    /// interval.
     pub fn conformal_window(&self, capacity: usize) -> ConformalWindow {
         ConformalWindow::seeded(capacity, self.coverage, &self.calibration_residuals)
+            .with_floor(self.interval_log)
     }
 
     /// Predictions for every row of `x`.
