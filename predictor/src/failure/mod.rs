@@ -26,8 +26,10 @@
 //!
 //! A third candidate is the past failure rate of the job's user (else group, queue, cluster;
 //! [`PastRate`]), calibrated the same way. The served model is the candidate with the
-//! highest ROC-AUC on those out-of-sample scores, the past rate only when it beats both
-//! trained models: the served model is never worse than the past rate there.
+//! highest ROC-AUC on those out-of-sample scores, unless another is within that ROC-AUC's
+//! standard error and has the higher PR-AUC ([`choose_served`]): a model the past rate
+//! beats there in both metrics is never served. The GBDT is then refitted on the whole
+//! training period (the slice holds the newest jobs), keeping its calibrator.
 //!
 //! Labels ([`augur_features::failure_label`]): `failed` = 1; `completed` and `killed` = 0;
 //! `unknown` (still running or pending when the trace ended, or no status) is censored —
@@ -64,7 +66,9 @@ pub use evaluate::{
 };
 pub use online::{FailureOnline, FailureOnlineAnswer, FailureOnlineState};
 pub use past_rate::{key_label, PastRate};
-pub use predictor::{CandidateScores, FailurePrediction, FailurePredictor};
+pub use predictor::{
+    auc_standard_error, choose_served, CandidateScores, FailurePrediction, FailurePredictor,
+};
 pub use svm::{KernelSvm, SvmScratch, SvmSettings};
 pub use trainer::{FailureTrainer, TrainingInfo};
 

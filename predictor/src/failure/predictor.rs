@@ -49,6 +49,60 @@ impl CandidateScores {
         }
         served
     }
+
+    /// The candidate's score.
+    pub fn of(&self, model: FailureModel) -> f64 {
+        match model {
+            FailureModel::Svm => self.svm,
+            FailureModel::Gbdt => self.gbdt,
+            FailureModel::PastRate => self.past_rate.unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// The served candidate from each one's ROC-AUC (`roc`) and PR-AUC (`pr`) on the
+/// calibration scores, `n_failed` of `n` of them failed.
+///
+/// The ROC-AUC leader ([`CandidateScores::best`]) is served unless another candidate is
+/// within the leader's standard error (Hanley and McNeil's, from the class counts) and
+/// has the higher PR-AUC: with few failed jobs on the slice a ROC-AUC gap of a few
+/// hundredths is noise, and PR-AUC (the target metric) then decides. So the past rate is
+/// served whenever it beats both models in both metrics, or in ROC-AUC by more than the
+/// noise; a model it beats in both is never served.
+pub fn choose_served(
+    roc: &CandidateScores,
+    pr: &CandidateScores,
+    n_failed: usize,
+    n: usize,
+) -> FailureModel {
+    let leader = roc.best();
+    let top = roc.of(leader);
+    let noise = auc_standard_error(top, n_failed, n.saturating_sub(n_failed));
+    let mut served = leader;
+    for c in [
+        FailureModel::Gbdt,
+        FailureModel::Svm,
+        FailureModel::PastRate,
+    ] {
+        let (r, p) = (roc.of(c), pr.of(c));
+        if top - r <= noise && p > pr.of(served) {
+            served = c;
+        }
+    }
+    served
+}
+
+/// Hanley and McNeil's (1982) standard error of a ROC-AUC `a` measured on `n_pos` positive
+/// and `n_neg` negative examples (NaN when a class is empty or `a` is NaN).
+pub fn auc_standard_error(a: f64, n_pos: usize, n_neg: usize) -> f64 {
+    if n_pos == 0 || n_neg == 0 {
+        return f64::NAN;
+    }
+    let (n1, n0) = (n_pos as f64, n_neg as f64);
+    let q1 = a / (2.0 - a);
+    let q2 = 2.0 * a * a / (1.0 + a);
+    let var = (a * (1.0 - a) + (n1 - 1.0) * (q1 - a * a) + (n0 - 1.0) * (q2 - a * a)) / (n1 * n0);
+    var.max(0.0).sqrt()
 }
 
 /// The trained failure predictor: features, both models, their calibrators.

@@ -1,7 +1,8 @@
 //! Fitting the failure predictor: the GBDT and the SVM on the training period minus its
 //! newest slice, both calibrated on that slice (with forward-chained out-of-fold scores
 //! when the slice is too small for a slope), the past failure rate calibrated on the same
-//! scores, and the served model picked among the three by ROC-AUC on them.
+//! scores, the served model picked among the three on them ([`choose_served`]), and the
+//! GBDT refitted on the whole training period.
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use augur_models::{Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
 use super::past_rate::PastRate;
-use super::predictor::CandidateScores;
+use super::predictor::{choose_served, CandidateScores};
 use super::svm::{fit_svm, svm_columns, KernelSvm, SvmScratch, SvmSettings};
 use super::{FailureData, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS};
 use crate::calibration::platt::Calibrator;
@@ -27,6 +28,9 @@ pub struct FailureTrainer {
     pub svm: SvmSettings,
     /// Share of the training jobs (the newest) that calibrate and pick the served model.
     pub calibration_fraction: f64,
+    /// Refit the GBDT on the whole training period (the slice included) once the slice has
+    /// early-stopped and calibrated it and the served model is chosen.
+    pub refit_gbdt: bool,
 }
 
 impl Default for FailureTrainer {
@@ -46,6 +50,7 @@ impl Default for FailureTrainer {
             },
             svm: SvmSettings::default(),
             calibration_fraction: 0.2,
+            refit_gbdt: true,
         }
     }
 }
@@ -165,9 +170,23 @@ impl FailureTrainer {
                 .as_ref()
                 .map(|(_, scores)| average_precision(scores, &calib_y)),
         };
-        // chosen by ROC-AUC: PR-AUC on the slice follows its base rate and its few top-ranked
-        // jobs, and disagreed with the test period on Graham (docs/failure.md)
-        let served = candidates.best();
+        // ROC-AUC leads: PR-AUC on the slice follows its base rate and its few top-ranked
+        // jobs, and disagreed with the test period on Graham; PR-AUC decides only between
+        // candidates within the ROC-AUC's noise (docs/failure.md)
+        let n_failed = calib_y.iter().filter(|&&l| l).count();
+        let served = choose_served(&candidates, &pr_auc, n_failed, calib_y.len());
+        // refit on the whole training period: the slice is the newest history, the nearest
+        // to what is predicted (docs/failure.md); the calibrator fitted on the first fit's
+        // out-of-sample scores is kept (monotone, so the ranking is the refit's)
+        let gbdt = if self.refit_gbdt {
+            let t3 = Instant::now();
+            let ay: Vec<f64> = fy.iter().chain(&cy).copied().collect();
+            let refit = self.refit(x, d, (&labelled, &ay), fit.len(), gbdt.n_trees())?;
+            gbdt_train_s += t3.elapsed().as_secs_f64();
+            refit
+        } else {
+            gbdt
+        };
         let info = TrainingInfo {
             fit_jobs: fit.len(),
             calibration_jobs: calib_y.len(),
@@ -192,6 +211,28 @@ impl FailureTrainer {
             training: info,
             training_ranges: TrainingRanges::of_rows(x, schema.len(), &labelled),
         })
+    }
+}
+
+impl FailureTrainer {
+    /// The GBDT fitted on every labelled training row (`labelled`, labels `ay`), with the early-stopped tree count
+    /// (`n_trees` on `n_fit` rows) scaled to the larger row count.
+    fn refit(
+        &self,
+        x: &[f32],
+        d: usize,
+        (labelled, ay): (&[usize], &[f64]),
+        n_fit: usize,
+        n_trees: usize,
+    ) -> Result<GbdtModel, PredictorError> {
+        let scaled = (n_trees as f64) * (labelled.len() as f64) / (n_fit.max(1) as f64);
+        let params = GbdtParams {
+            n_trees: (scaled.round() as usize).max(1),
+            ..self.gbdt.clone()
+        };
+        let ax = gather(x, d, labelled);
+        let am = Matrix::new(&ax, labelled.len(), d)?;
+        Ok(params.fit_with_validation(&TrainSet::new(am, ay, None)?, None)?)
     }
 }
 
@@ -295,7 +336,7 @@ mod tests {
 
     use super::*;
     use crate::contract::{JobEvent, OnlinePredictor};
-    use crate::failure::FailureModel;
+    use crate::failure::{auc_standard_error, FailureModel};
 
     /// SYNTHETIC history (generated here from a seed, not a real trace): one submit every
     /// 30–90 s, short runs, a random user of 40 and random requests (1–8 nodes, a time
@@ -412,5 +453,52 @@ mod tests {
         assert_eq!(c(0.5, 0.6, 0.61).best(), FailureModel::PastRate);
         assert_eq!(c(f64::NAN, f64::NAN, 0.1).best(), FailureModel::PastRate);
         assert_eq!(c(0.5, 0.6, f64::NAN).best(), FailureModel::Gbdt);
+    }
+
+    #[test]
+    fn pr_auc_decides_only_within_the_roc_auc_noise() {
+        let c = |svm, gbdt, past| CandidateScores {
+            svm,
+            gbdt,
+            past_rate: Some(past),
+        };
+        // 13 failed of 674 (MLPerf's slice): the standard error of a 0.63 ROC-AUC is ~0.08
+        let noise = auc_standard_error(0.63, 13, 661);
+        assert!((0.07..0.10).contains(&noise), "{noise}");
+        // 1,164 failed of 21,284 (Graham's): ~0.009
+        let noise = auc_standard_error(0.61, 1164, 20120);
+        assert!((0.007..0.011).contains(&noise), "{noise}");
+
+        let (roc, pr) = (c(0.60, 0.28, 0.63), c(0.10, 0.09, 0.03));
+        // few failures: a 0.03 ROC-AUC lead is noise, the SVM's PR-AUC decides
+        assert_eq!(choose_served(&roc, &pr, 13, 674), FailureModel::Svm);
+        // many failures: the same lead is real, the past rate is served
+        assert_eq!(
+            choose_served(&roc, &pr, 1164, 21284),
+            FailureModel::PastRate
+        );
+        // the past rate ahead in both metrics is served however few the failures
+        let pr_past = c(0.02, 0.09, 0.10);
+        assert_eq!(
+            choose_served(&roc, &pr_past, 13, 674),
+            FailureModel::PastRate
+        );
+        // a model the past rate beats in both is never served
+        for n_failed in [3, 13, 300, 5000] {
+            let served = choose_served(&roc, &pr_past, n_failed, 20000);
+            assert_eq!(served, FailureModel::PastRate, "{n_failed}");
+        }
+        // a GBDT ahead in ROC-AUC beyond the noise stays served whatever the PR-AUC
+        let roc_g = c(0.55, 0.61, 0.59);
+        let pr_g = c(0.13, 0.07, 0.15);
+        assert_eq!(
+            choose_served(&roc_g, &pr_g, 1164, 21284),
+            FailureModel::Gbdt
+        );
+        // NaN (a class missing) never wins
+        assert_eq!(
+            choose_served(&c(f64::NAN, 0.6, f64::NAN), &c(f64::NAN, 0.1, 0.9), 10, 100),
+            FailureModel::Gbdt
+        );
     }
 }
