@@ -282,7 +282,8 @@ impl RiskSplitState {
     /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s), risk score)`,
     /// as the service runs: each job is grouped by the threshold in force at its submit and
     /// bounded with its group's offset after the outcomes known by then were observed, each
-    /// judged by the bound issued to it when that bound runs out ([`replay_delayed`]). Returns each job's bound (ln(1 + s)) and group.
+    /// judged by the bound issued to it when that bound runs out ([`replay_delayed`]).
+    /// Returns each job's bound (ln(1 + s)) and group.
     pub fn replay(&mut self, jobs: &[(f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
         let timed: Vec<(f64, f64, f64)> = jobs.iter().map(|&(s, w, r, _)| (s, w, r)).collect();
         let mut bounds = [self.low.clone(), self.high.clone()];
