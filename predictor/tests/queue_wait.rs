@@ -253,10 +253,10 @@ fn mira_queue_wait_against_targets() {
     let model = row("augur gbdt + queue state, online");
     assert!((zero.metrics.within600 - 0.325).abs() < 0.01, "{zero:?}");
     // targets met: MAE below the LightGBM peer's, within600 above predicting zero's (the
-    // short-wait override). The online adaptive 95% bound takes each outcome when its bound
-    // runs out, judged by the bound in force then, so late outcomes cannot wind it up: it
-    // covers 92.2% with a median of 134k s (judged by the bound issued at submit, as before,
-    // it covered 94.3% at 206k s and wound up to 1e10 s on Graham; docs/calibration.md)
+    // short-wait override). The online adaptive 95% bound takes each outcome when its issued
+    // bound runs out and judges it by that bound, with a step shared by the outcomes in
+    // flight, so late outcomes cannot wind it up: the single bound covers 91.6% with a median
+    // of 116k s (not served: the risk split below is; docs/calibration.md)
     assert!(model.metrics.mae_s < 54_651.0, "{model:?}");
     assert!(
         model.metrics.mae_s < sim.metrics.mae_s - 10_000.0,
@@ -269,7 +269,7 @@ fn mira_queue_wait_against_targets() {
     let cov = model.metrics.coverage95.unwrap();
     let width = model.metrics.median_bound_s.unwrap();
     assert!(
-        cov >= 0.92 && width < 140_000.0,
+        cov >= 0.91 && width < 140_000.0,
         "coverage {cov}, median bound {width}"
     );
     // Not met: a median bound as narrow as LightGBM's quantile model at that coverage. Guard
@@ -282,14 +282,14 @@ fn mira_queue_wait_against_targets() {
     let hind = row("hindsight");
     assert!(hind.metrics.coverage95.unwrap() < 0.94, "{hind:?}");
     // The risk-split bound (the served one): low-risk jobs get a tight bound at a lower
-    // level, high-risk jobs a wide one at a higher level, 95% overall. Online it is less than
-    // half as wide as the single online bound at the median but covers a little less: not
-    // met either. Guard the levels and the per-group story.
+    // level, high-risk jobs a wide one at a higher level, 95% overall. Online it covers
+    // within the 93–97% band (94.3%) with a median bound (122k s) narrower than the static
+    // risk-split bound served before (163k s). Guard the band and the per-group story.
     let split = row("augur gbdt + queue state, risk-split online");
     let split_cov = split.metrics.coverage95.unwrap();
     let split_width = split.metrics.median_bound_s.unwrap();
-    assert!(split_cov > 0.92, "{split:?}");
-    assert!(split_width < 0.65 * width, "{split:?}");
+    assert!((0.93..=0.97).contains(&split_cov), "{split:?}");
+    assert!(split_width < 163_000.0, "{split:?}");
     let s = eval.risk_split_online.as_ref().unwrap();
     assert!((s.share_low - s.share_low_nominal).abs() < 0.05, "{s:?}");
     assert!(s.median_bound_low_s < s.median_bound_high_s / 5.0, "{s:?}");

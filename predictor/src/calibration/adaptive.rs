@@ -15,18 +15,19 @@ pub const MAX_SHIFT: f64 = 3.0;
 
 /// Online adaptive correction of the bound (adaptive conformal inference, Gibbs & Candès
 /// 2021, in offset form, as online quantile tracking), as the service runs it. A job's
-/// outcome is taken when its bound runs out (the bound issued at its submit, or a later
-/// one, see below), never earlier: had the jobs that started quickly been counted at their
-/// start, the first outcomes of every period would be hits only (the misses are the jobs
-/// still waiting) and the offset would sink. When taken, the outcome is judged against the
-/// bound the offset in force *now* gives the job (not the one issued at its submit, which
-/// may be days old): a miss when it started later than that bound or still waits past it,
-/// a hit when it started within it; a job still waiting inside that bound is looked at
-/// again when it runs out ([`Outcome::Pending`]; its wait is censored: at least what it has
-/// waited). The offset then moves up by `step · coverage` after a miss and down by
-/// `step · (1 − coverage)` after a hit, staying within [`MAX_SHIFT`] of its start. Judged
-/// against the current offset, late outcomes cannot wind it up: once the offset is too high
-/// every outcome taken is a hit and it comes down.
+/// outcome is taken when the bound issued at its submit runs out, never earlier: had the
+/// jobs that started quickly been counted at their start, the first outcomes of every
+/// period would be hits only (the misses are the jobs still waiting) and the offset would
+/// sink. It is judged against that issued bound (a miss when the job still waits at it or
+/// started later), the miss rate ACI's guarantee is about. The offset then moves up by
+/// `s · coverage` after a miss and down by `s · (1 − coverage)` after a hit, staying within
+/// [`MAX_SHIFT`] of its start, where `s` is `step` at most and at most 1 / (the outcomes in
+/// flight: bounds issued whose outcome is not yet taken). Outcomes arrive a bound's length
+/// late, so every outcome in flight was issued before the last ones moved the offset; with
+/// the step shared among them, one full turn of outcomes moves the offset by about 1 at most
+/// (a factor of e), however many jobs a day the site submits: a run of late misses cannot
+/// wind it up, and a quiet stretch of hits cannot sink it before the misses of the next
+/// burst come back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AdaptiveBound {
     pub offset: f64,
@@ -36,16 +37,19 @@ pub struct AdaptiveBound {
     pub start: f64,
     /// The highest bound it gives (seconds), when capped.
     pub ceiling_s: Option<f64>,
+    /// Bounds issued whose outcome is not taken yet.
+    #[serde(default)]
+    pub in_flight: u64,
 }
 
 /// What is known of a bounded job's outcome at some instant ([`AdaptiveBound::judge`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Outcome {
-    /// The wait is known and within the current bound.
+    /// The wait is known and within the issued bound.
     Hit,
-    /// The wait is known to exceed the current bound (it started later, or still waits past it).
+    /// The wait is known to exceed the issued bound (it started later, or still waits past it).
     Miss,
-    /// Still waiting, within the current bound: look again this many seconds after submit.
+    /// Still waiting, within the issued bound: look again this many seconds after submit.
     Pending { after_submit: f64 },
 }
 
@@ -58,6 +62,7 @@ impl AdaptiveBound {
             coverage,
             start: offset,
             ceiling_s: None,
+            in_flight: 0,
         }
     }
 
@@ -67,13 +72,30 @@ impl AdaptiveBound {
         self
     }
 
-    /// A job's outcome became known: its wait exceeded the current bound (`miss`) or not.
+    /// A bound was issued: its outcome is in flight until observed or withdrawn.
+    pub fn issue(&mut self) {
+        self.in_flight += 1;
+    }
+
+    /// An issued bound will give no outcome (its job left the queue without starting).
+    pub fn withdraw(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// The step of the next outcome: `step`, at most 1 / the outcomes in flight.
+    pub fn current_step(&self) -> f64 {
+        self.step.min(1.0 / self.in_flight.max(1) as f64)
+    }
+
+    /// A job's outcome became known: its wait exceeded its issued bound (`miss`) or not.
     pub fn observe(&mut self, miss: bool) {
+        let step = self.current_step();
+        self.in_flight = self.in_flight.saturating_sub(1);
         let moved = self.offset
             + if miss {
-                self.step * self.coverage
+                step * self.coverage
             } else {
-                -self.step * (1.0 - self.coverage)
+                -step * (1.0 - self.coverage)
             };
         self.offset = moved.clamp(self.start - MAX_SHIFT, self.start + MAX_SHIFT);
     }
@@ -91,17 +113,16 @@ impl AdaptiveBound {
             .min(self.ceiling_s.unwrap_or(f64::INFINITY))
     }
 
-    /// Judges a job with raw bound `raw`, `elapsed` seconds after its submit, against the
-    /// current bound: `wait` is its wait when it has started by then, `None` while it still
-    /// waits (a job still queued exactly at the bound is a miss: its wait is longer).
-    pub fn judge(&self, raw: f64, elapsed: f64, wait: Option<f64>) -> Outcome {
-        let limit = self.seconds(raw);
+    /// Judges a job issued the bound `issued_s` (seconds), `elapsed` seconds after its
+    /// submit: `wait` is its wait when it has started by then, `None` while it still waits
+    /// (a job still queued exactly at the bound is a miss: its wait is longer).
+    pub fn judge(issued_s: f64, elapsed: f64, wait: Option<f64>) -> Outcome {
         match wait {
-            Some(w) if w > limit => Outcome::Miss,
+            Some(w) if w > issued_s => Outcome::Miss,
             Some(_) => Outcome::Hit,
-            None if elapsed >= limit => Outcome::Miss,
+            None if elapsed >= issued_s => Outcome::Miss,
             None => Outcome::Pending {
-                after_submit: limit,
+                after_submit: issued_s,
             },
         }
     }
@@ -119,19 +140,18 @@ impl AdaptiveBound {
 
 /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s))`, as the service
 /// runs them: at each submit, the outcomes known by then are observed (each taken when its
-/// job's bound runs out and judged by its job's bound in `bounds` as that bound stands
-/// then: [`AdaptiveBound::judge`]), then `group(k, bounds)` picks the bound of job `k`,
-/// which is issued at its current offset. Returns each job's issued bound (ln(1 + s)) and
-/// group.
+/// job's issued bound runs out and judged by it: [`AdaptiveBound::judge`]), then
+/// `group(k, bounds)` picks the bound of job `k`, which is issued at its current offset.
+/// Returns each job's issued bound (ln(1 + s)) and group.
 pub fn replay_delayed(
     bounds: &mut [AdaptiveBound],
     jobs: &[(f64, f64, f64)],
     mut group: impl FnMut(usize, &[AdaptiveBound]) -> usize,
 ) -> Vec<(f64, usize)> {
     let key = |t: f64| (t * 1000.0).round() as i64;
-    // (instant of the next look, job); the look's seconds after submit, per job
+    // (instant the issued bound runs out, job); the issued bound (seconds), per job
     let mut pending: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
-    let mut look = vec![0.0; jobs.len()];
+    let mut issued = vec![0.0; jobs.len()];
     let mut groups: Vec<usize> = Vec::with_capacity(jobs.len());
     let mut out = Vec::with_capacity(jobs.len());
     for (k, &(submit, _, raw)) in jobs.iter().enumerate() {
@@ -140,25 +160,18 @@ pub fn replay_delayed(
                 break;
             }
             pending.pop();
-            let (sub_j, wait_j, raw_j) = jobs[j];
             let b = &mut bounds[groups[j]];
-            let elapsed = look[j];
-            let started = (wait_j <= elapsed).then_some(wait_j);
-            match b.judge(raw_j, elapsed, started) {
-                Outcome::Hit => b.observe(false),
-                Outcome::Miss => b.observe(true),
-                Outcome::Pending { after_submit } => {
-                    look[j] = after_submit;
-                    pending.push(Reverse((key(sub_j + after_submit), j)));
-                }
-            }
+            let (limit, wait_j) = (issued[j], jobs[j].1);
+            let started = (wait_j <= limit).then_some(wait_j);
+            b.observe(AdaptiveBound::judge(limit, limit, started) == Outcome::Miss);
         }
         let g = group(k, bounds);
         groups.push(g);
         let b = raw + bounds[g].offset;
         out.push((b, g));
-        look[k] = bounds[g].cap(b.exp_m1());
-        pending.push(Reverse((key(submit + look[k]), k)));
+        bounds[g].issue();
+        issued[k] = bounds[g].cap(b.exp_m1());
+        pending.push(Reverse((key(submit + issued[k]), k)));
     }
     out
 }
@@ -251,39 +264,85 @@ mod tests {
         let start = 1.645;
         let mut b = AdaptiveBound::new(start, 0.05, 0.95);
         let out = b.replay(&jobs);
-        // from the first job (no early run of hits drags it down) to the shift, and once
-        // the outcomes after the shift have come in (a week of submits)
+        // from the first job (no early run of hits drags it down) to the shift
         let before = coverage(&jobs, &out, 0..n / 2);
-        let after = coverage(&jobs, &out, n / 2 + 10_000..n);
         assert!((0.94..=0.96).contains(&before), "before the shift {before}");
-        assert!((0.93..=0.97).contains(&after), "after the shift {after}");
-        // no wind-up: the offset ends near what the shifted waits need (0.5 + 1.645), and
-        // no bound ever left the band around the calibrated start
-        assert!(
-            (b.offset - (0.5 + start)).abs() < 0.3,
-            "offset {}",
-            b.offset
-        );
-        let highest = out.iter().copied().fold(f64::MIN, f64::max);
-        assert!(highest <= 11.0 + start + MAX_SHIFT + 1e-9, "{highest}");
-        assert!(highest < 11.0 + start + 1.0, "{highest}");
+        // after it, thousands of outcomes are in flight (each bound runs days), so each
+        // moves the offset by a few ten-thousandths: it climbs toward what the shifted waits
+        // need (0.5 + 1.645) without passing it, a step per turn of outcomes
+        let offsets: Vec<f64> = out.iter().map(|b| b - 11.0).collect();
+        let at = |k: usize| offsets[k];
+        assert!(at(n - 1) > start + 0.1, "{}", at(n - 1));
+        assert!(at(n - 1) > at(n / 2 + 10_000) + 0.05, "{}", at(n - 1));
+        let highest = offsets.iter().copied().fold(f64::MIN, f64::max);
+        assert!(highest < 0.5 + start, "wound up to {highest}");
+        let after = coverage(&jobs, &out, n / 2 + 10_000..n);
+        assert!((0.88..0.95).contains(&after), "after the shift {after}");
+        assert!(after > coverage(&jobs, &out, n / 2..n / 2 + 10_000));
     }
 
     #[test]
-    fn judged_by_the_bound_in_force_a_stale_miss_lowers_a_bound_that_grew_past_it() {
-        // issued a 100 s bound, the job waits 150 s; meanwhile the offset rose so the bound
-        // it would get now is 200 s: its late outcome is a hit, not another miss
-        let raw = 100f64.ln_1p();
-        let mut b = AdaptiveBound::new(0.0, 0.1, 0.9);
-        b.offset = 201f64.ln() - raw;
-        assert_eq!(b.judge(raw, 150.0, Some(150.0)), Outcome::Hit);
-        // still queued at 150 s: not known yet, look again when the current bound runs out
-        match b.judge(raw, 150.0, None) {
-            Outcome::Pending { after_submit } => assert!((after_submit - 200.0).abs() < 1e-9),
-            other => panic!("{other:?}"),
+    fn quiet_stretches_do_not_sink_the_bound_before_a_burst_whose_misses_come_back_days_late() {
+        // SYNTHETIC: 3-day stretches alternate between quiet (ln(1 + wait) = 10 + N(0, 1))
+        // and busy (11.3 + N(0, 1)); one submit a minute; the raw bound is 11 throughout.
+        // The quiet stretches' outcomes are hits that come back first; the busy ones'
+        // misses only when their bounds run out, days later.
+        let mut rng = SplitMix64(7);
+        let n = 40_000;
+        let jobs: Vec<(f64, f64, f64)> = (0..n)
+            .map(|i| {
+                let level = if (i / (3 * 1440)) % 2 == 0 {
+                    10.0
+                } else {
+                    11.3
+                };
+                let y: f64 = level + rng.normal();
+                (60.0 * i as f64, y.exp_m1().max(0.0), 11.0)
+            })
+            .collect();
+        let start = 1.645;
+        let mut b = AdaptiveBound::new(start, 0.05, 0.95);
+        let out = b.replay(&jobs);
+        for range in [0..n, n / 2..n] {
+            let c = coverage(&jobs, &out, range.clone());
+            assert!((0.93..=0.97).contains(&c), "{range:?}: {c}");
         }
-        assert_eq!(b.judge(raw, 200.0, None), Outcome::Miss);
-        assert_eq!(b.judge(raw, 250.0, Some(250.0)), Outcome::Miss);
+        // the offset neither sank in the quiet stretches nor wound up in the busy ones
+        for o in out.iter().map(|b| b - 11.0) {
+            assert!((o - start).abs() < 0.5, "offset {o}");
+        }
+    }
+
+    #[test]
+    fn a_late_outcome_is_judged_by_its_issued_bound_and_shares_the_step_with_those_in_flight() {
+        // issued a 100 s bound: a start at 150 s is a miss however the offset moved since;
+        // still queued when it runs out, a miss; started within it, a hit
+        assert_eq!(
+            AdaptiveBound::judge(100.0, 100.0, Some(150.0)),
+            Outcome::Miss
+        );
+        assert_eq!(AdaptiveBound::judge(100.0, 100.0, None), Outcome::Miss);
+        assert_eq!(
+            AdaptiveBound::judge(100.0, 100.0, Some(100.0)),
+            Outcome::Hit
+        );
+        assert_eq!(
+            AdaptiveBound::judge(100.0, 40.0, None),
+            Outcome::Pending {
+                after_submit: 100.0
+            }
+        );
+        // 20 outcomes in flight: a miss moves the offset by 1/20 · coverage, not the step 0.1
+        let mut b = AdaptiveBound::new(0.0, 0.1, 0.9);
+        for _ in 0..20 {
+            b.issue();
+        }
+        assert!((b.current_step() - 0.05).abs() < 1e-12);
+        b.observe(true);
+        assert!((b.offset - 0.05 * 0.9).abs() < 1e-12, "{}", b.offset);
+        assert_eq!(b.in_flight, 19);
+        b.withdraw();
+        assert_eq!(b.in_flight, 18);
         // the offset stays within MAX_SHIFT of its start, however many misses come in
         let mut b = AdaptiveBound::new(1.0, 0.5, 0.95);
         for _ in 0..1000 {

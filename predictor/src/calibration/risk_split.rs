@@ -259,17 +259,31 @@ impl RiskSplitState {
     /// A job of `group` revealed its outcome: its wait exceeded its bound (`miss`) or not.
     /// Only that group's offset moves.
     pub fn observe(&mut self, group: RiskGroup, miss: bool) {
+        self.bound_mut(group).observe(miss);
+    }
+
+    /// A bound of `group` was issued: its outcome is in flight.
+    pub fn issue(&mut self, group: RiskGroup) {
+        self.bound_mut(group).issue();
+    }
+
+    /// A bound of `group` will give no outcome (its job left the queue without starting).
+    pub fn withdraw(&mut self, group: RiskGroup) {
+        self.bound_mut(group).withdraw();
+    }
+
+    fn bound_mut(&mut self, group: RiskGroup) -> &mut AdaptiveBound {
         match group {
-            RiskGroup::Low => self.low.observe(miss),
-            RiskGroup::High => self.high.observe(miss),
+            RiskGroup::Low => &mut self.low,
+            RiskGroup::High => &mut self.high,
         }
     }
 
     /// Replays jobs in submit order, each `(submit, wait, raw bound ln(1 + s), risk score)`,
     /// as the service runs: each job is grouped by the threshold in force at its submit and
     /// bounded with its group's offset after the outcomes known by then were observed, each
-    /// judged by its group's bound as it stands when the outcome is known
-    /// ([`replay_delayed`]). Returns each job's bound (ln(1 + s)) and group.
+    /// judged by the bound issued to it when that bound runs out ([`replay_delayed`]).
+    /// Returns each job's bound (ln(1 + s)) and group.
     pub fn replay(&mut self, jobs: &[(f64, f64, f64, f64)]) -> Vec<(f64, RiskGroup)> {
         let timed: Vec<(f64, f64, f64)> = jobs.iter().map(|&(s, w, r, _)| (s, w, r)).collect();
         let mut bounds = [self.low.clone(), self.high.clone()];

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::predictor::{QueueWaitPrediction, QueueWaitPredictor};
 use super::state::QueueState;
-use crate::calibration::{Outcome, RiskGroup, RiskSplitState};
+use crate::calibration::{AdaptiveBound, Outcome, RiskGroup, RiskSplitState};
 use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
 use crate::PredictorError;
@@ -224,6 +224,9 @@ impl QueueWaitOnline {
                 Some(r) => {
                     let (p, score, raw) = m.predict_row_online(row, r);
                     r.record_submit(score);
+                    if let Some(g) = p.risk_group {
+                        r.issue(g);
+                    }
                     (p, BoundSource::RiskSplitOnline, raw)
                 }
                 None => (m.predict_row(row), BoundSource::StaticConformal, f64::NAN),
@@ -297,11 +300,11 @@ impl QueueWaitOnline {
     }
 
     /// Jobs whose bound ran out by `now` give their group an outcome as the delayed-feedback
-    /// replay takes it ([`crate::calibration::replay_delayed`]): judged at the look's instant
-    /// against the bound the group's offset gives them now, a hit when they had started
-    /// within it, a miss when they started later or still waited past it; a job still
-    /// waiting inside it is looked at again when it runs out. A job that left the queue
-    /// without starting gives none (censored).
+    /// replay takes it ([`crate::calibration::replay_delayed`]): judged at the instant their
+    /// issued bound runs out against that bound, a hit when they had started within it, a
+    /// miss when they still waited (a start after that instant is not seen). A job that left
+    /// the queue without starting gives none (censored) and leaves its group's outcomes in
+    /// flight.
     fn expire_bounds(&mut self, now: f64) {
         let Some(r) = &mut self.state.risk else {
             return;
@@ -322,7 +325,12 @@ impl QueueWaitOnline {
             let Some(g) = w.risk_group else {
                 continue;
             };
-            if job.observed || (job.finished && job.started_at.is_none()) {
+            if job.observed {
+                continue;
+            }
+            job.observed = true;
+            if job.finished && job.started_at.is_none() {
+                r.withdraw(g);
                 continue;
             }
             // what was known at the look: a start after it is not (the replay's rule)
@@ -331,18 +339,8 @@ impl QueueWaitOnline {
                 .started_at
                 .map(|s| (s - sub).max(0.0))
                 .filter(|w| *w <= elapsed);
-            match r.bound(g).judge(w.raw, elapsed, wait) {
-                Outcome::Pending { after_submit } => {
-                    job.look = after_submit;
-                    self.state
-                        .deadlines
-                        .push(Reverse((millis(sub + after_submit), id)));
-                }
-                outcome => {
-                    job.observed = true;
-                    r.observe(g, outcome == Outcome::Miss);
-                }
-            }
+            let outcome = AdaptiveBound::judge(job.look, elapsed, wait);
+            r.observe(g, outcome == Outcome::Miss);
         }
     }
 
@@ -380,7 +378,7 @@ impl QueueWaitOnline {
             if let Some(g) = w.risk_group {
                 job.observed = true;
                 let wait = st - sub;
-                let miss = r.bound(g).judge(w.raw, wait, Some(wait)) == Outcome::Miss;
+                let miss = AdaptiveBound::judge(job.look, wait, Some(wait)) == Outcome::Miss;
                 r.observe(g, miss);
             }
         }
