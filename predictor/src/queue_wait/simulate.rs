@@ -2,6 +2,8 @@
 //! shadow time until a request fits, and a fast simulation of the queue (FCFS with EASY
 //! backfilling) giving a job's simulated wait.
 
+use std::collections::BTreeMap;
+
 use super::state::{QueueJob, QueueState, Running, SimRuntime};
 
 /// Upper limit on simulated events per forward simulation (bounds the worst case).
@@ -75,9 +77,7 @@ impl QueueState {
     pub fn simulate_wait(&self, job: &QueueJob, now: f64, mode: SimRuntime) -> f64 {
         let cap = self.capacity;
         let mut free = cap - self.busy;
-        let mut ends = self.planned_ends(now, mode);
-        // the ends still to come are `ends[first..]`, soonest first
-        let mut first = 0usize;
+        let mut ends = Ends::new(self.planned_ends(now, mode));
         // (resource, run time); the new job last
         let mut queue: Vec<(f64, f64)> = Vec::with_capacity(self.queued.len() + 1);
         queue.extend(
@@ -90,10 +90,6 @@ impl QueueState {
         let mut pending = Pending::new(&queue);
         let mut head = 0usize;
         let mut t = now;
-        let insert_end = |ends: &mut Vec<(f64, f64)>, first: usize, e: (f64, f64)| {
-            let pos = first + ends[first..].partition_point(|x| x.0 <= e.0);
-            ends.insert(pos, e);
-        };
         for _ in 0..MAX_SIM_STEPS {
             // start jobs in order while the head fits
             while head < queue.len() {
@@ -110,7 +106,7 @@ impl QueueState {
                 }
                 free -= res;
                 pending.start(head);
-                insert_end(&mut ends, first, (t + rt, res));
+                ends.push((t + rt, res));
                 head += 1;
             }
             if head >= queue.len() {
@@ -120,7 +116,7 @@ impl QueueState {
             let need = queue[head].0;
             let mut f = free;
             let mut shadow = f64::INFINITY;
-            for &(te, res) in &ends[first..] {
+            for (te, res) in ends.iter() {
                 if shadow.is_finite() && te > shadow {
                     break;
                 }
@@ -151,25 +147,110 @@ impl QueueState {
                 }
                 free -= res;
                 pending.start(k);
-                insert_end(&mut ends, first, (t + rt, res));
+                ends.push((t + rt, res));
                 from = k + 1;
             }
             // advance to the next end
-            if first == ends.len() {
+            let Some(next) = ends.next_time() else {
                 return SIM_NEVER;
-            }
-            let next = ends[first].0;
+            };
             t = t.max(next);
-            let n_done = ends[first..].partition_point(|x| x.0 <= t);
-            for &(_, res) in &ends[first..first + n_done] {
+            while let Some(res) = ends.pop_until(t) {
                 free += res;
             }
-            first += n_done;
             if t - now > SIM_NEVER {
                 return SIM_NEVER;
             }
         }
         SIM_NEVER
+    }
+}
+
+/// The planned ends (end time, resource) of a forward simulation, soonest first: the running
+/// jobs' (sorted once, read from a moving start) and those the simulation starts (a B-tree,
+/// so starting one does not shift the others). Read as one list in which each started job's
+/// end follows every end not later than it, in the order they were added: the order that
+/// inserting into one sorted list after its equals gives, so every sum over it keeps its bits.
+struct Ends {
+    planned: Vec<(f64, f64)>,
+    first: usize,
+    added: BTreeMap<(EndTime, u64), f64>,
+    seq: u64,
+}
+
+/// An end time ordered by `f64::total_cmp` (end times are finite and positive here, where it
+/// orders as `<=` does).
+#[derive(Clone, Copy, PartialEq)]
+struct EndTime(f64);
+
+impl Eq for EndTime {}
+impl PartialOrd for EndTime {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for EndTime {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+impl Ends {
+    fn new(planned: Vec<(f64, f64)>) -> Ends {
+        Ends {
+            planned,
+            first: 0,
+            added: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+
+    /// A started job's end.
+    fn push(&mut self, (end, res): (f64, f64)) {
+        self.added.insert((EndTime(end), self.seq), res);
+        self.seq += 1;
+    }
+
+    /// The ends still to come, soonest first (a planned end before an added one at the
+    /// same time: it was in the list first).
+    fn iter(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        let mut planned = self.planned[self.first..].iter().copied().peekable();
+        let mut added = self
+            .added
+            .iter()
+            .map(|(&(EndTime(e), _), &r)| (e, r))
+            .peekable();
+        std::iter::from_fn(move || match (planned.peek(), added.peek()) {
+            (Some(p), Some(a)) if a.0 < p.0 => added.next(),
+            (Some(_), _) => planned.next(),
+            (None, _) => added.next(),
+        })
+    }
+
+    /// The soonest end still to come.
+    fn next_time(&self) -> Option<f64> {
+        self.iter().next().map(|(e, _)| e)
+    }
+
+    /// Takes the soonest end if it is not after `t`, and returns its resource.
+    fn pop_until(&mut self, t: f64) -> Option<f64> {
+        let p = self.planned.get(self.first).copied();
+        let a = self.added.first_key_value().map(|(k, &r)| (k.0 .0, r));
+        match (p, a) {
+            (Some(p), Some(a)) if a.0 < p.0 => (a.0 <= t).then(|| {
+                self.added.pop_first();
+                a.1
+            }),
+            (Some(p), _) => (p.0 <= t).then(|| {
+                self.first += 1;
+                p.1
+            }),
+            (None, Some(a)) => (a.0 <= t).then(|| {
+                self.added.pop_first();
+                a.1
+            }),
+            (None, None) => None,
+        }
     }
 }
 
