@@ -332,46 +332,11 @@ mod tests {
     use std::sync::Arc;
 
     use augur_datasets::{JobRecord, JobStatus};
-    use augur_numeric::SplitMix64;
 
     use super::*;
     use crate::contract::{JobEvent, OnlinePredictor};
     use crate::failure::{auc_standard_error, FailureModel};
-
-    /// SYNTHETIC history (generated here from a seed, not a real trace): one submit every
-    /// 30–90 s, short runs, a random user of 40 and random requests (1–8 nodes, a time
-    /// limit); a job fails with probability `fails(user's propensity, nodes)`.
-    fn synthetic(n: usize, seed: u64, fails: impl Fn(f64, f64) -> f64) -> Vec<JobRecord> {
-        let mut rng = SplitMix64(seed);
-        let propensity: Vec<f64> = (0..40).map(|_| rng.unit()).collect();
-        let mut t = 1.7e9;
-        (0..n)
-            .map(|i| {
-                t += 30.0 + 60.0 * rng.unit();
-                let user = rng.below(40);
-                let nodes = (1 + rng.below(8)) as f64;
-                let duration = (4.0 + 0.5 * rng.normal()).exp();
-                let failed = rng.unit() < fails(propensity[user], nodes);
-                let mut j = JobRecord {
-                    job_id: format!("j{i}"),
-                    submit_time: t,
-                    queue_wait: Some(0.0),
-                    duration: Some(duration),
-                    num_nodes: Some(nodes),
-                    requested_time: Some(duration * (1.5 + 3.0 * rng.unit())),
-                    user: Some(format!("u{user}")),
-                    status: if failed {
-                        JobStatus::Failed
-                    } else {
-                        JobStatus::Completed
-                    },
-                    ..Default::default()
-                };
-                j.derive_times();
-                j
-            })
-            .collect()
-    }
+    use crate::synthetic_trace::{trace_with_failures, user_index, USERS};
 
     fn train(jobs: &[JobRecord]) -> FailurePredictor {
         let data = FailureData::new(jobs).unwrap();
@@ -380,8 +345,10 @@ mod tests {
 
     #[test]
     fn serves_the_past_rate_when_the_user_is_the_signal() {
-        // each user fails at its own steady rate; the requests say nothing
-        let jobs = synthetic(2000, 7, |p, _| p);
+        // each of 40 users fails at its own steady rate (0 to 1, not in the order of the
+        // users' run times); what a job asks for says nothing more
+        let rate = |k: usize| (k * 17 % 40) as f64 / 39.0;
+        let jobs = trace_with_failures(2000, 7, 40, |j| rate(user_index(j)));
         let p = train(&jobs);
         let c = p.validation_roc_auc.unwrap();
         let past = c.past_rate.unwrap();
@@ -432,13 +399,22 @@ mod tests {
     }
 
     #[test]
-    fn serves_the_gbdt_when_the_request_is_the_signal() {
-        // big requests fail, whoever submits them
-        let jobs = synthetic(2000, 11, |_, nodes| if nodes >= 5.0 { 0.9 } else { 0.05 });
+    fn serves_a_trained_model_when_the_request_is_the_signal() {
+        // 8-node jobs fail, whoever submits them: the GBDT and the SVM both see the request
+        // (which of the two leads is noise), the users' past rates do not
+        let jobs = trace_with_failures(2000, 11, USERS, |j| {
+            if j.num_nodes >= Some(8.0) {
+                0.9
+            } else {
+                0.05
+            }
+        });
         let p = train(&jobs);
         let c = p.validation_roc_auc.unwrap();
-        assert_eq!(p.served, FailureModel::Gbdt, "{c:?}");
-        assert!(c.gbdt > c.past_rate.unwrap(), "{c:?}");
+        assert_ne!(p.served, FailureModel::PastRate, "{c:?}");
+        let past = c.past_rate.unwrap();
+        assert!(c.of(p.served) > past + 0.2, "{c:?}");
+        assert!(c.gbdt > past + 0.2 && c.gbdt > 0.8, "{c:?}");
     }
 
     #[test]
