@@ -3,6 +3,7 @@
 //! partition), the forward simulation, recent waits, the user's jobs and how jobs like it
 //! submitted in the last day fared.
 
+use super::simulate::SimCache;
 use super::state::{
     req_class, size_class, QueueError, QueueJob, QueueState, SimRuntime, UserStat, DAY,
     QUEUE_FEATURES,
@@ -157,6 +158,18 @@ impl QueueState {
     /// Writes the [`QUEUE_FEATURES`] of `job`, about to be submitted at `now`, into `out`.
     /// Only the state is read: `job` itself is not in it yet.
     pub fn features(&self, job: &QueueJob, now: f64, out: &mut [f32]) -> Result<(), QueueError> {
+        self.features_with(job, now, out, &mut SimCache::default())
+    }
+
+    /// [`QueueState::features`], keeping the forward simulations in `sims` for the next
+    /// job (a replay's jobs one after the other: see [`SimCache`]).
+    pub(super) fn features_with(
+        &self,
+        job: &QueueJob,
+        now: f64,
+        out: &mut [f32],
+        sims: &mut SimCache,
+    ) -> Result<(), QueueError> {
         if out.len() != QUEUE_FEATURES.len() {
             return Err(QueueError::BufferSize {
                 got: out.len(),
@@ -189,6 +202,8 @@ impl QueueState {
                 nan
             }
         };
+        let (shadow_pred, sim_pred) = sims.waits(self, job, now, SimRuntime::Predicted);
+        let (shadow_req, sim_req) = sims.waits(self, job, now, SimRuntime::Requested);
         let part_waits: Vec<f64> = job
             .partition
             .and_then(|p| self.partition_waits.get(&p))
@@ -211,10 +226,10 @@ impl QueueState {
             r_req as f32,
             ((q.res_s_pred + r_pred) / cap) as f32,
             ((q.res_s_req + r_req) / cap) as f32,
-            self.shadow_wait(job.resource, now, SimRuntime::Predicted) as f32,
-            self.shadow_wait(job.resource, now, SimRuntime::Requested) as f32,
-            self.simulate_wait(job, now, SimRuntime::Predicted) as f32,
-            self.simulate_wait(job, now, SimRuntime::Requested) as f32,
+            shadow_pred as f32,
+            shadow_req as f32,
+            sim_pred as f32,
+            sim_req as f32,
             self.recent.back().map_or(nan, |s| s.wait as f32),
             med(&last10),
             med(&recent(50)),
