@@ -311,11 +311,12 @@ impl Sim {
                 extra,
                 from: prev + 1,
             };
+            self.pending.start(prev);
         } else {
+            // a head's start is not marked in the tree (see the head loop)
             self.head += 1;
         }
         self.free -= res;
-        self.pending.start(prev);
         self.ends.push((t + rt, res));
         self.queue.push(ours);
         self.pending.push(ours);
@@ -345,8 +346,9 @@ impl Sim {
                             self.paused = true;
                             return self.t - now;
                         }
+                        // not marked in the tree: the backfill pass only looks after the
+                        // head, and the head loop never comes back
                         self.free -= res;
-                        self.pending.start(self.head);
                         self.ends.push((self.t + rt, res));
                         self.head += 1;
                     }
@@ -526,7 +528,8 @@ impl Ends {
 /// resource and run time under each node, so that the backfill pass finds the next job
 /// that may start without visiting those that cannot.
 struct Pending {
-    /// Leaves from `size`: (resource, run time) of each queued job, +inf once started.
+    /// Leaves from `size`: (resource, run time) of each queued job, +inf once backfilled (a
+    /// job started as the head is left as it is: no search looks left of the head).
     min: Vec<(f64, f64)>,
     size: usize,
     /// Leaves in use.
@@ -573,6 +576,7 @@ impl Pending {
         (a.0.min(b.0), a.1.min(b.1))
     }
 
+    /// Whether job `k` was backfilled.
     fn started(&self, k: usize) -> bool {
         self.min[self.size + k].0 == f64::INFINITY
     }
