@@ -3,6 +3,7 @@
 //! partition), the forward simulation, recent waits, the user's jobs and how jobs like it
 //! submitted in the last day fared.
 
+use super::simulate::SimCache;
 use super::state::{
     req_class, size_class, QueueError, QueueJob, QueueState, SimRuntime, UserStat, DAY,
     QUEUE_FEATURES,
@@ -34,6 +35,22 @@ struct RunningTotals {
     cpus: f64,
     gpus: f64,
     part: [f64; 3],
+}
+
+/// [`quantile`] of `v` (not empty) by selecting the one or two order statistics it
+/// interpolates instead of sorting a copy: the same values, so the same bits.
+fn quantile_by_selection(v: &mut [f64], q: f64) -> f64 {
+    let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    let (_, a, rest) = v.select_nth_unstable_by(lo, f64::total_cmp);
+    let a = *a;
+    // the next order statistic is the smallest of those after it
+    let b = if hi == lo {
+        a
+    } else {
+        rest.iter().copied().min_by(f64::total_cmp).unwrap_or(a)
+    };
+    a + (b - a) * (pos - lo as f64)
 }
 
 impl QueueState {
@@ -73,7 +90,7 @@ impl QueueState {
         }
         t.age_max = ages.iter().copied().fold(0.0, f64::max);
         if !ages.is_empty() {
-            t.age_median = quantile(&ages, 0.5);
+            t.age_median = quantile_by_selection(&mut ages, 0.5);
         }
         t
     }
@@ -157,6 +174,18 @@ impl QueueState {
     /// Writes the [`QUEUE_FEATURES`] of `job`, about to be submitted at `now`, into `out`.
     /// Only the state is read: `job` itself is not in it yet.
     pub fn features(&self, job: &QueueJob, now: f64, out: &mut [f32]) -> Result<(), QueueError> {
+        self.features_with(job, now, out, &mut SimCache::default())
+    }
+
+    /// [`QueueState::features`], keeping the forward simulations in `sims` for the next
+    /// job (a replay's jobs one after the other: see [`SimCache`]).
+    pub(super) fn features_with(
+        &self,
+        job: &QueueJob,
+        now: f64,
+        out: &mut [f32],
+        sims: &mut SimCache,
+    ) -> Result<(), QueueError> {
         if out.len() != QUEUE_FEATURES.len() {
             return Err(QueueError::BufferSize {
                 got: out.len(),
@@ -189,6 +218,8 @@ impl QueueState {
                 nan
             }
         };
+        let (shadow_pred, sim_pred) = sims.waits(self, job, now, SimRuntime::Predicted);
+        let (shadow_req, sim_req) = sims.waits(self, job, now, SimRuntime::Requested);
         let part_waits: Vec<f64> = job
             .partition
             .and_then(|p| self.partition_waits.get(&p))
@@ -211,10 +242,10 @@ impl QueueState {
             r_req as f32,
             ((q.res_s_pred + r_pred) / cap) as f32,
             ((q.res_s_req + r_req) / cap) as f32,
-            self.shadow_wait(job.resource, now, SimRuntime::Predicted) as f32,
-            self.shadow_wait(job.resource, now, SimRuntime::Requested) as f32,
-            self.simulate_wait(job, now, SimRuntime::Predicted) as f32,
-            self.simulate_wait(job, now, SimRuntime::Requested) as f32,
+            shadow_pred as f32,
+            shadow_req as f32,
+            sim_pred as f32,
+            sim_req as f32,
             self.recent.back().map_or(nan, |s| s.wait as f32),
             med(&last10),
             med(&recent(50)),
@@ -251,5 +282,35 @@ impl QueueState {
         ];
         out.copy_from_slice(&vals);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use augur_numeric::SplitMix64;
+
+    use super::*;
+
+    #[test]
+    fn quantiles_by_selection_equal_the_sorted_ones_to_the_bit() {
+        let mut rng = SplitMix64(3);
+        for n in 1..200 {
+            // ties, zeros and spread values
+            let v: Vec<f64> = (0..n)
+                .map(|_| match rng.below(3) {
+                    0 => 0.0,
+                    1 => rng.below(5) as f64,
+                    _ => rng.below(1_000_000) as f64 * 0.37,
+                })
+                .collect();
+            for q in [0.0, 0.1, 0.5, 0.9, 1.0] {
+                let got = quantile_by_selection(&mut v.clone(), q);
+                assert_eq!(
+                    got.to_bits(),
+                    quantile(&v, q).to_bits(),
+                    "{n} values, q {q}"
+                );
+            }
+        }
     }
 }

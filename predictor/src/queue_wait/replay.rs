@@ -4,6 +4,7 @@
 use augur_datasets::JobRecord;
 use rayon::prelude::*;
 
+use super::simulate::SimCache;
 use super::state::{QueueEvent, QueueJob, QueueState, ResourceKind, QUEUE_FEATURES};
 use crate::metrics::quantile;
 use crate::PredictorError;
@@ -94,11 +95,12 @@ pub fn replay_queue_features(
         .map(|((from, mut state), to)| -> Result<_, PredictorError> {
             // the stretch's jobs and their rows, one after the other
             let (mut ids, mut x) = (Vec::new(), Vec::new());
+            let mut sims = SimCache::default();
             for e in &events[from..to] {
                 if let QueueEvent::Submit { id, job } = e {
                     let at = x.len();
                     x.resize(at + d, 0.0);
-                    state.features(job, job.submit, &mut x[at..])?;
+                    state.features_with(job, job.submit, &mut x[at..], &mut sims)?;
                     ids.push(*id as usize);
                 }
                 state.apply(e)?;

@@ -49,20 +49,15 @@ impl QueueState {
     }
 
     /// Seconds from `now` until `need` resource is free if running jobs end as planned and
-    /// nothing else starts.
-    pub(super) fn shadow_wait(&self, need: f64, now: f64, mode: SimRuntime) -> f64 {
+    /// nothing else starts (the features take it from a [`SimCache`]).
+    #[cfg(test)]
+    fn shadow_wait(&self, need: f64, now: f64, mode: SimRuntime) -> f64 {
         let need = need.min(self.capacity);
-        let mut free = self.capacity - self.busy;
+        let free = self.capacity - self.busy;
         if need <= free {
             return 0.0;
         }
-        for (t, res) in self.planned_ends(now, mode) {
-            free += res;
-            if need <= free {
-                return t - now;
-            }
-        }
-        SIM_NEVER
+        shadow_over(need, free, &self.planned_ends(now, mode), now)
     }
 
     /// Simulated wait of `job`, submitted at `now` behind the queued jobs: first come first
@@ -75,91 +70,366 @@ impl QueueState {
     /// a [`Pending`] tree), and the running ends are a sorted list read from a moving start:
     /// the same decisions in the same order as scanning every queued job and every end.
     pub fn simulate_wait(&self, job: &QueueJob, now: f64, mode: SimRuntime) -> f64 {
-        let cap = self.capacity;
-        let mut free = cap - self.busy;
-        let mut ends = Ends::new(self.planned_ends(now, mode));
-        // (resource, run time); the new job last
-        let mut queue: Vec<(f64, f64)> = Vec::with_capacity(self.queued.len() + 1);
+        let (res, rt) = Sim::inputs(self.capacity, job, mode);
+        Sim::new(self, now, mode, (res, rt), None).run(self)
+    }
+}
+
+/// The shadow wait over running ends `planned` (soonest first) when `free` is short of
+/// `need`: the first end after which it is not.
+fn shadow_over(need: f64, mut free: f64, planned: &[(f64, f64)], now: f64) -> f64 {
+    for &(t, res) in planned {
+        free += res;
+        if need <= free {
+            return t - now;
+        }
+    }
+    SIM_NEVER
+}
+
+/// The forward simulations of the last job asked about (one per run-time mode), kept
+/// between the jobs of a replay: when the next job is submitted at the same instant right
+/// after it, with no start or end between (a job array: two thirds of Graham's submits),
+/// its simulation is the last one resumed where that job started, with the new job
+/// appended (it is last in the queue, so nothing before its own start depends on it).
+/// Also keeps the running jobs' sorted planned ends for the shadow wait.
+#[derive(Default)]
+pub(super) struct SimCache {
+    runs: [Option<Sim>; 2],
+    /// How many waits were found by resuming, and how many of those from a pass already
+    /// simulated (for the tests).
+    #[cfg(test)]
+    resumed: [usize; 2],
+}
+
+impl SimCache {
+    /// `(shadow_wait, simulate_wait)` of `job`, about to be submitted at `now`, under
+    /// `mode`: the same numbers, reusing the last simulation when it can.
+    pub(super) fn waits(
+        &mut self,
+        state: &QueueState,
+        job: &QueueJob,
+        now: f64,
+        mode: SimRuntime,
+    ) -> (f64, f64) {
+        let slot = &mut self.runs[usize::from(mode == SimRuntime::Requested)];
+        let ours = Sim::inputs(state.capacity, job, mode);
+        let (wait, sim) = match slot.take() {
+            Some(mut sim) if sim.resumable(state, now) => {
+                #[cfg(test)]
+                {
+                    self.resumed[0] += 1;
+                    self.resumed[1] += usize::from(sim.started_in_passes(ours).is_some());
+                }
+                (sim.resume(state, ours), sim)
+            }
+            old => {
+                // the running jobs are the same: their sorted ends are too
+                let planned = old
+                    .filter(|s| s.same_running(state, now))
+                    .and_then(Sim::into_planned);
+                let mut sim = Sim::new(state, now, mode, ours, planned);
+                (sim.run(state), sim)
+            }
+        };
+        let sim = slot.insert(sim);
+        let need = job.resource.min(state.capacity);
+        let free = state.capacity - state.busy;
+        let shadow = if need <= free {
+            0.0
+        } else {
+            sim.fill_planned(state);
+            shadow_over(need, free, &sim.ends.planned, now)
+        };
+        (shadow, wait)
+    }
+}
+
+/// Where a simulation paused at its job's start stopped.
+#[derive(Clone, Copy)]
+enum At {
+    /// In the head loop of the current step (the job is the head and fits).
+    Head,
+    /// In the backfill pass of the current step: the head's reservation, the resource the
+    /// head will not need then, and the first job the pass has still to look at.
+    Backfill {
+        shadow: f64,
+        extra: f64,
+        from: usize,
+    },
+}
+
+/// One forward simulation of [`QueueState::simulate_wait`], as a state that can stop where
+/// its job (the last in the queue) starts and go on with another job appended.
+struct Sim {
+    /// What it was started from: the instant, the state's capacity and change count, and
+    /// the queue sequence number its job gets when submitted.
+    now: f64,
+    capacity: f64,
+    changes: u64,
+    seq: u64,
+    mode: SimRuntime,
+    /// (resource, run time) of the queued jobs; the job asked about last.
+    queue: Vec<(f64, f64)>,
+    pending: Pending,
+    ends: Ends,
+    /// Whether `ends` holds the running jobs' ends (the first head loop does not need them).
+    planned: bool,
+    free: f64,
+    head: usize,
+    t: f64,
+    step: usize,
+    at: At,
+    /// (t, free, extra, reservation) at the end of each backfill pass done.
+    passes: Vec<[f64; 4]>,
+    /// Whether it stopped at its job's start (else it gave up: no later job can start).
+    paused: bool,
+}
+
+impl Sim {
+    /// The (resource, run time) the simulation gives `job`.
+    fn inputs(capacity: f64, job: &QueueJob, mode: SimRuntime) -> (f64, f64) {
+        (job.resource.min(capacity), job.runtime(mode).max(1.0))
+    }
+
+    fn new(
+        state: &QueueState,
+        now: f64,
+        mode: SimRuntime,
+        ours: (f64, f64),
+        planned: Option<Vec<(f64, f64)>>,
+    ) -> Sim {
+        let cap = state.capacity;
+        let mut queue: Vec<(f64, f64)> = Vec::with_capacity(state.queued.len() + 1);
         queue.extend(
-            self.queued
+            state
+                .queued
                 .values()
-                .map(|(_, j)| (j.resource.min(cap), j.runtime(mode).max(1.0))),
+                .map(|(_, j)| Self::inputs(cap, j, mode)),
         );
-        queue.push((job.resource.min(cap), job.runtime(mode).max(1.0)));
-        let ours = queue.len() - 1;
-        let mut pending = Pending::new(&queue);
-        let mut head = 0usize;
-        let mut t = now;
-        for _ in 0..MAX_SIM_STEPS {
-            // start jobs in order while the head fits
-            while head < queue.len() {
-                if pending.started(head) {
-                    head += 1;
-                    continue;
-                }
-                let (res, rt) = queue[head];
-                if res > free {
-                    break;
-                }
-                if head == ours {
-                    return t - now;
-                }
-                free -= res;
-                pending.start(head);
-                ends.push((t + rt, res));
-                head += 1;
+        queue.push(ours);
+        let pending = Pending::new(&queue);
+        Sim {
+            now,
+            capacity: cap,
+            changes: state.changes,
+            seq: state.next_seq,
+            mode,
+            queue,
+            pending,
+            planned: planned.is_some(),
+            ends: Ends::new(planned.unwrap_or_default()),
+            free: cap - state.busy,
+            head: 0,
+            t: now,
+            step: 0,
+            at: At::Head,
+            passes: Vec::new(),
+            paused: false,
+        }
+    }
+
+    /// Whether `state` at `now` holds the same running jobs as when it started.
+    fn same_running(&self, state: &QueueState, now: f64) -> bool {
+        self.now.to_bits() == now.to_bits()
+            && self.changes == state.changes
+            && self.capacity.to_bits() == state.capacity.to_bits()
+    }
+
+    /// The running jobs' sorted ends, if computed (unchanged by the simulation: it reads
+    /// them from a moving start).
+    fn into_planned(self) -> Option<Vec<(f64, f64)>> {
+        self.planned.then_some(self.ends.planned)
+    }
+
+    fn fill_planned(&mut self, state: &QueueState) {
+        if !self.planned {
+            self.ends.planned = state.planned_ends(self.now, self.mode);
+            self.planned = true;
+        }
+    }
+
+    /// Whether `state` at `now` is the state it simulated with its job submitted and
+    /// nothing else (no start, end or other submit).
+    fn resumable(&self, state: &QueueState, now: f64) -> bool {
+        let Some(&ours) = self.queue.last() else {
+            return false;
+        };
+        self.paused
+            && self.same_running(state, now)
+            && state.next_seq == self.seq + 1
+            && state.queued.len() == self.queue.len()
+            && state.queued.last_key_value().is_some_and(|(&seq, (_, j))| {
+                let got = Self::inputs(self.capacity, j, self.mode);
+                seq == self.seq
+                    && got.0.to_bits() == ours.0.to_bits()
+                    && got.1.to_bits() == ours.1.to_bits()
+            })
+    }
+
+    /// The first pass done at whose end a job of (resource, run time) `ours`, appended
+    /// after the paused job, would be backfilled; its time.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    fn started_in_passes(&self, ours: (f64, f64)) -> Option<f64> {
+        let &last = self.queue.last()?;
+        // every pass done ended with the last job not started: the same job cannot start
+        // in one either
+        if last.0.to_bits() == ours.0.to_bits() && last.1.to_bits() == ours.1.to_bits() {
+            return None;
+        }
+        self.passes
+            .iter()
+            .find(|&&[t, free, extra, shadow]| {
+                // the pass's own tests: it stops once nothing is free
+                !(free <= 0.0) && Pending::may_start(ours, free, extra, t, shadow)
+            })
+            .map(|p| p[0])
+    }
+
+    /// The wait of a job of (resource, run time) `ours` submitted right after the paused
+    /// one (see [`Sim::resumable`]). Until it starts nothing depends on it: it starts at
+    /// the end of a pass already done (the paused job and those after it are not started
+    /// there), or the simulation goes on from the paused job's start with it appended.
+    fn resume(&mut self, state: &QueueState, ours: (f64, f64)) -> f64 {
+        if let Some(t) = self.started_in_passes(ours) {
+            self.paused = false;
+            return t - self.now;
+        }
+        let prev = self.queue.len() - 1;
+        let (res, rt) = self.queue[prev];
+        let t = self.t;
+        if let At::Backfill {
+            shadow, mut extra, ..
+        } = self.at
+        {
+            let ends_in_time = t + rt <= shadow;
+            if !ends_in_time {
+                extra -= res;
             }
-            if head >= queue.len() {
-                return t - now;
-            }
-            // reservation for the head
-            let need = queue[head].0;
-            let mut f = free;
-            let mut shadow = f64::INFINITY;
-            for (te, res) in ends.iter() {
-                if shadow.is_finite() && te > shadow {
-                    break;
-                }
-                f += res;
-                if shadow.is_infinite() && need <= f {
-                    // everything ending at the same instant frees too
-                    shadow = te;
-                }
-            }
-            let mut extra = if shadow.is_finite() { f - need } else { 0.0 };
-            // backfill: the queued jobs after the head that fit now and end before the
-            // reservation or use only resource the head will not need, in queue order
-            let mut from = head + 1;
-            loop {
-                if free <= 0.0 {
-                    break;
-                }
-                let Some(k) = pending.next_backfill(from, free, extra, t, shadow) else {
-                    break;
-                };
-                let (res, rt) = queue[k];
-                let ends_in_time = t + rt <= shadow;
-                if k == ours {
-                    return t - now;
-                }
-                if !ends_in_time {
-                    extra -= res;
-                }
-                free -= res;
-                pending.start(k);
-                ends.push((t + rt, res));
-                from = k + 1;
-            }
-            // advance to the next end
-            let Some(next) = ends.next_time() else {
-                return SIM_NEVER;
+            self.at = At::Backfill {
+                shadow,
+                extra,
+                from: prev + 1,
             };
-            t = t.max(next);
-            while let Some(res) = ends.pop_until(t) {
-                free += res;
-            }
-            if t - now > SIM_NEVER {
-                return SIM_NEVER;
+            self.pending.start(prev);
+        } else {
+            // a head's start is not marked in the tree (see the head loop)
+            self.head += 1;
+        }
+        self.free -= res;
+        self.ends.push((t + rt, res));
+        self.queue.push(ours);
+        self.pending.push(ours);
+        self.seq += 1;
+        self.run(state)
+    }
+
+    /// Runs until the last job starts (the wait; paused there) or the simulation gives up.
+    fn run(&mut self, state: &QueueState) -> f64 {
+        self.paused = false;
+        let ours = self.queue.len() - 1;
+        let now = self.now;
+        while self.step < MAX_SIM_STEPS {
+            match self.at {
+                At::Head => {
+                    // start jobs in order while the head fits
+                    while self.head < self.queue.len() {
+                        if self.pending.started(self.head) {
+                            self.head += 1;
+                            continue;
+                        }
+                        let (res, rt) = self.queue[self.head];
+                        if res > self.free {
+                            break;
+                        }
+                        if self.head == ours {
+                            self.paused = true;
+                            return self.t - now;
+                        }
+                        // not marked in the tree: the backfill pass only looks after the
+                        // head, and the head loop never comes back
+                        self.free -= res;
+                        self.ends.push((self.t + rt, res));
+                        self.head += 1;
+                    }
+                    if self.head >= self.queue.len() {
+                        return self.t - now;
+                    }
+                    self.fill_planned(state);
+                    // reservation for the head
+                    let need = self.queue[self.head].0;
+                    let mut f = self.free;
+                    let mut shadow = f64::INFINITY;
+                    for (te, res) in self.ends.iter() {
+                        if shadow.is_finite() && te > shadow {
+                            break;
+                        }
+                        f += res;
+                        if shadow.is_infinite() && need <= f {
+                            // everything ending at the same instant frees too
+                            shadow = te;
+                        }
+                    }
+                    let extra = if shadow.is_finite() { f - need } else { 0.0 };
+                    self.at = At::Backfill {
+                        shadow,
+                        extra,
+                        from: self.head + 1,
+                    };
+                }
+                At::Backfill {
+                    shadow,
+                    mut extra,
+                    mut from,
+                } => {
+                    // backfill: the queued jobs after the head that fit now and end before
+                    // the reservation or use only resource the head will not need, in
+                    // queue order
+                    let t = self.t;
+                    loop {
+                        if self.free <= 0.0 {
+                            break;
+                        }
+                        let Some(k) = self
+                            .pending
+                            .next_backfill(from, self.free, extra, t, shadow)
+                        else {
+                            break;
+                        };
+                        let (res, rt) = self.queue[k];
+                        let ends_in_time = t + rt <= shadow;
+                        if k == ours {
+                            self.at = At::Backfill {
+                                shadow,
+                                extra,
+                                from,
+                            };
+                            self.paused = true;
+                            return t - now;
+                        }
+                        if !ends_in_time {
+                            extra -= res;
+                        }
+                        self.free -= res;
+                        self.pending.start(k);
+                        self.ends.push((t + rt, res));
+                        from = k + 1;
+                    }
+                    self.passes.push([t, self.free, extra, shadow]);
+                    // advance to the next end
+                    let Some(next) = self.ends.next_time() else {
+                        return SIM_NEVER;
+                    };
+                    self.t = t.max(next);
+                    while let Some(res) = self.ends.pop_until(self.t) {
+                        self.free += res;
+                    }
+                    if self.t - now > SIM_NEVER {
+                        return SIM_NEVER;
+                    }
+                    self.at = At::Head;
+                    self.step += 1;
+                }
             }
         }
         SIM_NEVER
@@ -258,9 +528,12 @@ impl Ends {
 /// resource and run time under each node, so that the backfill pass finds the next job
 /// that may start without visiting those that cannot.
 struct Pending {
-    /// Leaves from `size`: (resource, run time) of each queued job, +inf once started.
+    /// Leaves from `size`: (resource, run time) of each queued job, +inf once backfilled (a
+    /// job started as the head is left as it is: no search looks left of the head).
     min: Vec<(f64, f64)>,
     size: usize,
+    /// Leaves in use.
+    len: usize,
 }
 
 impl Pending {
@@ -271,13 +544,39 @@ impl Pending {
         for i in (1..size).rev() {
             min[i] = Self::join(min[2 * i], min[2 * i + 1]);
         }
-        Pending { min, size }
+        Pending {
+            min,
+            size,
+            len: queue.len(),
+        }
+    }
+
+    /// Appends a queued job (doubling the tree when it is full).
+    fn push(&mut self, job: (f64, f64)) {
+        if self.len == self.size {
+            let size = 2 * self.size;
+            let mut min = vec![(f64::INFINITY, f64::INFINITY); 2 * size];
+            min[size..size + self.len].copy_from_slice(&self.min[self.size..self.size + self.len]);
+            for i in (1..size).rev() {
+                min[i] = Self::join(min[2 * i], min[2 * i + 1]);
+            }
+            self.min = min;
+            self.size = size;
+        }
+        let mut i = self.size + self.len;
+        self.len += 1;
+        self.min[i] = job;
+        while i > 1 {
+            i /= 2;
+            self.min[i] = Self::join(self.min[2 * i], self.min[2 * i + 1]);
+        }
     }
 
     fn join(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
         (a.0.min(b.0), a.1.min(b.1))
     }
 
+    /// Whether job `k` was backfilled.
     fn started(&self, k: usize) -> bool {
         self.min[self.size + k].0 == f64::INFINITY
     }
@@ -505,5 +804,101 @@ mod tests {
             checked > 50_000 && waited > checked / 4,
             "{checked} checked, {waited} waited"
         );
+    }
+
+    #[test]
+    fn resumed_simulations_give_the_full_simulations_waits_to_the_bit() {
+        let mut rng = SplitMix64(23);
+        let (mut checked, mut resumed, mut from_passes) = (0usize, 0usize, 0usize);
+        for round in 0..200 {
+            let whole = round % 2 == 0;
+            let capacity = (8 + rng.below(120)) as f64;
+            let mut s = QueueState::new(capacity);
+            let mut sims = SimCache::default();
+            let mut now = 0.0;
+            let (mut queued, mut running): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+            let mut last: Option<QueueJob> = None;
+            for id in 0..(20 + rng.below(400)) as u64 {
+                // a burst goes on (the same instant, no event between): a copy of the last
+                // job (an array) or another job; else time passes and events happen
+                let burst = last.is_some() && rng.below(3) > 0;
+                let j = match last {
+                    Some(prev) if burst && rng.below(3) > 0 => prev,
+                    _ => {
+                        if !burst {
+                            now += rng.below(120) as f64;
+                        }
+                        job(&mut rng, now, whole)
+                    }
+                };
+                for mode in [SimRuntime::Predicted, SimRuntime::Requested] {
+                    let (shadow, wait) = sims.waits(&s, &j, now, mode);
+                    let want = (
+                        s.shadow_wait(j.resource, now, mode),
+                        reference(&s, &j, now, mode),
+                    );
+                    assert_eq!(shadow.to_bits(), want.0.to_bits(), "round {round} job {id}");
+                    assert_eq!(wait.to_bits(), want.1.to_bits(), "round {round} job {id}");
+                    checked += 1;
+                }
+                s.submit(id, j).unwrap();
+                queued.push(id);
+                last = Some(j);
+                if rng.below(3) > 0 {
+                    continue;
+                }
+                while !queued.is_empty() && rng.below(3) == 0 {
+                    let k = rng.below(queued.len().min(4));
+                    let q = queued.remove(k);
+                    s.start(q, now).unwrap();
+                    running.push(q);
+                }
+                while !running.is_empty() && rng.below(4) == 0 {
+                    let r = running.swap_remove(rng.below(running.len()));
+                    s.end(r, now).unwrap();
+                }
+                // a queued job withdrawn now and then
+                if !queued.is_empty() && rng.below(8) == 0 {
+                    let q = queued.remove(rng.below(queued.len()));
+                    s.end(q, now).unwrap();
+                }
+            }
+            resumed += sims.resumed[0];
+            from_passes += sims.resumed[1];
+        }
+        assert!(
+            checked > 80_000 && resumed > checked / 3 && from_passes > 2_000,
+            "{checked} checked, {resumed} resumed, {from_passes} from passes done"
+        );
+    }
+
+    #[test]
+    fn a_pending_tree_grown_by_appending_finds_what_a_new_one_finds() {
+        let mut rng = SplitMix64(5);
+        for n in 1..70usize {
+            let jobs: Vec<(f64, f64)> = (0..n)
+                .map(|_| ((1 + rng.below(16)) as f64, (1 + rng.below(100)) as f64))
+                .collect();
+            let mut grown = Pending::new(&jobs[..1]);
+            for &j in &jobs[1..] {
+                grown.push(j);
+            }
+            let mut fresh = Pending::new(&jobs);
+            for k in 0..n {
+                if rng.below(3) == 0 {
+                    grown.start(k);
+                    fresh.start(k);
+                }
+            }
+            for from in 0..n {
+                let free = rng.below(20) as f64;
+                let extra = rng.below(8) as f64;
+                let (a, b) = (
+                    grown.next_backfill(from, free, extra, 0.0, 50.0),
+                    fresh.next_backfill(from, free, extra, 0.0, 50.0),
+                );
+                assert_eq!(a, b, "{n} jobs from {from}");
+            }
+        }
     }
 }

@@ -259,6 +259,9 @@ pub struct QueueState {
     /// The last [`KEEP_PARTITION_WAITS`] waits of each partition's started jobs.
     #[serde(default)]
     pub(super) partition_waits: HashMap<u64, VecDeque<f64>>,
+    /// Starts and ends applied (how a kept simulation knows the running jobs are the same).
+    #[serde(skip)]
+    pub(super) changes: u64,
 }
 
 /// How many started-job waits the state keeps per partition.
@@ -306,6 +309,7 @@ impl QueueState {
             users: HashMap::new(),
             submits: VecDeque::new(),
             partition_waits: HashMap::new(),
+            changes: 0,
         }
     }
 
@@ -361,6 +365,7 @@ impl QueueState {
 
     /// Queued job `id` started at `at`: its wait becomes known.
     pub fn start(&mut self, id: u64, at: f64) -> Result<(), QueueError> {
+        self.changes += 1;
         let seq = self
             .queued_seq
             .remove(&id)
@@ -393,6 +398,7 @@ impl QueueState {
 
     /// Job `id` ended at `at`: a running job finished, or a queued job was withdrawn.
     pub fn end(&mut self, id: u64, _at: f64) -> Result<(), QueueError> {
+        self.changes += 1;
         if let Some(r) = self.running.remove(&id) {
             self.busy = (self.busy - r.job.resource).max(0.0);
             if self.running.is_empty() {
