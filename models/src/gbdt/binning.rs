@@ -56,6 +56,37 @@ impl Binner {
         bins
     }
 
+    /// For each column of row-major `bins` (`d` per row): `None` when every row is in one bin
+    /// (no split can leave rows on both sides), else the first column whose bins equal its
+    /// own on every row (itself when none before does). A column equal to an earlier one
+    /// gives every leaf the same histogram, so its splits never gain strictly more.
+    pub(super) fn column_classes(bins: &[u8], d: usize) -> Vec<Option<usize>> {
+        let Some(first) = bins.get(..d) else {
+            return vec![None; d];
+        };
+        // FNV-1a of each column, and whether it ever leaves its first row's bin
+        let mut hash = vec![0xcbf2_9ce4_8422_2325u64; d];
+        let mut varies = vec![false; d];
+        for row in bins.chunks_exact(d) {
+            for j in 0..d {
+                hash[j] = (hash[j] ^ u64::from(row[j])).wrapping_mul(0x0000_0100_0000_01b3);
+                varies[j] |= row[j] != first[j];
+            }
+        }
+        let same = |a: usize, b: usize| bins.chunks_exact(d).all(|row| row[a] == row[b]);
+        let mut classes: Vec<Option<usize>> = Vec::with_capacity(d);
+        for j in 0..d {
+            if !varies[j] {
+                classes.push(None);
+                continue;
+            }
+            let earlier =
+                (0..j).find(|&i| classes[i] == Some(i) && hash[i] == hash[j] && same(i, j));
+            classes.push(Some(earlier.unwrap_or(j)));
+        }
+        classes
+    }
+
     #[inline]
     fn bin(&self, j: usize, v: f32) -> u8 {
         if v.is_nan() {
@@ -77,5 +108,31 @@ impl Binner {
 
     pub(super) fn n_bins(&self, j: usize) -> usize {
         self.edges[j].len() + 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_classes_name_constant_and_copied_columns() {
+        // columns: varying, constant, copy of 0, varying, copy of 3, copy of 0
+        let rows: [[u8; 6]; 4] = [
+            [1, 7, 1, 0, 0, 1],
+            [2, 7, 2, 3, 3, 2],
+            [1, 7, 1, 3, 3, 1],
+            [5, 7, 5, 2, 2, 5],
+        ];
+        let bins: Vec<u8> = rows.concat();
+        assert_eq!(
+            Binner::column_classes(&bins, 6),
+            vec![Some(0), None, Some(0), Some(3), Some(3), Some(0)]
+        );
+        // one differing row makes a column its own
+        let mut other = bins.clone();
+        other[3 * 6 + 5] = 6;
+        assert_eq!(Binner::column_classes(&other, 6)[5], Some(5));
+        assert_eq!(Binner::column_classes(&[], 3), vec![None; 3]);
     }
 }

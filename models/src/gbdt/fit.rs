@@ -19,6 +19,9 @@ pub struct BinnedFeatures<'a> {
     binner: Binner,
     /// Row-major bins, `source`'s columns per row.
     bins: Vec<u8>,
+    /// Per column: `None` when constant, else the first column with the same bins
+    /// ([`Binner::column_classes`]).
+    classes: Vec<Option<usize>>,
     max_bins: usize,
     /// Address, rows and columns of the matrix binned: a fit on another matrix is refused.
     source: (usize, usize, usize),
@@ -63,6 +66,7 @@ impl GbdtParams {
         let bins = binner.bin_rows(&x);
         BinnedFeatures {
             binner,
+            classes: Binner::column_classes(&bins, x.cols()),
             bins,
             max_bins: self.max_bins,
             source: (x.data().as_ptr() as usize, x.rows(), x.cols()),
@@ -108,6 +112,7 @@ impl GbdtParams {
             &rebinned
         };
         let (binner, bins) = (&binned.binner, &binned.bins);
+        let classes = &binned.classes;
         let ones = vec![1.0; n];
         let w = train.weights.unwrap_or(&ones);
         let base_score = self.objective.base_score(train.y, w);
@@ -137,7 +142,7 @@ impl GbdtParams {
                 d,
                 binner,
                 params: self,
-                features: self.sample_features(&mut rng, d),
+                features: splittable(self.sample_features(&mut rng, d), classes),
                 g: &g,
                 h: &h,
                 unit_hessians,
@@ -191,6 +196,22 @@ impl GbdtParams {
             flat: Default::default(),
         })
     }
+}
+
+/// The sampled `features` a split can be found on, in order: without the constant columns
+/// (no split leaves rows on both sides) and the columns equal to one kept before them (the
+/// same histograms give the same gains, and a split is taken only on a strictly greater
+/// gain, so the earlier column always wins). The tree grown is the one all of `features`
+/// would grow, without their histograms.
+fn splittable(features: Vec<usize>, classes: &[Option<usize>]) -> Vec<usize> {
+    let mut kept: Vec<usize> = Vec::with_capacity(features.len());
+    for j in features {
+        let Some(class) = classes[j] else { continue };
+        if !kept.iter().any(|&k| classes[k] == Some(class)) {
+            kept.push(j);
+        }
+    }
+    kept
 }
 
 impl Fit for GbdtParams {

@@ -10,15 +10,116 @@ use super::model::{Node, Tree};
 use super::objective::Residuals;
 use super::params::GbdtParams;
 
+/// One histogram bin's sums as a histogram pass accumulates them; what a bin holds depends
+/// on what the tree's gradients are (see [`Signs`], [`UnitHessians`], [`Sums`]).
+trait Acc: Copy + Default + Send + Sync {
+    /// What one row adds to its bin.
+    type Row: Copy;
+    fn row(g: f64, h: f64) -> Self::Row;
+    fn add(&mut self, v: Self::Row);
+    /// The sums of the rows counted in `self` and not in `o` (`o`'s rows are a subset).
+    fn minus(self, o: Self) -> Self;
+    /// Gradient sum, hessian sum, rows.
+    fn get(self) -> (f64, f64, u32);
+}
+
+/// Every hessian is 1 and every gradient ±1 (absolute loss without weights): a bin counts
+/// its rows (high half) and those with +1 (low half), and its gradient sum is
+/// `2·plus − rows`. Any sum of ±1 below 2^53 is exact in f64 whatever the order, so these
+/// are the bits summing gives (an empty or balanced bin is +0.0 either way), and the
+/// subtraction of counts is the subtraction of those exact sums.
 #[derive(Clone, Copy, Default)]
-struct Bin {
+struct Signs(u64);
+
+impl Acc for Signs {
+    type Row = u64;
+    #[inline]
+    fn row(g: f64, _: f64) -> u64 {
+        (1u64 << 32) | u64::from(g > 0.0)
+    }
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 += v;
+    }
+    #[inline]
+    fn minus(self, o: Self) -> Self {
+        // a subset's rows and pluses are at most the superset's: no borrow between halves
+        Signs(self.0 - o.0)
+    }
+    #[inline]
+    fn get(self) -> (f64, f64, u32) {
+        let n = (self.0 >> 32) as u32;
+        let plus = self.0 as u32;
+        (2.0 * f64::from(plus) - f64::from(n), f64::from(n), n)
+    }
+}
+
+/// Every hessian is 1 (squared, absolute and quantile loss without weights): only the
+/// gradients are summed, and a bin's hessian sum is its row count (a sum of ones is exact
+/// in any order).
+#[derive(Clone, Copy, Default)]
+struct UnitHessians {
+    g: f64,
+    n: u32,
+}
+
+impl Acc for UnitHessians {
+    type Row = f64;
+    #[inline]
+    fn row(g: f64, _: f64) -> f64 {
+        g
+    }
+    #[inline]
+    fn add(&mut self, g: f64) {
+        self.g += g;
+        self.n += 1;
+    }
+    #[inline]
+    fn minus(self, o: Self) -> Self {
+        UnitHessians {
+            g: self.g - o.g,
+            n: self.n - o.n,
+        }
+    }
+    #[inline]
+    fn get(self) -> (f64, f64, u32) {
+        (self.g, f64::from(self.n), self.n)
+    }
+}
+
+/// Gradients and hessians summed.
+#[derive(Clone, Copy, Default)]
+struct Sums {
     g: f64,
     h: f64,
     n: u32,
 }
 
-/// Gradient histograms of one leaf, one per feature (empty for the features not sampled).
-type Hist = Vec<Vec<Bin>>;
+impl Acc for Sums {
+    type Row = (f64, f64);
+    #[inline]
+    fn row(g: f64, h: f64) -> (f64, f64) {
+        (g, h)
+    }
+    #[inline]
+    fn add(&mut self, (g, h): (f64, f64)) {
+        self.g += g;
+        self.h += h;
+        self.n += 1;
+    }
+    #[inline]
+    fn minus(self, o: Self) -> Self {
+        Sums {
+            g: self.g - o.g,
+            h: self.h - o.h,
+            n: self.n - o.n,
+        }
+    }
+    #[inline]
+    fn get(self) -> (f64, f64, u32) {
+        (self.g, self.h, self.n)
+    }
+}
 
 struct Split {
     gain: f64,
@@ -26,17 +127,15 @@ struct Split {
     bin: usize,
 }
 
-/// Room for every bin of one feature in a histogram pass's accumulators (bins are `u8`).
-const BIN_STRIDE: usize = 256;
-
 /// Leaves with at least this many rows split their histogram pass between the cores;
 /// smaller ones are quicker on one.
 const PARALLEL_ROWS: usize = 4096;
 
-/// A leaf waiting to be split, ordered by the gain of its best split.
-struct LeafTask {
+/// A leaf waiting to be split, ordered by the gain of its best split. `hist` is flat: the
+/// bins of the tree's `k`-th feature at `offsets[k]..offsets[k + 1]`.
+struct LeafTask<A> {
     rows: Vec<u32>,
-    hist: Hist,
+    hist: Vec<A>,
     depth: usize,
     node: usize,
     g: f64,
@@ -44,29 +143,29 @@ struct LeafTask {
     split: Option<Split>,
 }
 
-impl PartialEq for LeafTask {
+impl<A> PartialEq for LeafTask<A> {
     fn eq(&self, o: &Self) -> bool {
         self.gain() == o.gain()
     }
 }
-impl Eq for LeafTask {}
-impl PartialOrd for LeafTask {
+impl<A> Eq for LeafTask<A> {}
+impl<A> PartialOrd for LeafTask<A> {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for LeafTask {
+impl<A> Ord for LeafTask<A> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.gain().total_cmp(&o.gain())
     }
 }
-impl LeafTask {
+impl<A> LeafTask<A> {
     fn gain(&self) -> f64 {
         self.split.as_ref().map_or(f64::NEG_INFINITY, |s| s.gain)
     }
 }
 
-/// What one tree is grown from: the binned columns, the features sampled for it and the
+/// What one tree is grown from: the binned columns, the features it may split on and the
 /// rows' gradients and hessians.
 pub(super) struct Grower<'a> {
     /// Row-major bins: row `r`'s bin of feature `j` at `r * d + j`.
@@ -75,17 +174,18 @@ pub(super) struct Grower<'a> {
     pub d: usize,
     pub binner: &'a Binner,
     pub params: &'a GbdtParams,
-    /// The features this tree may split on.
+    /// The features this tree may split on, in order.
     pub features: Vec<usize>,
     pub g: &'a [f64],
     pub h: &'a [f64],
-    /// Every hessian is exactly 1 (squared, absolute and quantile loss without weights):
-    /// a bin's hessian sum is then its row count, exactly, and is not summed.
+    /// Every hessian is exactly 1 (squared, absolute and quantile loss without weights).
     pub unit_hessians: bool,
-    /// Moreover every gradient is +1 or -1 (absolute loss without weights): a bin's
-    /// gradient sum is then (rows with +1) − (rows with −1), exactly, and only counted.
+    /// Moreover every gradient is +1 or -1 (absolute loss without weights).
     pub sign_gradients: bool,
 }
+
+/// Histograms of freed leaves, reused for new ones.
+type Pool<A> = Vec<Vec<A>>;
 
 impl Grower<'_> {
     /// Grows one tree on `rows` until `num_leaves` leaves or no split gains, adding each
@@ -97,20 +197,50 @@ impl Grower<'_> {
         fit: &Residuals,
         gain_acc: &mut [f64],
     ) -> (Tree, Vec<(usize, Vec<u32>)>) {
+        if self.unit_hessians && self.sign_gradients {
+            self.grow_as::<Signs>(rows, fit, gain_acc)
+        } else if self.unit_hessians {
+            self.grow_as::<UnitHessians>(rows, fit, gain_acc)
+        } else {
+            self.grow_as::<Sums>(rows, fit, gain_acc)
+        }
+    }
+
+    /// Where each of the tree's features starts in a leaf's flat histogram, and the end.
+    fn offsets(&self) -> Vec<usize> {
+        let mut at = 0;
+        let mut offsets = Vec::with_capacity(self.features.len() + 1);
+        offsets.push(0);
+        for &j in &self.features {
+            at += self.binner.n_bins(j);
+            offsets.push(at);
+        }
+        offsets
+    }
+
+    fn grow_as<A: Acc>(
+        &self,
+        rows: Vec<u32>,
+        fit: &Residuals,
+        gain_acc: &mut [f64],
+    ) -> (Tree, Vec<(usize, Vec<u32>)>) {
         let p = self.params;
+        let offsets = self.offsets();
+        let mut pool: Pool<A> = Vec::new();
         let mut nodes = vec![Node::EMPTY_LEAF];
         let mut heap = BinaryHeap::new();
         let mut leaves: Vec<(usize, Vec<u32>, f64, f64)> = Vec::new();
-        heap.push(self.root(rows));
+        heap.push(self.root(rows, &offsets));
         let mut n_leaves = 1;
         while let Some(task) = heap.pop() {
             let Some(split) = task.split.as_ref().filter(|_| n_leaves < p.num_leaves) else {
+                pool.push(task.hist);
                 leaves.push((task.node, task.rows, task.g, task.h));
                 continue;
             };
             let (j, b) = (split.feature, split.bin);
             gain_acc[j] += split.gain;
-            let [small, large] = self.split_leaf(task, j, b, &mut nodes);
+            let [small, large] = self.split_leaf(task, j, b, &mut nodes, &offsets, &mut pool);
             heap.push(small);
             heap.push(large);
             n_leaves += 1;
@@ -125,10 +255,10 @@ impl Grower<'_> {
     }
 
     /// The root leaf: all `rows`, node 0.
-    fn root(&self, rows: Vec<u32>) -> LeafTask {
-        let hist = self.histogram(&rows);
+    fn root<A: Acc>(&self, rows: Vec<u32>, offsets: &[usize]) -> LeafTask<A> {
+        let hist = self.histogram(&rows, offsets, Vec::new());
         let (g, h) = self.sums(&rows);
-        let split = self.best_split(&hist, g, h, rows.len(), 0);
+        let split = self.best_split(&hist, offsets, g, h, rows.len(), 0);
         LeafTask {
             rows,
             hist,
@@ -142,31 +272,46 @@ impl Grower<'_> {
 
     /// Splits a leaf on feature `j` at bin `b`: its node becomes the split and two new leaf
     /// nodes its children. Returns the smaller child (histogram built from its rows), then the
-    /// larger (histogram = parent's minus the smaller's).
-    fn split_leaf(
+    /// larger (histogram = parent's minus the smaller's, in the parent's place).
+    fn split_leaf<A: Acc>(
         &self,
-        task: LeafTask,
+        task: LeafTask<A>,
         j: usize,
         b: usize,
         nodes: &mut Vec<Node>,
-    ) -> [LeafTask; 2] {
+        offsets: &[usize],
+        pool: &mut Pool<A>,
+    ) -> [LeafTask<A>; 2] {
         let d = self.d;
-        let (left, right): (Vec<u32>, Vec<u32>) = task
-            .rows
-            .iter()
-            .partition(|&&r| (self.bins[r as usize * d + j] as usize) <= b);
+        // stable: each child keeps its rows in row order, so its sums keep their bits
+        let mut left = task.rows;
+        let mut right = Vec::with_capacity(left.len() / 2);
+        let mut kept = 0;
+        for i in 0..left.len() {
+            let r = left[i];
+            if (self.bins[r as usize * d + j] as usize) <= b {
+                left[kept] = r;
+                kept += 1;
+            } else {
+                right.push(r);
+            }
+        }
+        left.truncate(kept);
         let (small, large, small_is_left) = if left.len() <= right.len() {
             (left, right, true)
         } else {
             (right, left, false)
         };
-        let small_hist = self.histogram(&small);
-        let large_hist = subtract(&task.hist, &small_hist);
+        let small_hist = self.histogram(&small, offsets, pool.pop().unwrap_or_default());
+        let mut large_hist = task.hist;
+        for (p, s) in large_hist.iter_mut().zip(&small_hist) {
+            *p = p.minus(*s);
+        }
         let (sgs, shs) = self.sums(&small);
         let (sgl, shl) = (task.g - sgs, task.h - shs);
         let depth = task.depth + 1;
-        let small_split = self.best_split(&small_hist, sgs, shs, small.len(), depth);
-        let large_split = self.best_split(&large_hist, sgl, shl, large.len(), depth);
+        let small_split = self.best_split(&small_hist, offsets, sgs, shs, small.len(), depth);
+        let large_split = self.best_split(&large_hist, offsets, sgl, shl, large.len(), depth);
         let li = nodes.len();
         nodes.push(Node::EMPTY_LEAF);
         nodes.push(Node::EMPTY_LEAF);
@@ -211,117 +356,73 @@ impl Grower<'_> {
         })
     }
 
-    /// The gradient histograms of `rows`, one per sampled feature (the others empty). One
-    /// pass over the rows reads each row's bins together and adds its gradient to a bin of
-    /// every feature; each bin still sums its rows in row order, to the same bits as a pass
-    /// per feature. Large leaves split the features between the cores.
-    fn histogram(&self, rows: &[u32]) -> Hist {
+    /// The flat histogram of `rows` over the tree's features (laid out by `offsets`), in
+    /// `buf`'s allocation. One pass over the rows reads each row's bins together and adds
+    /// its gradient to a bin of every feature; each bin sums its rows in row order, to the
+    /// same bits as a pass per feature. Large leaves split the features between the cores,
+    /// each filling its own part of the histogram.
+    fn histogram<A: Acc>(&self, rows: &[u32], offsets: &[usize], mut buf: Vec<A>) -> Vec<A> {
+        let len = offsets.last().copied().unwrap_or(0);
+        buf.clear();
+        buf.resize(len, A::default());
         let threads = if rows.len() >= PARALLEL_ROWS {
             rayon::current_num_threads().max(1)
         } else {
             1
         };
         let chunk = self.features.len().div_ceil(threads).max(1);
-        let parts: Vec<Vec<Vec<Bin>>> = if threads > 1 {
-            self.features
-                .par_chunks(chunk)
-                .map(|fs| self.histogram_of(fs, rows))
-                .collect()
+        if threads > 1 {
+            // the histogram cut where each chunk of features starts
+            let mut parts: Vec<(usize, &mut [A])> = Vec::with_capacity(threads);
+            let mut rest: &mut [A] = &mut buf;
+            let mut k = 0;
+            while k < self.features.len() {
+                let end = (k + chunk).min(self.features.len());
+                let (part, tail) = rest.split_at_mut(offsets[end] - offsets[k]);
+                parts.push((k, part));
+                rest = tail;
+                k = end;
+            }
+            parts.into_par_iter().for_each(|(k, part)| {
+                let end = (k + chunk).min(self.features.len());
+                self.accumulate(rows, k..end, offsets, part);
+            });
         } else {
-            vec![self.histogram_of(&self.features, rows)]
-        };
-        let mut hist: Hist = vec![Vec::new(); self.d];
-        for (&j, h) in self.features.iter().zip(parts.into_iter().flatten()) {
-            hist[j] = h;
+            self.accumulate(rows, 0..self.features.len(), offsets, &mut buf);
         }
-        hist
+        buf
     }
 
-    /// The histograms of features `fs` (in that order) over `rows`.
-    fn histogram_of(&self, fs: &[usize], rows: &[u32]) -> Vec<Vec<Bin>> {
+    /// Adds every row of `rows` to the bins of the tree's features `ks` in `part`, which
+    /// starts at feature `ks.start`'s offset.
+    fn accumulate<A: Acc>(
+        &self,
+        rows: &[u32],
+        ks: std::ops::Range<usize>,
+        offsets: &[usize],
+        part: &mut [A],
+    ) {
         let d = self.d;
-        // feature k of `fs` accumulates at k * BIN_STRIDE + bin
-        let row_bins = |r: u32| &self.bins[r as usize * d..(r as usize + 1) * d];
-        // feature j's histogram: its bins read from the accumulators by `bin`
-        let finish = |j: usize, bin: &dyn Fn(usize) -> Bin| -> Vec<Bin> {
-            (0..self.binner.n_bins(j)).map(bin).collect()
-        };
-        if self.unit_hessians && self.sign_gradients {
-            // a row adds 1 to the high half (rows) and 1 to the low half when its gradient
-            // is +1; a bin's gradient sum is then `2·plus − rows`: any sum of ±1 below 2^53
-            // is exact in f64 whatever the order, so these are the bits summing gives (an
-            // empty or balanced bin is +0.0 either way)
-            let mut counts = vec![0u64; fs.len() * BIN_STRIDE];
-            for &r in rows {
-                let a = (1u64 << 32) | u64::from(self.g[r as usize] > 0.0);
-                let rb = row_bins(r);
-                for (k, &j) in fs.iter().enumerate() {
-                    counts[k * BIN_STRIDE + rb[j] as usize] += a;
-                }
-            }
-            return fs
-                .iter()
-                .enumerate()
-                .map(|(k, &j)| {
-                    finish(j, &|b| {
-                        let c = counts[k * BIN_STRIDE + b];
-                        let n = (c >> 32) as u32;
-                        let plus = c as u32;
-                        Bin {
-                            g: 2.0 * f64::from(plus) - f64::from(n),
-                            h: f64::from(n),
-                            n,
-                        }
-                    })
-                })
-                .collect();
-        }
-        if self.unit_hessians {
-            // every hessian is 1: the gradients alone are summed and a bin's hessian sum is
-            // its count (a sum of ones is exact in any order)
-            let mut gn = vec![(0.0f64, 0u32); fs.len() * BIN_STRIDE];
-            for &r in rows {
-                let g = self.g[r as usize];
-                let rb = row_bins(r);
-                for (k, &j) in fs.iter().enumerate() {
-                    let b = &mut gn[k * BIN_STRIDE + rb[j] as usize];
-                    b.0 += g;
-                    b.1 += 1;
-                }
-            }
-            return fs
-                .iter()
-                .enumerate()
-                .map(|(k, &j)| {
-                    finish(j, &|b| {
-                        let (g, n) = gn[k * BIN_STRIDE + b];
-                        Bin {
-                            g,
-                            h: f64::from(n),
-                            n,
-                        }
-                    })
-                })
-                .collect();
-        }
-        let mut acc = vec![Bin::default(); fs.len() * BIN_STRIDE];
+        let base = offsets[ks.start];
+        let cols: Vec<(usize, usize)> = ks.map(|k| (self.features[k], offsets[k] - base)).collect();
         for &r in rows {
-            let (g, h) = (self.g[r as usize], self.h[r as usize]);
-            let rb = row_bins(r);
-            for (k, &j) in fs.iter().enumerate() {
-                let b = &mut acc[k * BIN_STRIDE + rb[j] as usize];
-                b.g += g;
-                b.h += h;
-                b.n += 1;
+            let v = A::row(self.g[r as usize], self.h[r as usize]);
+            let rb = &self.bins[r as usize * d..(r as usize + 1) * d];
+            for &(j, at) in &cols {
+                part[at + rb[j] as usize].add(v);
             }
         }
-        fs.iter()
-            .enumerate()
-            .map(|(k, &j)| finish(j, &|b| acc[k * BIN_STRIDE + b]))
-            .collect()
     }
 
-    fn best_split(&self, hist: &Hist, g: f64, h: f64, n: usize, depth: usize) -> Option<Split> {
+    fn best_split<A: Acc>(
+        &self,
+        hist: &[A],
+        offsets: &[usize],
+        g: f64,
+        h: f64,
+        n: usize,
+        depth: usize,
+    ) -> Option<Split> {
         let p = self.params;
         if n < 2 * p.min_data_in_leaf || (p.max_depth > 0 && depth >= p.max_depth) {
             return None;
@@ -329,13 +430,14 @@ impl Grower<'_> {
         let lambda = p.lambda_l2;
         let parent = g * g / (h + lambda);
         let mut best: Option<Split> = None;
-        for &j in &self.features {
-            let bins = &hist[j];
+        for (k, &j) in self.features.iter().enumerate() {
+            let bins = &hist[offsets[k]..offsets[k + 1]];
             let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
             for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
-                gl += bin.g;
-                hl += bin.h;
-                nl += bin.n as usize;
+                let (bg, bh, bn) = bin.get();
+                gl += bg;
+                hl += bh;
+                nl += bn as usize;
                 let nr = n - nl;
                 if nl < p.min_data_in_leaf {
                     continue;
@@ -358,24 +460,6 @@ impl Grower<'_> {
     }
 }
 
-/// The larger child's histogram: the parent's minus the smaller child's, bin by bin.
-fn subtract(parent: &Hist, small: &Hist) -> Hist {
-    parent
-        .iter()
-        .zip(small)
-        .map(|(p, s)| {
-            p.iter()
-                .zip(s)
-                .map(|(a, b)| Bin {
-                    g: a.g - b.g,
-                    h: a.h - b.h,
-                    n: a.n - b.n,
-                })
-                .collect()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use augur_numeric::SplitMix64;
@@ -393,20 +477,45 @@ mod tests {
         rows: &[u32],
         g: &[f64],
         h: &[f64],
-    ) -> Vec<Bin> {
-        let mut hist = vec![Bin::default(); n_bins];
+    ) -> Vec<(f64, f64, u32)> {
+        let mut hist = vec![(0.0, 0.0, 0); n_bins];
         for &r in rows {
             let b = &mut hist[bins[r as usize * d + j] as usize];
-            b.g += g[r as usize];
-            b.h += h[r as usize];
-            b.n += 1;
+            b.0 += g[r as usize];
+            b.1 += h[r as usize];
+            b.2 += 1;
         }
         hist
     }
 
+    /// Checks every bin of `hist` (from `grower.histogram`) against the plain sums.
+    fn check<A: Acc>(grower: &Grower, hist: &[A], rows: &[u32]) {
+        let offsets = grower.offsets();
+        assert_eq!(hist.len(), *offsets.last().unwrap());
+        for (k, &j) in grower.features.iter().enumerate() {
+            let got = &hist[offsets[k]..offsets[k + 1]];
+            let want = plain(
+                grower.bins,
+                grower.d,
+                grower.binner.n_bins(j),
+                j,
+                rows,
+                grower.g,
+                grower.h,
+            );
+            assert_eq!(got.len(), want.len());
+            for (a, b) in got.iter().zip(&want) {
+                let (g, h, n) = a.get();
+                assert_eq!(g.to_bits(), b.0.to_bits(), "feature {j}");
+                assert_eq!(h.to_bits(), b.1.to_bits(), "feature {j}");
+                assert_eq!(n, b.2);
+            }
+        }
+    }
+
     /// Each histogram pass (summed, unit hessians, ±1 gradients; one core and split between
-    /// the cores) gives every bin of every sampled feature the bits of the plain per-feature
-    /// sum, and leaves the other features empty.
+    /// the cores) gives every bin of every feature of the tree the bits of the plain
+    /// per-feature sum, and so does the larger child's histogram made by subtraction.
     #[test]
     fn histograms_equal_the_plain_per_feature_sums_bit_for_bit() {
         let (n, d) = (20_000, 7);
@@ -437,6 +546,7 @@ mod tests {
         let ones = vec![1.0; n];
         let all: Vec<u32> = (0..n as u32).collect();
         let few: Vec<u32> = (0..n as u32).filter(|r| r % 13 == 0).collect();
+        let rest: Vec<u32> = (0..n as u32).filter(|r| r % 13 != 0).collect();
         assert!(all.len() >= PARALLEL_ROWS && few.len() < PARALLEL_ROWS);
         for (g, h, unit_hessians, sign_gradients) in [
             (&signs, &ones, true, true),
@@ -454,22 +564,23 @@ mod tests {
                 unit_hessians,
                 sign_gradients,
             };
-            for rows in [&all, &few] {
-                let hist = grower.histogram(rows);
-                assert_eq!(hist.len(), d);
-                for (j, got) in hist.iter().enumerate() {
-                    if !grower.features.contains(&j) {
-                        assert!(got.is_empty());
-                        continue;
-                    }
-                    let want = plain(&bins, d, binner.n_bins(j), j, rows, g, h);
-                    assert_eq!(got.len(), want.len());
-                    for (a, b) in got.iter().zip(&want) {
-                        assert_eq!(a.g.to_bits(), b.g.to_bits(), "feature {j}");
-                        assert_eq!(a.h.to_bits(), b.h.to_bits(), "feature {j}");
-                        assert_eq!(a.n, b.n);
-                    }
+            // `exact`: the subtraction is of counts, so it has the bits of summing the rest
+            fn pass<A: Acc>(grower: &Grower, all: &[u32], few: &[u32], rest: &[u32], exact: bool) {
+                let offsets = grower.offsets();
+                let whole: Vec<A> = grower.histogram(all, &offsets, Vec::new());
+                check(grower, &whole, all);
+                let small: Vec<A> = grower.histogram(few, &offsets, Vec::new());
+                check(grower, &small, few);
+                // the larger child by subtraction
+                let large: Vec<A> = whole.iter().zip(&small).map(|(p, s)| p.minus(*s)).collect();
+                if exact {
+                    check(grower, &large, rest);
                 }
+            }
+            match (unit_hessians, sign_gradients) {
+                (true, true) => pass::<Signs>(&grower, &all, &few, &rest, true),
+                (true, false) => pass::<UnitHessians>(&grower, &all, &few, &rest, false),
+                _ => pass::<Sums>(&grower, &all, &few, &rest, false),
             }
         }
     }

@@ -213,4 +213,39 @@ mod tests {
         let back: GbdtModel = serde_json::from_str(&s).unwrap();
         assert_eq!(back, model);
     }
+
+    /// Copies of a column and constant columns change nothing: a model fitted with them
+    /// appended has the trees of the model fitted without them, to the bit.
+    #[test]
+    fn copied_and_constant_columns_grow_the_same_trees() {
+        let n = 3000;
+        let (x, y) = data(n);
+        let mut wide = Vec::with_capacity(n * 6);
+        for row in x.chunks_exact(3) {
+            // a copy of x1, a constant, a copy of x0 (missing values included)
+            wide.extend([row[0], row[1], row[2], row[1], 4.0, row[0]]);
+        }
+        for objective in [
+            Objective::L1,
+            Objective::L2,
+            Objective::Quantile { alpha: 0.9 },
+        ] {
+            let params = GbdtParams {
+                objective,
+                n_trees: 30,
+                colsample: 1.0,
+                subsample: 1.0,
+                ..Default::default()
+            };
+            let narrow = params
+                .fit(&TrainSet::new(Matrix::new(&x, n, 3).unwrap(), &y, None).unwrap())
+                .unwrap();
+            let wider = params
+                .fit(&TrainSet::new(Matrix::new(&wide, n, 6).unwrap(), &y, None).unwrap())
+                .unwrap();
+            assert_eq!(narrow.trees, wider.trees, "{objective:?}");
+            assert_eq!(narrow.gain[..], wider.gain[..3]);
+            assert!(wider.gain[3..].iter().all(|&g| g == 0.0));
+        }
+    }
 }
