@@ -21,7 +21,8 @@ impl Binner {
                     .map(|i| x.get(i, j))
                     .filter(|v| !v.is_nan())
                     .collect();
-                v.sort_by(f32::total_cmp);
+                // values equal under `total_cmp` have equal bits: no need for a stable sort
+                v.sort_unstable_by(f32::total_cmp);
                 v.dedup();
                 if v.len() < max_bins {
                     // one bin per distinct value: edges at the values themselves
@@ -54,6 +55,24 @@ impl Binner {
                 }
             });
         bins
+    }
+
+    /// Row-major `bins` (`d` per row) column by column: column `j` at `j * rows`.
+    pub(super) fn columns_of(bins: &[u8], d: usize) -> Vec<u8> {
+        if d == 0 {
+            return Vec::new();
+        }
+        let rows = bins.len() / d;
+        let mut columns = vec![0u8; bins.len()];
+        columns
+            .par_chunks_mut(rows.max(1))
+            .enumerate()
+            .for_each(|(j, column)| {
+                for (i, b) in column.iter_mut().enumerate() {
+                    *b = bins[i * d + j];
+                }
+            });
+        columns
     }
 
     /// For each column of row-major `bins` (`d` per row): `None` when every row is in one bin

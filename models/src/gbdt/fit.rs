@@ -17,8 +17,11 @@ use crate::{Fit, Matrix, ModelError, TrainSet};
 /// every fit on that matrix.
 pub struct BinnedFeatures<'a> {
     binner: Binner,
-    /// Row-major bins, `source`'s columns per row.
+    /// Row-major bins, `source`'s columns per row (read by the histogram passes).
     bins: Vec<u8>,
+    /// The same bins column by column (column `j`'s at `j * rows`): a split reads one
+    /// column of its leaf's rows, in row order, from one place.
+    columns: Vec<u8>,
     /// Per column: `None` when constant, else the first column with the same bins
     /// ([`Binner::column_classes`]).
     classes: Vec<Option<usize>>,
@@ -67,6 +70,7 @@ impl GbdtParams {
         BinnedFeatures {
             binner,
             classes: Binner::column_classes(&bins, x.cols()),
+            columns: Binner::columns_of(&bins, x.cols()),
             bins,
             max_bins: self.max_bins,
             source: (x.data().as_ptr() as usize, x.rows(), x.cols()),
@@ -139,6 +143,7 @@ impl GbdtParams {
             }
             let grower = Grower {
                 bins,
+                columns: &binned.columns,
                 d,
                 binner,
                 params: self,

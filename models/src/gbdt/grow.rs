@@ -129,7 +129,10 @@ struct Split {
 
 /// Leaves with at least this many rows split their histogram pass between the cores;
 /// smaller ones are quicker on one.
-const PARALLEL_ROWS: usize = 4096;
+const PARALLEL_ROWS: usize = 1024;
+
+/// Trees with at least this many features search a leaf's split in two halves side by side.
+const SPLIT_SEARCH_HALVES: usize = 32;
 
 /// A leaf waiting to be split, ordered by the gain of its best split. `hist` is flat: the
 /// bins of the tree's `k`-th feature at `offsets[k]..offsets[k + 1]`.
@@ -170,6 +173,8 @@ impl<A> LeafTask<A> {
 pub(super) struct Grower<'a> {
     /// Row-major bins: row `r`'s bin of feature `j` at `r * d + j`.
     pub bins: &'a [u8],
+    /// The same bins column by column: column `j`'s at `j * rows`.
+    pub columns: &'a [u8],
     /// Features (columns) of `bins`.
     pub d: usize,
     pub binner: &'a Binner,
@@ -282,14 +287,15 @@ impl Grower<'_> {
         offsets: &[usize],
         pool: &mut Pool<A>,
     ) -> [LeafTask<A>; 2] {
-        let d = self.d;
         // stable: each child keeps its rows in row order, so its sums keep their bits
+        let rows_total = self.columns.len() / self.d.max(1);
+        let column = &self.columns[j * rows_total..(j + 1) * rows_total];
         let mut left = task.rows;
         let mut right = Vec::with_capacity(left.len() / 2);
         let mut kept = 0;
         for i in 0..left.len() {
             let r = left[i];
-            if (self.bins[r as usize * d + j] as usize) <= b {
+            if (column[r as usize] as usize) <= b {
                 left[kept] = r;
                 kept += 1;
             } else {
@@ -414,6 +420,10 @@ impl Grower<'_> {
         }
     }
 
+    /// The best split of a leaf (gradient sum `g`, hessian sum `h`, `n` rows) over the
+    /// tree's features: the largest gain, the first feature and bin in order on a tie. The
+    /// features are searched in two halves side by side, and the first half's best is kept
+    /// unless the second's gains strictly more, as one search in order would choose.
     fn best_split<A: Acc>(
         &self,
         hist: &[A],
@@ -427,10 +437,34 @@ impl Grower<'_> {
         if n < 2 * p.min_data_in_leaf || (p.max_depth > 0 && depth >= p.max_depth) {
             return None;
         }
+        let k = self.features.len();
+        if k < SPLIT_SEARCH_HALVES {
+            return self.best_split_of(hist, offsets, 0..k, (g, h, n));
+        }
+        let (a, b) = rayon::join(
+            || self.best_split_of(hist, offsets, 0..k / 2, (g, h, n)),
+            || self.best_split_of(hist, offsets, k / 2..k, (g, h, n)),
+        );
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if b.gain > a.gain { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`best_split`](Self::best_split) over the tree's features `ks`.
+    fn best_split_of<A: Acc>(
+        &self,
+        hist: &[A],
+        offsets: &[usize],
+        ks: std::ops::Range<usize>,
+        (g, h, n): (f64, f64, usize),
+    ) -> Option<Split> {
+        let p = self.params;
         let lambda = p.lambda_l2;
         let parent = g * g / (h + lambda);
         let mut best: Option<Split> = None;
-        for (k, &j) in self.features.iter().enumerate() {
+        for k in ks {
+            let j = self.features[k];
             let bins = &hist[offsets[k]..offsets[k + 1]];
             let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
             for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
@@ -533,6 +567,7 @@ mod tests {
         let m = Matrix::new(&x, n, d).unwrap();
         let binner = Binner::new(&m, 255);
         let bins = binner.bin_rows(&m);
+        let columns = Binner::columns_of(&bins, d);
         let params = GbdtParams::default();
         let signs: Vec<f64> = (0..n)
             .map(|_| if rng.unit() < 0.4 { 1.0 } else { -1.0 })
@@ -555,6 +590,7 @@ mod tests {
         ] {
             let grower = Grower {
                 bins: &bins,
+                columns: &columns,
                 d,
                 binner: &binner,
                 params: &params,
