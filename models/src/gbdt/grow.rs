@@ -580,8 +580,8 @@ mod tests {
         let hess: Vec<f64> = (0..n).map(|_| rng.unit() * 0.25).collect();
         let ones = vec![1.0; n];
         let all: Vec<u32> = (0..n as u32).collect();
-        let few: Vec<u32> = (0..n as u32).filter(|r| r % 13 == 0).collect();
-        let rest: Vec<u32> = (0..n as u32).filter(|r| r % 13 != 0).collect();
+        let few: Vec<u32> = (0..n as u32).filter(|r| r % 31 == 0).collect();
+        let rest: Vec<u32> = (0..n as u32).filter(|r| r % 31 != 0).collect();
         assert!(all.len() >= PARALLEL_ROWS && few.len() < PARALLEL_ROWS);
         for (g, h, unit_hessians, sign_gradients) in [
             (&signs, &ones, true, true),
@@ -618,6 +618,56 @@ mod tests {
                 (true, false) => pass::<UnitHessians>(&grower, &all, &few, &rest, false),
                 _ => pass::<Sums>(&grower, &all, &few, &rest, false),
             }
+        }
+    }
+
+    /// The split searched in two halves side by side is the one a search of every feature
+    /// in order finds, ties included (copies of a column give equal gains; the first wins).
+    #[test]
+    fn split_search_in_halves_finds_the_split_of_one_search() {
+        let (n, d) = (5_000, 48);
+        let mut rng = SplitMix64(9);
+        let base: Vec<f32> = (0..n * 8).map(|_| rng.unit() as f32).collect();
+        // columns 8.. repeat the first eight: every gain appears in both halves
+        let x: Vec<f32> = (0..n * d)
+            .map(|i| base[(i / d) * 8 + (i % d) % 8])
+            .collect();
+        let m = Matrix::new(&x, n, d).unwrap();
+        let binner = Binner::new(&m, 255);
+        let bins = binner.bin_rows(&m);
+        let columns = Binner::columns_of(&bins, d);
+        let params = GbdtParams::default();
+        let g: Vec<f64> = (0..n).map(|i| f64::from(x[i * d + 3]) - 0.5).collect();
+        let h = vec![1.0; n];
+        let rows: Vec<u32> = (0..n as u32).collect();
+        for features in [(0..d).collect::<Vec<_>>(), (4..d).rev().collect()] {
+            let grower = Grower {
+                bins: &bins,
+                columns: &columns,
+                d,
+                binner: &binner,
+                params: &params,
+                features,
+                g: &g,
+                h: &h,
+                unit_hessians: true,
+                sign_gradients: false,
+            };
+            let offsets = grower.offsets();
+            let hist: Vec<UnitHessians> = grower.histogram(&rows, &offsets, Vec::new());
+            let (sg, sh) = grower.sums(&rows);
+            let halves = grower.best_split(&hist, &offsets, sg, sh, n, 0).unwrap();
+            let k = grower.features.len();
+            let one = grower
+                .best_split_of(&hist, &offsets, 0..k, (sg, sh, n))
+                .unwrap();
+            assert_eq!(halves.feature, one.feature);
+            assert_eq!(halves.bin, one.bin);
+            assert_eq!(halves.gain.to_bits(), one.gain.to_bits());
+            assert_eq!(
+                one.feature,
+                grower.features[(0..k).find(|&i| grower.features[i] % 8 == 3).unwrap()]
+            );
         }
     }
 }
