@@ -144,12 +144,15 @@ pub struct FailurePredictor {
 impl FailurePredictor {
     /// Prediction from a failure-feature row ([`FailureSchema::len`] values).
     pub fn predict_row(&self, row: &[f32], scratch: &mut SvmScratch) -> FailurePrediction {
-        let g = self
-            .gbdt_calibration
-            .probability(self.gbdt.predict_row(row));
-        let s = self
-            .svm_calibration
-            .probability(self.svm.decision(row, scratch));
+        let (s, g) = self.raw_scores(row, scratch);
+        self.prediction_from_raw(row, s, g)
+    }
+
+    /// [`predict_row`](Self::predict_row) from the row's raw scores (SVM decision, GBDT
+    /// score), as [`raw_scores`](Self::raw_scores) gives them.
+    pub fn prediction_from_raw(&self, row: &[f32], svm: f64, gbdt: f64) -> FailurePrediction {
+        let g = self.gbdt_calibration.probability(gbdt);
+        let s = self.svm_calibration.probability(svm);
         let p = self.past_rate.as_ref().map(|r| r.probability(row));
         FailurePrediction {
             probability: match (self.served, p) {

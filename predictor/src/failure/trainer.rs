@@ -118,24 +118,32 @@ impl FailureTrainer {
             ));
         }
 
-        // GBDT, early-stopped on the calibration slice
-        let t0 = Instant::now();
+        // GBDT, early-stopped on the calibration slice, and the SVM beside it (independent
+        // fits, each deterministic)
         let fx = gather(x, d, fit);
         let cx = gather(x, d, cal);
         let fy: Vec<f64> = fit_y.iter().map(|&l| f64::from(u8::from(l))).collect();
         let cy: Vec<f64> = cal_y.iter().map(|&l| f64::from(u8::from(l))).collect();
         let fm = Matrix::new(&fx, fit.len(), d)?;
         let cm = Matrix::new(&cx, cal.len(), d)?;
-        let gbdt = self.gbdt.fit_with_validation(
-            &TrainSet::new(fm, &fy, None)?,
-            Some(Validation { x: cm, y: &cy }),
-        )?;
-        let mut gbdt_train_s = t0.elapsed().as_secs_f64();
-
-        // SVM
-        let t1 = Instant::now();
-        let svm = fit_svm(x, d, fit, &fit_y, svm_columns(schema), &self.svm)?;
-        let mut svm_train_s = t1.elapsed().as_secs_f64();
+        let ((gbdt, mut gbdt_train_s), (svm, mut svm_train_s)) = std::thread::scope(|scope| {
+            let svm = scope.spawn(|| {
+                let t1 = Instant::now();
+                let svm = fit_svm(x, d, fit, &fit_y, svm_columns(schema), &self.svm);
+                (svm, t1.elapsed().as_secs_f64())
+            });
+            let t0 = Instant::now();
+            let gbdt = TrainSet::new(fm, &fy, None).and_then(|train| {
+                self.gbdt
+                    .fit_with_validation(&train, Some(Validation { x: cm, y: &cy }))
+            });
+            let gbdt = (gbdt, t0.elapsed().as_secs_f64());
+            let svm = svm
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (gbdt, svm)
+        });
+        let (gbdt, svm) = (gbdt?, svm?);
 
         // calibration on the slice; when its rarer class is too small to fit a slope, on
         // forward-chained out-of-fold scores of the later training period plus the slice
