@@ -87,49 +87,79 @@ pub fn snapshot_event(s: &ClusterState) -> Event {
 /// The events of `batch` the log (as applied to `online`) does not hold yet, in order: a
 /// submit no run of the job has at that time, a start or finish of a run the log has not
 /// started or finished, a GPU type the unfinished run was not told yet (or any of these of a
-/// run submitted earlier in `batch`). Snapshots are kept.
+/// run submitted earlier in `batch`). Snapshots are kept. A submit, start or finish
+/// that repeats one kept earlier in `batch` (same job, same time: a watch that listed the
+/// job again before it was ingested) is kept once.
 pub fn unlogged(online: &Online, batch: Vec<Event>) -> Vec<Event> {
     let mut new_runs: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut kept_facts: std::collections::HashSet<(u8, String, u64)> =
+        std::collections::HashSet::new();
     batch
         .into_iter()
         .filter(|ev| {
             let Some(id) = ev.job_id() else {
                 return true;
             };
-            let current = online.jobs.get(id);
-            let runs = || {
-                current
-                    .into_iter()
-                    .chain(online.earlier_runs.get(id).into_iter().flatten())
+            let fact = match ev {
+                Event::JobSubmitted { at, .. } => Some((0u8, at)),
+                Event::JobStarted { at, .. } => Some((1, at)),
+                Event::JobFinished { at, .. } => Some((2, at)),
+                _ => None,
             };
-            match ev {
-                Event::JobSubmitted { at, .. } => {
-                    let fresh = !runs().any(|j| j.submitted_at == Some(*at));
-                    if fresh {
-                        new_runs.insert(id.to_string());
-                    }
-                    fresh
+            if let Some((kind, at)) = fact {
+                if kept_facts.contains(&(kind, id.to_string(), at.to_bits())) {
+                    return false;
                 }
-                Event::JobStarted { .. } => {
-                    new_runs.contains(id) || current.is_none_or(|j| j.started_at.is_none())
-                }
-                Event::JobFinished { .. } => {
-                    new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
-                }
-                Event::JobTyped { gpu_type, .. } => {
-                    new_runs.contains(id)
-                        || current.is_none_or(|j| {
-                            let told = j
-                                .gpu_type
-                                .as_ref()
-                                .or(j.profile.as_ref().and_then(|p| p.gpu_type.as_ref()));
-                            j.finished_at.is_none() && told != Some(gpu_type)
-                        })
-                }
-                _ => true,
             }
+            let keep = news(online, &mut new_runs, ev, id);
+            if let (true, Some((kind, at))) = (keep, fact) {
+                kept_facts.insert((kind, id.to_string(), at.to_bits()));
+            }
+            keep
         })
         .collect()
+}
+
+/// Whether `ev` (of job `id`) is news to the log as applied to `online`, given the runs
+/// submitted earlier in the batch (`new_runs`, which a fresh submit joins).
+fn news(
+    online: &Online,
+    new_runs: &mut std::collections::HashSet<String>,
+    ev: &Event,
+    id: &str,
+) -> bool {
+    let current = online.jobs.get(id);
+    let runs = || {
+        current
+            .into_iter()
+            .chain(online.earlier_runs.get(id).into_iter().flatten())
+    };
+    match ev {
+        Event::JobSubmitted { at, .. } => {
+            let fresh = !runs().any(|j| j.submitted_at == Some(*at));
+            if fresh {
+                new_runs.insert(id.to_string());
+            }
+            fresh
+        }
+        Event::JobStarted { .. } => {
+            new_runs.contains(id) || current.is_none_or(|j| j.started_at.is_none())
+        }
+        Event::JobFinished { .. } => {
+            new_runs.contains(id) || current.is_none_or(|j| j.finished_at.is_none())
+        }
+        Event::JobTyped { gpu_type, .. } => {
+            new_runs.contains(id)
+                || current.is_none_or(|j| {
+                    let told = j
+                        .gpu_type
+                        .as_ref()
+                        .or(j.profile.as_ref().and_then(|p| p.gpu_type.as_ref()));
+                    j.finished_at.is_none() && told != Some(gpu_type)
+                })
+        }
+        _ => true,
+    }
 }
 
 /// The ingestable events of the cluster events received so far: every job lifecycle event,
@@ -224,6 +254,11 @@ mod tests {
             // ml/d steered twice: the second type is news only after the first
             typed("ml/d", 410.0, "v100"),
             typed("ml/d", 420.0, "a100"),
+            // ml/e listed twice by the watch before it was ingested: each fact once
+            submit("ml/e", 600.0),
+            submit("ml/e", 600.0),
+            start("ml/e", 610.0),
+            start("ml/e", 610.0),
         ];
         let kept = unlogged(&online, seen);
         assert_eq!(
@@ -236,6 +271,8 @@ mod tests {
                 submit("ml/d", 400.0),
                 typed("ml/d", 410.0, "v100"),
                 typed("ml/d", 420.0, "a100"),
+                submit("ml/e", 600.0),
+                start("ml/e", 610.0),
             ]
         );
         // once the log holds ml/d's submit and its latest type, neither is news
