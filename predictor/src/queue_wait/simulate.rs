@@ -763,6 +763,26 @@ mod tests {
         }
     }
 
+    /// Starts some queued jobs (not always in order, as backfill does) and ends some running
+    /// ones, at `now`.
+    fn churn(
+        s: &mut QueueState,
+        rng: &mut SplitMix64,
+        (queued, running): (&mut Vec<u64>, &mut Vec<u64>),
+        now: f64,
+    ) {
+        while !queued.is_empty() && rng.below(3) == 0 {
+            let k = rng.below(queued.len().min(4));
+            let q = queued.remove(k);
+            s.start(q, now).unwrap();
+            running.push(q);
+        }
+        while !running.is_empty() && rng.below(4) == 0 {
+            let r = running.swap_remove(rng.below(running.len()));
+            s.end(r, now).unwrap();
+        }
+    }
+
     #[test]
     fn the_pruned_backfill_takes_the_scans_decisions_to_the_bit() {
         let mut rng = SplitMix64(11);
@@ -786,18 +806,7 @@ mod tests {
                 }
                 s.submit(id, j).unwrap();
                 queued.push(id);
-                // start some queued jobs (not always in order, as backfill does), end some
-                // running ones
-                while !queued.is_empty() && rng.below(3) == 0 {
-                    let k = rng.below(queued.len().min(4));
-                    let q = queued.remove(k);
-                    s.start(q, now).unwrap();
-                    running.push(q);
-                }
-                while !running.is_empty() && rng.below(4) == 0 {
-                    let r = running.swap_remove(rng.below(running.len()));
-                    s.end(r, now).unwrap();
-                }
+                churn(&mut s, &mut rng, (&mut queued, &mut running), now);
             }
         }
         assert!(
@@ -847,16 +856,7 @@ mod tests {
                 if rng.below(3) > 0 {
                     continue;
                 }
-                while !queued.is_empty() && rng.below(3) == 0 {
-                    let k = rng.below(queued.len().min(4));
-                    let q = queued.remove(k);
-                    s.start(q, now).unwrap();
-                    running.push(q);
-                }
-                while !running.is_empty() && rng.below(4) == 0 {
-                    let r = running.swap_remove(rng.below(running.len()));
-                    s.end(r, now).unwrap();
-                }
+                churn(&mut s, &mut rng, (&mut queued, &mut running), now);
                 // a queued job withdrawn now and then
                 if !queued.is_empty() && rng.below(8) == 0 {
                     let q = queued.remove(rng.below(queued.len()));
