@@ -25,6 +25,8 @@ struct QueuedTotals {
     cpu_s_req: f64,
     /// The same in the job's partition: jobs, GPUs, CPU-seconds, the oldest age.
     part: [f64; 4],
+    /// The oldest queued job of the job's user, seconds (0 without one).
+    user_age_max: f64,
 }
 
 /// Totals over the running jobs: resource × remaining seconds (predicted, requested),
@@ -66,6 +68,7 @@ impl QueueState {
             gpus: 0.0,
             cpu_s_req: 0.0,
             part: [0.0; 4],
+            user_age_max: 0.0,
         };
         let mut ages: Vec<f64> = Vec::with_capacity(self.queued.len());
         for (_, j) in self.queued.values() {
@@ -85,6 +88,11 @@ impl QueueState {
                 t.part[1] += j.gpus;
                 t.part[2] += cpu_s;
                 t.part[3] = t.part[3].max(age);
+            }
+            // the user's oldest: `now - submit` not clamped at 0 (unlike `age`), folded from
+            // 0 in queue order as the feature always was
+            if job.user.is_some() && j.user == job.user {
+                t.user_age_max = t.user_age_max.max(now - j.submit);
             }
             ages.push(age);
         }
@@ -156,19 +164,6 @@ impl QueueState {
             sim_age_max as f32,
             share(size_started, size_n),
         ]
-    }
-
-    /// The oldest queued job of `user`, seconds (0 without one).
-    fn user_queued_age_max(&self, user: Option<u64>, now: f64) -> f64 {
-        match user {
-            Some(u) => self
-                .queued
-                .values()
-                .filter(|(_, j)| j.user == Some(u))
-                .map(|(_, j)| now - j.submit)
-                .fold(0.0, f64::max),
-            None => 0.0,
-        }
     }
 
     /// Writes the [`QUEUE_FEATURES`] of `job`, about to be submitted at `now`, into `out`.
@@ -266,7 +261,7 @@ impl QueueState {
             similar[1],
             similar[2],
             similar[3],
-            self.user_queued_age_max(job.user, now) as f32,
+            q.user_age_max as f32,
             q.gpus as f32,
             q.cpu_s_req as f32,
             r.cpus as f32,

@@ -3,9 +3,10 @@
 //! and recent submissions. What it derives from them lives beside it: the forward
 //! simulation (`simulate.rs`) and the queue features (`features.rs`).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use augur_datasets::JobRecord;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// Errors of the queue state's event API.
@@ -246,19 +247,22 @@ pub struct QueueState {
     pub(super) next_seq: u64,
     /// Queued jobs in submit order: seq → (id, job).
     pub(super) queued: BTreeMap<u64, (u64, QueueJob)>,
-    pub(super) queued_seq: HashMap<u64, u64>,
+    /// Queued jobs' seq by id. This and the other hash maps are read on every event and
+    /// never iterated into a number, so they use FxHash (fast, not DoS-hardened): their keys
+    /// are job numbers the replay and the online state give out, hashed names and sizes.
+    pub(super) queued_seq: FxHashMap<u64, u64>,
     /// Running jobs by id (ordered, so sums and ties are deterministic).
     pub(super) running: BTreeMap<u64, Running>,
     pub(super) busy: f64,
     pub(super) recent: VecDeque<Started>,
     /// Last wait per size class (⌊log2 resource⌉).
-    pub(super) last_by_size: HashMap<i32, f64>,
-    pub(super) users: HashMap<u64, UserStat>,
+    pub(super) last_by_size: FxHashMap<i32, f64>,
+    pub(super) users: FxHashMap<u64, UserStat>,
     /// Submissions of the last day or so, in submit order.
     pub(super) submits: VecDeque<Submitted>,
     /// The last [`KEEP_PARTITION_WAITS`] waits of each partition's started jobs.
     #[serde(default)]
-    pub(super) partition_waits: HashMap<u64, VecDeque<f64>>,
+    pub(super) partition_waits: FxHashMap<u64, VecDeque<f64>>,
     /// Starts and ends applied (how a kept simulation knows the running jobs are the same).
     #[serde(skip)]
     pub(super) changes: u64,
@@ -301,14 +305,14 @@ impl QueueState {
             },
             next_seq: 0,
             queued: BTreeMap::new(),
-            queued_seq: HashMap::new(),
+            queued_seq: FxHashMap::default(),
             running: BTreeMap::new(),
             busy: 0.0,
             recent: VecDeque::with_capacity(KEEP_WAITS),
-            last_by_size: HashMap::new(),
-            users: HashMap::new(),
+            last_by_size: FxHashMap::default(),
+            users: FxHashMap::default(),
             submits: VecDeque::new(),
-            partition_waits: HashMap::new(),
+            partition_waits: FxHashMap::default(),
             changes: 0,
         }
     }
