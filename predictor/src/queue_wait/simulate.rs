@@ -444,25 +444,29 @@ impl Sim {
 struct Ends {
     planned: Vec<(f64, f64)>,
     first: usize,
-    added: BTreeMap<(EndTime, u64), f64>,
+    /// Added ends by [`end_key`] (end time, then the order added), their resource.
+    added: BTreeMap<u128, f64>,
     seq: u64,
 }
 
-/// An end time ordered by `f64::total_cmp` (end times are finite and positive here, where it
-/// orders as `<=` does).
-#[derive(Clone, Copy, PartialEq)]
-struct EndTime(f64);
-
-impl Eq for EndTime {}
-impl PartialOrd for EndTime {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
+/// The B-tree key of an end added `seq`-th: its time's bits mapped so that unsigned order is
+/// `f64::total_cmp`'s (end times are finite and positive here, where that is `<=`'s), above
+/// `seq`. One integer compares faster than a (time, seq) pair and orders them the same.
+fn end_key(end: f64, seq: u64) -> u128 {
+    let b = end.to_bits();
+    // positives above negatives; negatives' magnitudes reversed
+    let ordered = if b >> 63 == 0 { b | (1 << 63) } else { !b };
+    (u128::from(ordered) << 64) | u128::from(seq)
 }
-impl Ord for EndTime {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
-    }
+
+/// The end time of an [`end_key`] (the mapping is one to one).
+fn end_time(key: u128) -> f64 {
+    let ordered = (key >> 64) as u64;
+    f64::from_bits(if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    })
 }
 
 impl Ends {
@@ -477,7 +481,7 @@ impl Ends {
 
     /// A started job's end.
     fn push(&mut self, (end, res): (f64, f64)) {
-        self.added.insert((EndTime(end), self.seq), res);
+        self.added.insert(end_key(end, self.seq), res);
         self.seq += 1;
     }
 
@@ -488,7 +492,7 @@ impl Ends {
         let mut added = self
             .added
             .iter()
-            .map(|(&(EndTime(e), _), &r)| (e, r))
+            .map(|(&k, &r)| (end_time(k), r))
             .peekable();
         std::iter::from_fn(move || match (planned.peek(), added.peek()) {
             (Some(p), Some(a)) if a.0 < p.0 => added.next(),
@@ -505,7 +509,10 @@ impl Ends {
     /// Takes the soonest end if it is not after `t`, and returns its resource.
     fn pop_until(&mut self, t: f64) -> Option<f64> {
         let p = self.planned.get(self.first).copied();
-        let a = self.added.first_key_value().map(|(k, &r)| (k.0 .0, r));
+        let a = self
+            .added
+            .first_key_value()
+            .map(|(&k, &r)| (end_time(k), r));
         match (p, a) {
             (Some(p), Some(a)) if a.0 < p.0 => (a.0 <= t).then(|| {
                 self.added.pop_first();
@@ -870,6 +877,49 @@ mod tests {
             checked > 80_000 && resumed > checked / 3 && from_passes > 2_000,
             "{checked} checked, {resumed} resumed, {from_passes} from passes done"
         );
+    }
+
+    #[test]
+    fn end_keys_sort_as_total_cmp_then_the_order_added() {
+        let mut rng = SplitMix64(17);
+        // a few distinct times, so most are ties; signed zeros, infinities, NaNs, subnormals
+        let pool: Vec<f64> = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            f64::MAX,
+            f64::MIN,
+            1.0,
+            -1.0,
+            1.5e9,
+        ]
+        .into_iter()
+        .chain((0..40).map(|_| (rng.below(2_000_000) as f64 - 1e6) * 0.37))
+        .collect();
+        let times: Vec<f64> = (0..4_000).map(|_| pool[rng.below(pool.len())]).collect();
+        let mut want: Vec<(f64, u64)> = times.iter().copied().zip(0u64..).collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut keys: Vec<u128> = times
+            .iter()
+            .zip(0u64..)
+            .map(|(&t, s)| end_key(t, s))
+            .collect();
+        keys.sort_unstable();
+        let got: Vec<(u64, u64)> = keys
+            .iter()
+            .map(|&k| (end_time(k).to_bits(), k as u64))
+            .collect();
+        let want: Vec<(u64, u64)> = want.iter().map(|&(t, s)| (t.to_bits(), s)).collect();
+        assert_eq!(got, want);
+        let tied = want.windows(2).filter(|w| w[0].0 == w[1].0).count();
+        assert!(tied > 3_000, "{tied} ties");
     }
 
     #[test]
