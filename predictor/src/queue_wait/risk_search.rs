@@ -20,10 +20,15 @@ struct ScoredRows<'a> {
     upper: &'a AnyModel,
 }
 
+/// The wait (seconds) of labelled row `r`.
+fn wait_of(data: &QueueWaitData, r: usize) -> f64 {
+    data.y_log[r].exp_m1().max(0.0)
+}
+
 impl ScoredRows<'_> {
     /// The wait (seconds) of labelled row `r`.
     fn wait(&self, r: usize) -> f64 {
-        self.data.y_log[r].exp_m1().max(0.0)
+        wait_of(self.data, r)
     }
 
     /// The raw bound and `score` of each of `rows`.
@@ -50,29 +55,26 @@ impl ScoredRows<'_> {
 }
 
 impl QueueWaitTrainer {
-    /// Fits the risk-split bound. Candidates: the score (the bound model's output, or a
-    /// log-odds classifier of "wait ≥ the fit period's 0.8 quantile" fitted on the fit rows
-    /// and early-stopped on the validation rows), the low group's share ([`RISK_SHARES`])
+    /// Fits the risk-split bound. Candidates: the score (`scores`, from
+    /// [`QueueWaitTrainer::risk_scores`]), the low group's share ([`RISK_SHARES`])
     /// and level ([`RISK_LOW_LEVELS`]; the high group's level keeps the overall one). Each
     /// candidate is calibrated on the validation rows and run online over the calibration
     /// rows; among those whose overall coverage and both groups' coverages reach their
     /// levels there, the narrowest median bound wins, and is recalibrated on the
     /// calibration rows. None when no candidate holds its levels.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn fit_risk(
         &self,
         data: &QueueWaitData,
         fit_rows: &[usize],
         val_rows: &[usize],
         cal_rows: &[usize],
-        fit: (&Matrix, &BinnedFeatures),
-        vx: &[f32],
+        scores: Vec<RiskScore>,
         upper: &AnyModel,
     ) -> Result<Option<RiskSplitBound>, PredictorError> {
         let rows = ScoredRows { data, upper };
         let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
         let mut best: Option<(f64, RiskSplitBound)> = None;
-        for score in self.risk_scores(&rows, fit_rows, val_rows, fit, vx)? {
+        for score in scores {
             let (_, seed_sc) = rows.raw_and_scores(seed_fit, &score)?;
             let val = rows.raw_and_scores(val_rows, &score)?;
             let cal = rows.raw_and_scores(cal_rows, &score)?;
@@ -129,24 +131,26 @@ impl QueueWaitTrainer {
         ))
     }
 
-    /// The candidate scores: the bound model's output, and the long-wait classifier when
-    /// the fit rows have enough jobs on each side of its label.
-    fn risk_scores(
+    /// The candidate scores: the bound model's output, and a log-odds classifier of "wait ≥
+    /// the fit period's 0.8 quantile" (fitted on the fit rows, early-stopped on the
+    /// validation rows) when the fit rows have enough jobs on each side of its label. Needs
+    /// no other model, so it is fitted beside them.
+    pub(super) fn risk_scores(
         &self,
-        rows: &ScoredRows,
+        data: &QueueWaitData,
         fit_rows: &[usize],
         val_rows: &[usize],
         (fm, fbins): (&Matrix, &BinnedFeatures),
         vx: &[f32],
     ) -> Result<Vec<RiskScore>, PredictorError> {
         let mut candidates = vec![RiskScore::UpperModel];
-        let fit_w: Vec<f64> = fit_rows.iter().map(|&r| rows.wait(r)).collect();
+        let fit_w: Vec<f64> = fit_rows.iter().map(|&r| wait_of(data, r)).collect();
         let threshold_s = quantile(&fit_w, RISK_CLASSIFIER_QUANTILE);
         let label = |w: f64| f64::from(u8::from(w >= threshold_s));
         let fy: Vec<f64> = fit_w.iter().map(|&w| label(w)).collect();
         let positives = fy.iter().filter(|&&v| v > 0.0).count();
         if positives >= RISK_MIN_GROUP && fy.len() - positives >= RISK_MIN_GROUP {
-            let vy: Vec<f64> = val_rows.iter().map(|&r| label(rows.wait(r))).collect();
+            let vy: Vec<f64> = val_rows.iter().map(|&r| label(wait_of(data, r))).collect();
             let params = GbdtParams {
                 objective: Objective::LogLoss,
                 ..self.point.clone()
@@ -155,7 +159,7 @@ impl QueueWaitTrainer {
                 &TrainSet::new(*fm, &fy, None)?,
                 fbins,
                 Some(Validation {
-                    x: Matrix::new(vx, val_rows.len(), rows.data.n_features)?,
+                    x: Matrix::new(vx, val_rows.len(), data.n_features)?,
                     y: &vy,
                 }),
             )?);

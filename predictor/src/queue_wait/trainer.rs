@@ -149,55 +149,75 @@ impl QueueWaitTrainer {
             };
             Ok(AnyModel::Gbdt(params.fit_binned(&train, &fbins, valid)?))
         };
-        // The models that do not need each other are fitted side by side: each fit is
-        // deterministic (its own seeded sampling), so the result is the sequential one and
-        // a fit's serial stretches leave the other core to the other fit.
-        let (point, upper) = rayon::join(
+        // The models that do not need each other are fitted side by side: the median and
+        // the bound, beside the short-wait models and the risk classifier (which read neither).
+        // Each fit is deterministic (its own seeded sampling), so the result is the
+        // sequential one and a fit's serial stretches leave the other core to another fit.
+        let want_short = self.short_mae_slack.is_some() && !val_rows.is_empty();
+        let want_risk = self.risk_split && !val_rows.is_empty();
+        let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
+        let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
+        let ((point, upper), (short_models, risk_scores)) = rayon::join(
             || {
-                fit(
-                    &GbdtParams {
-                        objective: Objective::L1,
-                        ..self.point.clone()
+                rayon::join(
+                    || {
+                        fit(
+                            &GbdtParams {
+                                objective: Objective::L1,
+                                ..self.point.clone()
+                            },
+                            self.point_target,
+                        )
                     },
-                    self.point_target,
+                    || {
+                        fit(
+                            &GbdtParams {
+                                objective: Objective::Quantile {
+                                    alpha: self.coverage,
+                                },
+                                ..self.upper.clone()
+                            },
+                            WaitTarget::Log1p,
+                        )
+                    },
                 )
             },
             || {
-                fit(
-                    &GbdtParams {
-                        objective: Objective::Quantile {
-                            alpha: self.coverage,
-                        },
-                        ..self.upper.clone()
+                rayon::join(
+                    || -> Result<_, PredictorError> {
+                        if want_short {
+                            self.fit_short_models((&fx, &fbins), &fit_w, &vx, &val_w, d)
+                        } else {
+                            Ok(None)
+                        }
                     },
-                    WaitTarget::Log1p,
+                    || -> Result<_, PredictorError> {
+                        if want_risk {
+                            self.risk_scores(data, fit_rows, val_rows, (&fm, &fbins), &vx)
+                                .map(Some)
+                        } else {
+                            Ok(None)
+                        }
+                    },
                 )
             },
         );
         let (point, upper) = (point?, upper?);
+        let (short_models, risk_scores) = (short_models?, risk_scores?);
         let (short, bound) = rayon::join(
-            || match self.short_mae_slack {
-                Some(slack) if !val_rows.is_empty() => {
-                    let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
-                    let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-                    self.fit_short((&fx, &fbins), &fit_w, &vx, &val_w, d, &point, slack)
+            || match (self.short_mae_slack, short_models) {
+                (Some(slack), Some(models)) => {
+                    self.pick_short(models, &vx, &val_w, d, &point, slack)
                 }
                 _ => Ok(None),
             },
             || -> Result<_, PredictorError> {
                 let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
-                let risk = if self.risk_split && !val_rows.is_empty() {
-                    self.fit_risk(
-                        data,
-                        fit_rows,
-                        val_rows,
-                        cal_rows,
-                        (&fm, &fbins),
-                        &vx,
-                        &upper,
-                    )?
-                } else {
-                    None
+                let risk = match risk_scores {
+                    Some(scores) => {
+                        self.fit_risk(data, fit_rows, val_rows, cal_rows, scores, &upper)?
+                    }
+                    None => None,
                 };
                 Ok((upper_offset, risk))
             },
@@ -245,19 +265,17 @@ impl QueueWaitTrainer {
         Ok(conformal_offset(&scores, self.coverage).unwrap_or(0.0))
     }
 
-    /// Fits the short-wait classifier and the models of the waits inside its window, and
-    /// picks its threshold on the validation slice.
-    #[allow(clippy::too_many_arguments)]
-    fn fit_short(
+    /// Fits the short-wait classifier and the models of the waits inside its window (None
+    /// when too few fit-period waits fall in any window). Needs no other model, so it is
+    /// fitted beside them.
+    fn fit_short_models(
         &self,
         (fx, fbins): (&[f32], &BinnedFeatures),
         fit_w: &[f64],
         vx: &[f32],
         val_w: &[f64],
         d: usize,
-        point: &AnyModel,
-        slack: f64,
-    ) -> Result<Option<ShortWait>, PredictorError> {
+    ) -> Result<Option<ShortModels>, PredictorError> {
         // The window centre: the wait whose ±600 s window holds most fit-period waits (waits
         // are ≥ 0, so a centre of 600 s catches every wait up to 1,200 s).
         let mut seconds = 0.0;
@@ -297,6 +315,29 @@ impl QueueWaitTrainer {
             }),
         )?);
         let inside = self.fit_inside(fx, fit_w, vx, val_w, d, seconds)?;
+        Ok(Some(ShortModels {
+            model,
+            inside,
+            seconds,
+        }))
+    }
+
+    /// The short-wait override of `models` with the threshold picked on the validation
+    /// slice against the median model `point`.
+    fn pick_short(
+        &self,
+        ShortModels {
+            model,
+            inside,
+            seconds,
+        }: ShortModels,
+        vx: &[f32],
+        val_w: &[f64],
+        d: usize,
+        point: &AnyModel,
+        slack: f64,
+    ) -> Result<Option<ShortWait>, PredictorError> {
+        let vm = Matrix::new(vx, val_w.len(), d)?;
         let mut vp = vec![0.0; val_w.len()];
         point.predict_into(&vm, &mut vp)?;
         let vp: Vec<f64> = vp
@@ -389,6 +430,15 @@ impl QueueWaitTrainer {
             upper_quantile: INSIDE_UPPER_QUANTILE,
         })
     }
+}
+
+/// The short-wait classifier and the models inside its window, before its threshold is
+/// picked ([`QueueWaitTrainer::pick_short`]).
+struct ShortModels {
+    model: AnyModel,
+    inside: ShortWaitInside,
+    /// The window's centre, seconds.
+    seconds: f64,
 }
 
 /// The quantile of the short window's waits that a short job's estimate keeps within
