@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use augur_datasets::{JobRecord, JobStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{replay_batch, ReplayState};
+use crate::state::{copy_columns, replay_batch, widen_rows, ReplayState};
 use crate::{FeatureError, FeatureSchema, FeatureState, JobHandle, KeyKind};
 
 /// The outcome a failure predictor learns: `Some(true)` failed, `Some(false)` did not fail
@@ -511,8 +511,39 @@ impl FailureFeatureState {
 /// `jobs.len() × schema.len()`), each computed at its submit time from what was known then.
 /// A replay through [`FailureFeatureState`]: jobs in submit order, each job's end applied
 /// once its [`finish_time`](crate::state::finish_time) has passed (finishes at the same instant as a submit come first).
+///
+/// The failure histories never read the runtime ones: the runtime columns are
+/// [`crate::batch_features`] of the base schema, and the failure columns a replay through a
+/// [`FailureFeatureState`] whose base has no key kinds, the two side by side.
 pub fn failure_batch_features(jobs: &[JobRecord], schema: &FailureSchema) -> Vec<f32> {
-    replay_batch(jobs, schema.len(), FailureFeatureState::new(schema.clone()))
+    let fail_only = FailureSchema {
+        base: FeatureSchema {
+            keys: Vec::new(),
+            ..schema.base.clone()
+        },
+        keys: schema.keys.clone(),
+    };
+    let (mut out, fail) = rayon::join(
+        || crate::batch_features(jobs, &schema.base),
+        || {
+            replay_batch(
+                jobs,
+                fail_only.len(),
+                FailureFeatureState::new(fail_only.clone()),
+            )
+        },
+    );
+    let b = schema.base.len();
+    widen_rows(&mut out, b, schema.len());
+    copy_columns(
+        &mut out,
+        schema.len(),
+        b,
+        &fail,
+        fail_only.len(),
+        fail_only.base.len(),
+    );
+    out
 }
 
 impl ReplayState for FailureFeatureState {
@@ -602,6 +633,45 @@ mod tests {
         assert!((at(5, "fail_ewm") - 0.79).abs() < 1e-6);
         // the five earlier submits are all within the hour before t=200 (job 5 not yet)
         assert_eq!(at(5, "submits_1h"), 5f32.ln_1p());
+    }
+
+    #[test]
+    fn split_replay_equals_one_replay_on_real_traces() {
+        use augur_datasets::bundled::Dataset;
+        use augur_datasets::ReadOptions;
+        for (dataset, take) in [(Dataset::Openb, usize::MAX), (Dataset::Mlperf, usize::MAX)] {
+            let (table, _) = dataset.load(&ReadOptions::default()).unwrap();
+            let jobs: Vec<JobRecord> = table.to_records().unwrap().into_iter().take(take).collect();
+            let schema = FailureSchema::for_jobs(&jobs);
+            assert!(
+                !schema.base.keys.is_empty() && schema.keys.len() >= 2,
+                "{dataset:?}: {schema:?}"
+            );
+            let d = schema.len();
+            let one = replay_batch(&jobs, d, FailureFeatureState::new(schema.clone()));
+            // both halves carry history: some job has a finished runtime history and some
+            // a failure one (a misplaced or missing half shows)
+            let runtime_n_done = crate::schema::STATIC_FEATURES.len();
+            let fail_n = schema.index_of(schema.keys[0], "n_labelled").unwrap();
+            assert!(
+                (0..jobs.len()).any(|i| one[i * d + runtime_n_done] > 0.0),
+                "{dataset:?}"
+            );
+            assert!(
+                (0..jobs.len()).any(|i| one[i * d + fail_n] > 0.0),
+                "{dataset:?}"
+            );
+            let split = failure_batch_features(&jobs, &schema);
+            assert_eq!(split.len(), one.len());
+            for (i, (x, y)) in split.iter().zip(&one).enumerate() {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{dataset:?} row {} column {}: {x} vs {y}",
+                    i / d,
+                    i % d
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,8 +2,10 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::ops::Range;
 
 use augur_datasets::{JobRecord, JobStatus};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::history::{order_key, History, LeaveOut};
@@ -267,8 +269,89 @@ impl TraceEvent {
 /// Features of every job of a trace (row `i` = job `i`, row-major `jobs.len() × schema.len()`),
 /// each computed at its submit time from what was known then. A replay through
 /// [`FeatureState`]: jobs in submit order, finishes applied as their time passes.
+///
+/// The key kinds' histories never read one another, so the kinds are replayed in groups on
+/// every core, each group through its own [`FeatureState`] (a schema of its kinds alone),
+/// and the groups' columns put together: the numbers of one replay of every kind.
 pub fn batch_features(jobs: &[JobRecord], schema: &FeatureSchema) -> Vec<f32> {
-    replay_batch(jobs, schema.len(), FeatureState::new(schema.clone()))
+    grouped_batch_features(jobs, schema, rayon::current_num_threads())
+}
+
+/// [`batch_features`] with the key kinds replayed in at most `ways` groups.
+fn grouped_batch_features(jobs: &[JobRecord], schema: &FeatureSchema, ways: usize) -> Vec<f32> {
+    let groups = kind_groups(schema.keys.len(), ways);
+    let parts: Vec<Vec<f32>> = groups
+        .par_iter()
+        .map(|kinds| {
+            let sub = FeatureSchema {
+                keys: schema.keys[kinds.clone()].to_vec(),
+                ..schema.clone()
+            };
+            replay_batch(jobs, sub.len(), FeatureState::new(sub))
+        })
+        .collect();
+    let per = schema.per_key_len();
+    let mut parts = parts.into_iter();
+    // the first group holds the static features and the first kinds: its rows, widened in
+    // place, are the output's with the later groups' columns still to fill
+    let mut out = parts.next().unwrap_or_default();
+    let first = groups.first().map_or(0, |g| g.len());
+    widen_rows(&mut out, STATIC_FEATURES.len() + first * per, schema.len());
+    for (kinds, part) in groups.iter().skip(1).zip(parts) {
+        let src_w = STATIC_FEATURES.len() + kinds.len() * per;
+        let at = STATIC_FEATURES.len() + kinds.start * per;
+        copy_columns(
+            &mut out,
+            schema.len(),
+            at,
+            &part,
+            src_w,
+            STATIC_FEATURES.len(),
+        );
+    }
+    out
+}
+
+/// The schema's key kinds cut into at most `ways` contiguous, near-equal ranges (at least
+/// one range, possibly empty when there are no kinds).
+fn kind_groups(kinds: usize, ways: usize) -> Vec<Range<usize>> {
+    let ways = ways.clamp(1, kinds.max(1));
+    (0..ways)
+        .map(|g| g * kinds / ways..(g + 1) * kinds / ways)
+        .collect()
+}
+
+/// Rows of width `from` laid out row-major in `buf`, moved in place to rows of width `to`
+/// (≥ `from`); the new columns are zero.
+pub(crate) fn widen_rows(buf: &mut Vec<f32>, from: usize, to: usize) {
+    if from == to {
+        return;
+    }
+    let n = buf.len().checked_div(from).unwrap_or(0);
+    buf.resize(n * to, 0.0);
+    // last row first: row i's new place starts at or after its old one and ends before
+    // where row i + 1 has been moved
+    for i in (0..n).rev() {
+        buf.copy_within(i * from..(i + 1) * from, i * to);
+        buf[i * to + from..(i + 1) * to].fill(0.0);
+    }
+}
+
+/// Copies columns `skip..src_w` of every row of `src` (row width `src_w`) to columns
+/// `at..` of the same rows of `out` (row width `out_w`), rows side by side.
+pub(crate) fn copy_columns(
+    out: &mut [f32],
+    out_w: usize,
+    at: usize,
+    src: &[f32],
+    src_w: usize,
+    skip: usize,
+) {
+    let cols = src_w - skip;
+    out.par_chunks_mut(out_w)
+        .zip(src.par_chunks(src_w))
+        .with_min_len(1024)
+        .for_each(|(row, s)| row[at..at + cols].copy_from_slice(&s[skip..]));
 }
 
 /// An online feature state the batch replay ([`replay_batch`]) drives: the runtime
@@ -349,6 +432,71 @@ mod tests {
             user: Some(user.into()),
             ..Default::default()
         }
+    }
+
+    /// Bit for bit (NaN for NaN), with the first differing place named.
+    fn assert_same_bits(a: &[f32], b: &[f32], d: usize) {
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                "row {} column {}: {x} vs {y}",
+                i / d,
+                i % d
+            );
+        }
+    }
+
+    #[test]
+    fn grouped_replays_equal_one_replay() {
+        use augur_datasets::bundled::Dataset;
+        use augur_datasets::ReadOptions;
+        for (dataset, take) in [(Dataset::Philly, 20_000), (Dataset::Mira, usize::MAX)] {
+            let (table, _) = dataset.load(&ReadOptions::default()).unwrap();
+            let jobs: Vec<JobRecord> = table.to_records().unwrap().into_iter().take(take).collect();
+            let schema = FeatureSchema::for_jobs(&jobs);
+            assert!(schema.keys.len() >= 3, "{dataset:?}: {schema:?}");
+            let d = schema.len();
+            let one = replay_batch(&jobs, d, FeatureState::new(schema.clone()));
+            // every kind's columns carry history somewhere (a misplaced group shows)
+            let per = schema.per_key_len();
+            for k in 0..schema.keys.len() {
+                let n_done = STATIC_FEATURES.len() + k * per;
+                assert!(
+                    (0..jobs.len()).any(|i| one[i * d + n_done] > 0.0),
+                    "{dataset:?} kind {k}"
+                );
+            }
+            for ways in [1, 2, 3, schema.keys.len(), schema.keys.len() + 4] {
+                let grouped = grouped_batch_features(&jobs, &schema, ways);
+                assert_same_bits(&grouped, &one, d);
+            }
+            assert_same_bits(&batch_features(&jobs, &schema), &one, d);
+        }
+    }
+
+    #[test]
+    fn kind_groups_cover_every_kind_once() {
+        assert_eq!(kind_groups(0, 2), vec![0..0]);
+        assert_eq!(kind_groups(5, 2), vec![0..2, 2..5]);
+        assert_eq!(kind_groups(2, 8), vec![0..1, 1..2]);
+        assert_eq!(kind_groups(3, 0), vec![0..3]);
+    }
+
+    #[test]
+    fn widened_rows_keep_their_values() {
+        let mut buf: Vec<f32> = (0..6).map(|v| v as f32).collect();
+        widen_rows(&mut buf, 2, 4);
+        assert_eq!(
+            buf,
+            [0.0, 1.0, 0.0, 0.0, 2.0, 3.0, 0.0, 0.0, 4.0, 5.0, 0.0, 0.0]
+        );
+        let src = [9.0, 7.0, 8.0, 9.0, 5.0, 6.0, 9.0, 3.0, 4.0];
+        copy_columns(&mut buf, 4, 2, &src, 3, 1);
+        assert_eq!(
+            buf,
+            [0.0, 1.0, 7.0, 8.0, 2.0, 3.0, 5.0, 6.0, 4.0, 5.0, 3.0, 4.0]
+        );
     }
 
     #[test]
