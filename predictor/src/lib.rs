@@ -39,6 +39,11 @@
 //! the model version), and the answer issued at a job's submit is returned by `observe` for
 //! the service to store. Calibration lives in [`calibration`], metrics in [`metrics`], the
 //! one error type in [`error`].
+//!
+//! `rustc-hash` (the compiler's own FxHash, well kept) hashes the queue state's maps, keyed by
+//! numbers the replay gives out and read on every event: far cheaper than SipHash there. Maps
+//! keyed by callers' raw job ids keep the standard hasher (FxHash has no defence against
+//! crafted collisions).
 
 pub mod calibration;
 pub mod contract;
