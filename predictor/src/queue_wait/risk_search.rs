@@ -26,11 +26,6 @@ fn wait_of(data: &QueueWaitData, r: usize) -> f64 {
 }
 
 impl ScoredRows<'_> {
-    /// The wait (seconds) of labelled row `r`.
-    fn wait(&self, r: usize) -> f64 {
-        wait_of(self.data, r)
-    }
-
     /// The raw bound and `score` of each of `rows`.
     fn raw_and_scores(
         &self,
@@ -82,9 +77,9 @@ impl QueueWaitTrainer {
                 .iter()
                 .zip(&cal.0)
                 .zip(&cal.1)
-                .map(|((&r, &u), &s)| (data.submit[r], rows.wait(r), u, s))
+                .map(|((&r, &u), &s)| (data.submit[r], wait_of(data, r), u, s))
                 .collect();
-            let cal_w: Vec<f64> = cal_rows.iter().map(|&r| rows.wait(r)).collect();
+            let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait_of(data, r)).collect();
             let val_y: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
             for share in RISK_SHARES {
                 for level_low in RISK_LOW_LEVELS {
