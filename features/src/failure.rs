@@ -662,15 +662,7 @@ mod tests {
                 "{dataset:?}"
             );
             let split = failure_batch_features(&jobs, &schema);
-            assert_eq!(split.len(), one.len());
-            for (i, (x, y)) in split.iter().zip(&one).enumerate() {
-                assert!(
-                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-                    "{dataset:?} row {} column {}: {x} vs {y}",
-                    i / d,
-                    i % d
-                );
-            }
+            crate::state::tests::assert_same_bits(&split, &one, d, &format!("{dataset:?}"));
         }
     }
 

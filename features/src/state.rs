@@ -419,7 +419,7 @@ pub(crate) fn replay_batch<S: ReplayState>(jobs: &[JobRecord], d: usize, mut sta
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::schema::KeyKind;
 
@@ -434,13 +434,14 @@ mod tests {
         }
     }
 
-    /// Bit for bit (NaN for NaN), with the first differing place named.
-    fn assert_same_bits(a: &[f32], b: &[f32], d: usize) {
-        assert_eq!(a.len(), b.len());
+    /// Bit for bit (NaN for NaN), rows of width `d`, with `what` and the first differing
+    /// place named.
+    pub(crate) fn assert_same_bits(a: &[f32], b: &[f32], d: usize, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             assert!(
                 x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-                "row {} column {}: {x} vs {y}",
+                "{what} row {} column {}: {x} vs {y}",
                 i / d,
                 i % d
             );
@@ -469,9 +470,14 @@ mod tests {
             }
             for ways in [1, 2, 3, schema.keys.len(), schema.keys.len() + 4] {
                 let grouped = grouped_batch_features(&jobs, &schema, ways);
-                assert_same_bits(&grouped, &one, d);
+                assert_same_bits(&grouped, &one, d, &format!("{dataset:?} in {ways}"));
             }
-            assert_same_bits(&batch_features(&jobs, &schema), &one, d);
+            assert_same_bits(
+                &batch_features(&jobs, &schema),
+                &one,
+                d,
+                &format!("{dataset:?}"),
+            );
         }
     }
 
