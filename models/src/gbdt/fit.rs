@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::binning::Binner;
 use super::grow::Grower;
+use super::lead::TreeCountLead;
 use super::model::{GbdtModel, Tree};
 use super::objective::{Objective, Residuals};
 use super::params::GbdtParams;
@@ -30,6 +31,19 @@ pub struct BinnedFeatures<'a> {
     source: (usize, usize, usize),
     /// Borrows the matrix binned, so it cannot change while its bins are in use.
     _data: PhantomData<&'a [f32]>,
+}
+
+/// How a fit relates to another running beside it (see [`TreeCountLead`]).
+#[derive(Clone, Copy)]
+enum Lead<'a> {
+    Alone,
+    /// Publishes its tree count.
+    Leading(&'a TreeCountLead),
+    /// Grows `trees_for(the leader's count)` trees.
+    Following {
+        lead: &'a TreeCountLead,
+        trees_for: &'a dyn Fn(usize) -> usize,
+    },
 }
 
 /// Validation data for early stopping.
@@ -99,6 +113,55 @@ impl GbdtParams {
         valid: Option<Validation>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<GbdtModel, ModelError> {
+        self.fit_binned_in(train, binned, valid, progress, Lead::Alone)
+    }
+
+    /// [`fit_binned_with_progress`](Self::fit_binned_with_progress), publishing its best
+    /// tree count after each tree and the count it keeps at the end to `lead`, for a
+    /// [`fit_binned_following`](Self::fit_binned_following) beside it.
+    pub fn fit_binned_leading(
+        &self,
+        train: &TrainSet,
+        binned: &BinnedFeatures<'_>,
+        valid: Option<Validation>,
+        progress: &mut dyn FnMut(usize, usize),
+        lead: &TreeCountLead,
+    ) -> Result<GbdtModel, ModelError> {
+        let _settle = lead.settle_on_drop();
+        self.fit_binned_in(train, binned, valid, progress, Lead::Leading(lead))
+    }
+
+    /// The model [`fit_binned_with_progress`](Self::fit_binned_with_progress) grows
+    /// without validation with `trees_for(n)` trees (at most `n_trees`), `n` being the count
+    /// the fit leading `lead` keeps, grown beside that fit: each tree as soon as the
+    /// leader's best so far implies it is wanted (see [`TreeCountLead`]). `trees_for`
+    /// must not decrease.
+    pub fn fit_binned_following(
+        &self,
+        train: &TrainSet,
+        binned: &BinnedFeatures<'_>,
+        progress: &mut dyn FnMut(usize, usize),
+        lead: &TreeCountLead,
+        trees_for: &dyn Fn(usize) -> usize,
+    ) -> Result<GbdtModel, ModelError> {
+        self.fit_binned_in(
+            train,
+            binned,
+            None,
+            progress,
+            Lead::Following { lead, trees_for },
+        )
+    }
+
+    /// The boosting loop behind every fit.
+    fn fit_binned_in(
+        &self,
+        train: &TrainSet,
+        binned: &BinnedFeatures<'_>,
+        valid: Option<Validation>,
+        progress: &mut dyn FnMut(usize, usize),
+        lead: Lead<'_>,
+    ) -> Result<GbdtModel, ModelError> {
         self.check(train)?;
         let x = train.x;
         let (n, d) = (x.rows(), x.cols());
@@ -134,6 +197,11 @@ impl GbdtParams {
         let bins_route_as_thresholds = !x.data().iter().any(|&v| v <= f32::MIN);
         let mut in_bag = vec![false; if bins_route_as_thresholds { n } else { 0 }];
         for it in 0..self.n_trees {
+            if let Lead::Following { lead, trees_for } = lead {
+                if !lead.wait_to_grow(it, trees_for) {
+                    break;
+                }
+            }
             self.objective.gradients(&pred, train.y, w, &mut g, &mut h);
             let unit_hessians = h.iter().all(|&v| v == 1.0);
             let sign_gradients = g.iter().all(|&v| v == 1.0 || v == -1.0);
@@ -186,12 +254,18 @@ impl GbdtParams {
             }
             progress(it + 1, self.n_trees);
             let stop = stopping.after_tree(it, &tree, self.objective);
+            if let Lead::Leading(lead) = lead {
+                lead.publish_best(stopping.best_iter);
+            }
             trees.push(tree);
             if stop {
                 break;
             }
         }
         trees.truncate(stopping.best_iter.max(1).min(trees.len()));
+        if let Lead::Leading(lead) = lead {
+            lead.settle(trees.len());
+        }
         Ok(GbdtModel {
             objective: self.objective,
             n_features: d,

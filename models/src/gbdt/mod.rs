@@ -12,11 +12,13 @@
 mod binning;
 mod fit;
 mod grow;
+mod lead;
 mod model;
 mod objective;
 mod params;
 
 pub use fit::{BinnedFeatures, Validation};
+pub use lead::{SettleOnDrop, TreeCountLead};
 pub use model::GbdtModel;
 pub use objective::Objective;
 pub use params::GbdtParams;
@@ -247,5 +249,96 @@ mod tests {
             assert_eq!(narrow.gain[..], wider.gain[..3]);
             assert!(wider.gain[3..].iter().all(|&g| g == 0.0));
         }
+    }
+
+    /// A leader early-stopped on a validation slice and a follower refitted on every row
+    /// with `trees_for(leader's count)` trees, side by side.
+    fn lead_and_follow(
+        objective: Objective,
+        trees_for: &(dyn Fn(usize) -> usize + Sync),
+    ) -> (GbdtModel, GbdtModel, GbdtModel) {
+        let n = 3000;
+        let (x, y) = data(n);
+        let (fit_n, all) = (2400, Matrix::new(&x, n, 3).unwrap());
+        let fit = Matrix::new(&x[..fit_n * 3], fit_n, 3).unwrap();
+        let valid = Matrix::new(&x[fit_n * 3..], n - fit_n, 3).unwrap();
+        let leader = GbdtParams {
+            objective,
+            n_trees: 400,
+            learning_rate: 0.3,
+            early_stopping_rounds: 15,
+            ..Default::default()
+        };
+        let follower = GbdtParams {
+            n_trees: trees_for(leader.n_trees),
+            ..leader.clone()
+        };
+        let (fit_bins, all_bins) = (leader.bin(fit), follower.bin(all));
+        let fit_set = TrainSet::new(fit, &y[..fit_n], None).unwrap();
+        let all_set = TrainSet::new(all, &y, None).unwrap();
+        let lead = TreeCountLead::new();
+        let (led, followed) = std::thread::scope(|scope| {
+            let f = scope.spawn(|| {
+                follower.fit_binned_following(&all_set, &all_bins, &mut |_, _| {}, &lead, trees_for)
+            });
+            let valid = Validation {
+                x: valid,
+                y: &y[fit_n..],
+            };
+            let led =
+                leader.fit_binned_leading(&fit_set, &fit_bins, Some(valid), &mut |_, _| {}, &lead);
+            (led.unwrap(), f.join().unwrap().unwrap())
+        });
+        assert_eq!(lead.settled(), Some(led.n_trees()));
+        let alone = GbdtParams {
+            n_trees: trees_for(led.n_trees()),
+            ..follower.clone()
+        }
+        .fit_binned(&all_set, &all_bins, None)
+        .unwrap();
+        (led, followed, alone)
+    }
+
+    #[test]
+    fn a_following_fit_grows_the_model_its_count_would_grow_alone() {
+        for objective in [Objective::L1, Objective::L2] {
+            for trees_for in [
+                &|b: usize| (b as f64 * 1.15).ceil() as usize,
+                &|b: usize| b / 2 + 1,
+            ] as [&(dyn Fn(usize) -> usize + Sync); 2]
+            {
+                let (led, followed, alone) = lead_and_follow(objective, trees_for);
+                assert!(led.n_trees() < 400, "the leader stopped early");
+                assert_eq!(followed.n_trees(), trees_for(led.n_trees()));
+                assert_eq!(followed.trees, alone.trees, "{objective:?}");
+                assert_eq!(followed.gain, alone.gain);
+            }
+        }
+    }
+
+    #[test]
+    fn a_follower_of_a_failed_leader_stops_instead_of_waiting() {
+        let n = 500;
+        let (x, y) = data(n);
+        let m = Matrix::new(&x, n, 3).unwrap();
+        let other = Matrix::new(&x[..300], 100, 3).unwrap();
+        let train = TrainSet::new(m, &y, None).unwrap();
+        let params = GbdtParams {
+            n_trees: 50,
+            ..Default::default()
+        };
+        let (bins, wrong_bins) = (params.bin(m), params.bin(other));
+        let lead = TreeCountLead::new();
+        let followed = std::thread::scope(|scope| {
+            let f = scope.spawn(|| {
+                params.fit_binned_following(&train, &bins, &mut |_, _| {}, &lead, &|b| b + 3)
+            });
+            // bins of another matrix: the leader fails before its first tree
+            let led = params.fit_binned_leading(&train, &wrong_bins, None, &mut |_, _| {}, &lead);
+            assert!(led.is_err());
+            f.join().unwrap().unwrap()
+        });
+        assert_eq!(lead.settled(), Some(0));
+        assert_eq!(followed.n_trees(), 3);
     }
 }

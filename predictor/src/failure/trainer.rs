@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use augur_datasets::JobRecord;
 use augur_features::{failure_label, FailureSchema, TrainingRanges};
-use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, Validation};
+use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, TreeCountLead, Validation};
 use augur_models::{Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
@@ -118,31 +118,63 @@ impl FailureTrainer {
             ));
         }
 
-        // GBDT, early-stopped on the calibration slice, and the SVM beside it (independent
-        // fits, each deterministic)
+        // GBDT, early-stopped on the calibration slice, with its refit on the whole training
+        // period following it (the refit's tree count is the early-stopped count scaled to
+        // the larger row count, so it grows each tree once the first fit's best implies
+        // it), and the SVM beside them: independent or led fits, each deterministic, so
+        // the models are the ones fitted one after the other
         let fx = gather(x, d, fit);
         let cx = gather(x, d, cal);
         let fy: Vec<f64> = fit_y.iter().map(|&l| f64::from(u8::from(l))).collect();
         let cy: Vec<f64> = cal_y.iter().map(|&l| f64::from(u8::from(l))).collect();
         let fm = Matrix::new(&fx, fit.len(), d)?;
         let cm = Matrix::new(&cx, cal.len(), d)?;
-        let ((gbdt, mut gbdt_train_s), (svm, mut svm_train_s)) = std::thread::scope(|scope| {
+        let train = TrainSet::new(fm, &fy, None)?;
+        // every labelled row, for the refit
+        let (ax, ay) = if self.refit_gbdt {
+            let ay: Vec<f64> = fy.iter().chain(&cy).copied().collect();
+            (gather(x, d, &labelled), ay)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let refit = if self.refit_gbdt {
+            Some(TrainSet::new(
+                Matrix::new(&ax, labelled.len(), d)?,
+                &ay,
+                None,
+            )?)
+        } else {
+            None
+        };
+        let lead = TreeCountLead::new();
+        let t0 = Instant::now();
+        let ((gbdt, led_s), refit, (svm, mut svm_train_s)) = std::thread::scope(|scope| {
             let svm = scope.spawn(|| {
                 let t1 = Instant::now();
                 let svm = fit_svm(x, d, fit, &fit_y, svm_columns(schema), &self.svm);
                 (svm, t1.elapsed().as_secs_f64())
             });
-            let t0 = Instant::now();
-            let gbdt = TrainSet::new(fm, &fy, None).and_then(|train| {
-                self.gbdt
-                    .fit_with_validation(&train, Some(Validation { x: cm, y: &cy }))
+            let refit = refit.as_ref().map(|all| {
+                scope.spawn(|| {
+                    let r = self.refit_following(all, fit.len(), &lead);
+                    (r, t0.elapsed().as_secs_f64())
+                })
             });
-            let gbdt = (gbdt, t0.elapsed().as_secs_f64());
-            let svm = svm
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (gbdt, svm)
+            let settle = lead.settle_on_drop();
+            let gbdt = self.gbdt.fit_binned_leading(
+                &train,
+                &self.gbdt.bin(fm),
+                Some(Validation { x: cm, y: &cy }),
+                &mut |_, _| {},
+                &lead,
+            );
+            drop(settle);
+            let led_s = t0.elapsed().as_secs_f64();
+            ((gbdt, led_s), refit.map(joined), joined(svm))
         });
+        // the GBDT's seconds: both fits, side by side
+        let mut gbdt_train_s = refit.as_ref().map_or(led_s, |(_, s)| s.max(led_s));
+        let refit = refit.map(|(r, _)| r);
         let (gbdt, svm) = (gbdt?, svm?);
 
         // calibration on the slice; when its rarer class is too small to fit a slope, on
@@ -186,14 +218,9 @@ impl FailureTrainer {
         // refit on the whole training period: the slice is the newest history, the nearest
         // to what is predicted (docs/failure.md); the calibrator fitted on the first fit's
         // out-of-sample scores is kept (monotone, so the ranking is the refit's)
-        let gbdt = if self.refit_gbdt {
-            let t3 = Instant::now();
-            let ay: Vec<f64> = fy.iter().chain(&cy).copied().collect();
-            let refit = self.refit(x, d, (&labelled, &ay), fit.len(), gbdt.n_trees())?;
-            gbdt_train_s += t3.elapsed().as_secs_f64();
-            refit
-        } else {
-            gbdt
+        let gbdt = match refit {
+            Some(refit) => refit?,
+            None => gbdt,
         };
         let info = TrainingInfo {
             fit_jobs: fit.len(),
@@ -223,25 +250,32 @@ impl FailureTrainer {
 }
 
 impl FailureTrainer {
-    /// The GBDT fitted on every labelled training row (`labelled`, labels `ay`), with the early-stopped tree count
-    /// (`n_trees` on `n_fit` rows) scaled to the larger row count.
-    fn refit(
+    /// The GBDT fitted on every labelled training row (`all`), grown beside the early-stopped
+    /// fit on the first `n_fit` of them that leads `lead`: its tree count is the leader's
+    /// scaled to the larger row count.
+    fn refit_following(
         &self,
-        x: &[f32],
-        d: usize,
-        (labelled, ay): (&[usize], &[f64]),
+        all: &TrainSet,
         n_fit: usize,
-        n_trees: usize,
+        lead: &TreeCountLead,
     ) -> Result<GbdtModel, PredictorError> {
-        let scaled = (n_trees as f64) * (labelled.len() as f64) / (n_fit.max(1) as f64);
+        let rows = all.x.rows() as f64;
+        let trees_for =
+            |n: usize| (((n as f64) * rows / (n_fit.max(1) as f64)).round() as usize).max(1);
         let params = GbdtParams {
-            n_trees: (scaled.round() as usize).max(1),
+            n_trees: trees_for(self.gbdt.n_trees),
             ..self.gbdt.clone()
         };
-        let ax = gather(x, d, labelled);
-        let am = Matrix::new(&ax, labelled.len(), d)?;
-        Ok(params.fit_with_validation(&TrainSet::new(am, ay, None)?, None)?)
+        let bins = params.bin(all.x);
+        Ok(params.fit_binned_following(all, &bins, &mut |_, _| {}, lead, &trees_for)?)
     }
+}
+
+/// The result of a scoped thread, its panic carried on.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Calibration scores (GBDT, SVM), their labels and rows (indices into the feature rows),

@@ -3,7 +3,9 @@
 //! refitted on all of it.
 
 use augur_features::{FeatureSchema, TrainingRanges};
-use augur_models::gbdt::{BinnedFeatures, GbdtModel, GbdtParams, Objective, Validation};
+use augur_models::gbdt::{
+    BinnedFeatures, GbdtModel, GbdtParams, Objective, TreeCountLead, Validation,
+};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
@@ -300,17 +302,50 @@ impl RuntimeTrainer {
             done: 0,
             planned: 2 * self.params.n_trees * if self.refit { 2 } else { 1 },
         };
+        // the whole training period for the refits, binned once for both members
+        let all_x = if self.refit {
+            gather(x, d, train_rows)
+        } else {
+            Vec::new()
+        };
+        let all = if self.refit {
+            let am = Matrix::new(&all_x, n, d)?;
+            Some((am, self.params.bin(am)))
+        } else {
+            None
+        };
         // member 0: trees on ln(duration); member 1: trees on ln(duration) − base margin,
-        // fitted side by side (each fit is deterministic, so the members are the ones
-        // fitted one after the other; member 0 reports the progress of both)
-        let (plain, corrected) = std::thread::scope(|scope| {
-            let other = scope
-                .spawn(|| TreeProgress::silent(|tp| self.fit_member(Some(&margin), &slices, tp)));
-            let plain = self.fit_member(None, &slices, &mut tp);
-            let corrected = other
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (plain, corrected)
+        // fitted side by side, each with its refit on the whole period following it (the
+        // refit's tree count is the member's early-stopped count scaled to the longer
+        // period, so it grows each tree once the member's best implies it). Each fit is
+        // deterministic, so the models are the ones fitted one after the other; member 0
+        // reports the progress of the members, the refits are counted when they end.
+        let leads = [TreeCountLead::new(), TreeCountLead::new()];
+        let margins = [None, Some(&margin)];
+        let (plain, corrected, refits) = std::thread::scope(|scope| {
+            let refits: Vec<_> = match &all {
+                Some((am, bins)) => margins
+                    .iter()
+                    .zip(&leads)
+                    .map(|(&m, lead)| {
+                        let refit =
+                            move || self.refit_following(m, (*am, bins), y_log, train_rows, lead);
+                        Some(scope.spawn(refit))
+                    })
+                    .collect(),
+                None => vec![None, None],
+            };
+            let other = scope.spawn(|| {
+                let _settle = leads[1].settle_on_drop();
+                TreeProgress::silent(|tp| self.fit_member(Some(&margin), &slices, tp, &leads[1]))
+            });
+            let plain = {
+                let _settle = leads[0].settle_on_drop();
+                self.fit_member(None, &slices, &mut tp, &leads[0])
+            };
+            let corrected = joined(other);
+            let refits: Vec<_> = refits.into_iter().map(|h| h.map(joined)).collect();
+            (plain, corrected, refits)
         });
         let (plain, corrected) = (plain?, corrected?);
         tp.add_member(self.params.n_trees, corrected.model.n_trees());
@@ -341,49 +376,30 @@ impl RuntimeTrainer {
         let level = drift_level(&history, n_val, self.coverage);
         let interval_log = conformal_offsets(&resid, level);
 
-        // the whole training period, for the refits (gathered once for both members)
-        let all = if self.refit {
-            gather(x, d, train_rows)
-        } else {
-            Vec::new()
-        };
-        let kept: Vec<(ValidatedMember, f64)> = [(plain, 1.0 - w), (corrected, w)]
-            .into_iter()
-            .filter(|(_, weight)| *weight != 0.0)
-            .collect();
-        let models: Vec<GbdtModel> = if self.refit {
-            // both refits on the whole period, binned once, side by side (the first
-            // reports the progress of both)
-            let am = Matrix::new(&all, n, d)?;
-            let bins = self.params.bin(am);
-            let refit = |m: &ValidatedMember, tp: &mut TreeProgress| {
-                self.refit_member(m, (am, &bins), y_log, train_rows, tp)
-            };
-            let (first, second) = std::thread::scope(|scope| {
-                let other = kept
-                    .get(1)
-                    .map(|(m, _)| scope.spawn(|| TreeProgress::silent(|tp| refit(m, tp))));
-                let first = refit(&kept[0].0, &mut tp);
-                let second = other.map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                });
-                (first, second)
-            });
-            let mut models = vec![first?];
-            if let Some(second) = second {
-                let second = second?;
-                tp.add_member(second.n_trees(), second.n_trees());
-                models.push(second);
+        // the members with a weight, each served as refitted (when refitting; the refit of
+        // a member without weight is dropped, whatever its outcome)
+        let mut kept: Vec<(ValidatedMember, f64, GbdtModel)> = Vec::with_capacity(2);
+        for ((member, weight), refit) in [(plain, 1.0 - w), (corrected, w)].into_iter().zip(refits)
+        {
+            if weight == 0.0 {
+                if refit.is_some() {
+                    tp.add_member(self.params.n_trees, 0);
+                }
+                continue;
             }
-            models
-        } else {
-            kept.iter().map(|(m, _)| m.model.clone()).collect()
-        };
+            let model = match refit {
+                Some(refit) => {
+                    let refit = refit?;
+                    tp.add_member(self.params.n_trees, refit.n_trees());
+                    refit
+                }
+                None => member.model.clone(),
+            };
+            kept.push((member, weight, model));
+        }
         let members: Vec<RuntimeMember> = kept
             .into_iter()
-            .zip(models)
-            .map(|((member, weight), model)| RuntimeMember {
+            .map(|(member, weight, model)| RuntimeMember {
                 name: member.name.to_string(),
                 model: AnyModel::Gbdt(model),
                 margin: member.margin,
@@ -403,12 +419,14 @@ impl RuntimeTrainer {
     }
 
     /// Fits one member on the fit rows, early-stopped on the validation slice: trees on
-    /// ln(duration), or on ln(duration) − `margin` when given.
+    /// ln(duration), or on ln(duration) − `margin` when given; its tree count is published
+    /// to `lead` as it grows.
     fn fit_member(
         &self,
         margin: Option<&BaseMargin>,
         s: &Slices,
         tp: &mut TreeProgress,
+        lead: &TreeCountLead,
     ) -> Result<ValidatedMember, PredictorError> {
         let base = |m: &Matrix, i: usize| margin.map_or(0.0, |b| b.of(m.row(i)));
         let target = |m: &Matrix, rows: &[usize], i: usize| -> f64 {
@@ -427,11 +445,12 @@ impl RuntimeTrainer {
         let valid = Validation { x: s.val, y: &vy };
         let (offset, total) = (tp.done, tp.planned);
         let report = &mut *tp.report;
-        let model = self.params.fit_binned_with_progress(
+        let model = self.params.fit_binned_leading(
             &train,
             &s.fit_bins,
             Some(valid),
             &mut |k, _| report(offset + k, total),
+            lead,
         )?;
         tp.done = offset + model.n_trees();
         tp.planned = tp
@@ -457,39 +476,37 @@ impl RuntimeTrainer {
         })
     }
 
-    /// Refits a member on the whole training period (`all`: its rows) with the number of
-    /// trees early stopping chose, grown by the validation share.
-    fn refit_member(
+    /// Refits a member on the whole training period (`all`: its rows, binned), trees on
+    /// ln(duration) − `margin` when given, beside the member's fit that leads `lead`: its
+    /// tree count is the member's early-stopped count scaled by the longer period.
+    fn refit_following(
         &self,
-        member: &ValidatedMember,
+        margin: Option<&BaseMargin>,
         (all, all_bins): (Matrix, &BinnedFeatures),
         y_log: &[f64],
         train_rows: &[usize],
-        tp: &mut TreeProgress,
+        lead: &TreeCountLead,
     ) -> Result<GbdtModel, PredictorError> {
         let ay: Vec<f64> = (0..train_rows.len())
-            .map(|i| {
-                y_log[train_rows[i]] - member.margin.as_ref().map_or(0.0, |b| b.of(all.row(i)))
-            })
+            .map(|i| y_log[train_rows[i]] - margin.map_or(0.0, |b| b.of(all.row(i))))
             .collect();
-        let trees = ((member.model.n_trees() as f64) * (1.0 + self.valid_fraction)).ceil() as usize;
+        let trees_for =
+            |n: usize| (((n as f64) * (1.0 + self.valid_fraction)).ceil() as usize).max(1);
         let params = GbdtParams {
-            n_trees: trees.max(1),
+            n_trees: trees_for(self.params.n_trees),
             early_stopping_rounds: 0,
             ..self.params.clone()
         };
-        let (offset, total) = (tp.done, tp.planned.max(tp.done + params.n_trees));
-        let report = &mut *tp.report;
-        let m = params.fit_binned_with_progress(
-            &TrainSet::new(all, &ay, None)?,
-            all_bins,
-            None,
-            &mut |k, _| report(offset + k, total),
-        )?;
-        tp.done += m.n_trees();
-        (tp.report)(tp.done, tp.planned.max(tp.done));
-        Ok(m)
+        let train = TrainSet::new(all, &ay, None)?;
+        Ok(params.fit_binned_following(&train, all_bins, &mut |_, _| {}, lead, &trees_for)?)
     }
+}
+
+/// The result of a scoped thread, its panic carried on.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 #[cfg(test)]
