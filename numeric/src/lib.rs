@@ -74,14 +74,24 @@ pub fn sigmoid_f32(x: f32) -> f32 {
 #[derive(Debug, Clone)]
 pub struct SplitMix64(pub u64);
 
+/// The step SplitMix64 adds to its state on every draw.
+const SPLITMIX_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
 impl SplitMix64 {
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0 = self.0.wrapping_add(SPLITMIX_GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// The generator after `k` more [`next_u64`](Self::next_u64) draws, without drawing
+    /// them (the state only adds a fixed step per draw): stretches of one stream can then be
+    /// drawn side by side.
+    pub fn skipped(&self, k: u64) -> Self {
+        SplitMix64(self.0.wrapping_add(k.wrapping_mul(SPLITMIX_GAMMA)))
     }
 
     /// Uniform in `[0, 1)` (the top 53 bits).
@@ -167,6 +177,21 @@ mod tests {
         sorted.sort();
         assert_eq!(sorted, (0..50).collect::<Vec<_>>());
         assert_ne!(v, sorted);
+    }
+
+    #[test]
+    fn skipped_is_the_stream_after_that_many_draws() {
+        for (seed, k) in [(0u64, 0u64), (0x5eed, 1), (u64::MAX, 3), (42, 1_000)] {
+            let mut drawn = SplitMix64(seed);
+            for _ in 0..k {
+                drawn.next_u64();
+            }
+            let mut skipped = SplitMix64(seed).skipped(k);
+            assert_eq!(skipped.0, drawn.0);
+            assert_eq!(skipped.next_u64(), drawn.next_u64());
+        }
+        // far ahead the step count wraps: 2^64 draws bring the stream back
+        assert_eq!(SplitMix64(9).skipped(u64::MAX).skipped(1).0, 9);
     }
 
     #[test]
