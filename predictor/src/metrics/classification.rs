@@ -3,7 +3,7 @@
 //! false-positive rate, the Brier score, reliability diagrams and the expected calibration
 //! error.
 
-use augur_numeric::SplitMix64;
+use augur_numeric::{RemBy, SplitMix64};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -206,7 +206,7 @@ const RESAMPLE_SEED: u64 = 0x5eed;
 
 /// The ROC-AUC of each bootstrap resample, in order (NaN for one without both classes):
 /// resample `r` is the jobs at `n` uniform draws ([`SplitMix64::below_mod`], one 64-bit
-/// draw each) from draw `r·n` of one stream seeded with `RESAMPLE_SEED`, and its ROC-AUC is
+/// draw each, its remainder taken by [`RemBy`]) from draw `r·n` of one stream seeded with `RESAMPLE_SEED`, and its ROC-AUC is
 /// [`roc_auc`]'s of those jobs in draw order. The resamples run on every core, each
 /// starting its stretch of the stream by [`SplitMix64::skipped`].
 fn resample_aucs(scores: &[f64], labels: &[bool], resamples: usize) -> Vec<f64> {
@@ -244,6 +244,8 @@ struct TieGroups<'a> {
     /// Each job's group, or `UNTIED` for a NaN score.
     group: Vec<usize>,
     n_groups: usize,
+    /// The number of jobs, for the draws' remainders.
+    n: RemBy,
 }
 
 /// A resample's per-group (jobs, positives) and its NaN jobs in draw order, reused.
@@ -279,6 +281,7 @@ impl<'a> TieGroups<'a> {
             labels,
             group,
             n_groups,
+            n: RemBy::new(scores.len() as u64),
         }
     }
 
@@ -289,7 +292,7 @@ impl<'a> TieGroups<'a> {
         counts.untied.clear();
         let mut n_pos = 0;
         for _ in 0..n {
-            let i = rng.below_mod(n);
+            let i = rng.below_mod_by(&self.n);
             let pos = usize::from(self.labels[i]);
             n_pos += pos;
             match self.group[i] {
