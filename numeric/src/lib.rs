@@ -74,14 +74,24 @@ pub fn sigmoid_f32(x: f32) -> f32 {
 #[derive(Debug, Clone)]
 pub struct SplitMix64(pub u64);
 
+/// The step SplitMix64 adds to its state on every draw.
+const SPLITMIX_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
 impl SplitMix64 {
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0 = self.0.wrapping_add(SPLITMIX_GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// The generator after `k` more [`next_u64`](Self::next_u64) draws, without drawing
+    /// them (the state only adds a fixed step per draw): stretches of one stream can then be
+    /// drawn side by side.
+    pub fn skipped(&self, k: u64) -> Self {
+        SplitMix64(self.0.wrapping_add(k.wrapping_mul(SPLITMIX_GAMMA)))
     }
 
     /// Uniform in `[0, 1)` (the top 53 bits).
@@ -111,6 +121,12 @@ impl SplitMix64 {
         (self.next_u64() % n.max(1) as u64) as usize
     }
 
+    /// [`below_mod`](Self::below_mod)`(n)`, the same draw and value, with the remainder by
+    /// `n` taken by multiplications ([`RemBy`] of `n`): for many draws below one `n`.
+    pub fn below_mod_by(&mut self, n: &RemBy) -> usize {
+        n.rem(self.next_u64()) as usize
+    }
+
     /// Fisher–Yates shuffle drawing with [`SplitMix64::below`].
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
@@ -125,6 +141,38 @@ impl SplitMix64 {
             let j = self.below_mod(i + 1);
             v.swap(i, j);
         }
+    }
+}
+
+/// The remainder by one divisor, by two wide multiplications instead of a division
+/// (Lemire, Kaser and Kurz 2019, "Faster remainder by direct computation": with the 128-bit
+/// multiplier ⌈2¹²⁸ / d⌉ the remainder is exact for every 64-bit dividend).
+#[derive(Debug, Clone, Copy)]
+pub struct RemBy {
+    d: u64,
+    /// ⌈2¹²⁸ / d⌉ (0 for d = 1, whose remainders are all 0).
+    m: u128,
+}
+
+impl RemBy {
+    /// The divisor `d`, taken as 1 when 0 (as `below_mod` takes it).
+    pub fn new(d: u64) -> Self {
+        let d = d.max(1);
+        let m = if d == 1 {
+            0
+        } else {
+            u128::MAX / u128::from(d) + 1
+        };
+        RemBy { d, m }
+    }
+
+    /// `x % d`.
+    pub fn rem(&self, x: u64) -> u64 {
+        let low = self.m.wrapping_mul(u128::from(x));
+        let d = u128::from(self.d);
+        // the high 64 bits of the 192-bit product low · d
+        let bottom = (u128::from(low as u64) * d) >> 64;
+        (((low >> 64) * d + bottom) >> 64) as u64
     }
 }
 
@@ -167,6 +215,59 @@ mod tests {
         sorted.sort();
         assert_eq!(sorted, (0..50).collect::<Vec<_>>());
         assert_ne!(v, sorted);
+    }
+
+    #[test]
+    fn skipped_is_the_stream_after_that_many_draws() {
+        for (seed, k) in [(0u64, 0u64), (0x5eed, 1), (u64::MAX, 3), (42, 1_000)] {
+            let mut drawn = SplitMix64(seed);
+            for _ in 0..k {
+                drawn.next_u64();
+            }
+            let mut skipped = SplitMix64(seed).skipped(k);
+            assert_eq!(skipped.0, drawn.0);
+            assert_eq!(skipped.next_u64(), drawn.next_u64());
+        }
+        // far ahead the step count wraps: 2^64 draws bring the stream back
+        assert_eq!(SplitMix64(9).skipped(u64::MAX).skipped(1).0, 9);
+    }
+
+    #[test]
+    fn rem_by_is_the_remainder() {
+        let mut r = SplitMix64(5);
+        let mut divisors = vec![
+            0,
+            1,
+            2,
+            3,
+            7,
+            26_000,
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        divisors.extend((0..200).map(|k| r.next_u64() >> (k % 64)));
+        for d in divisors {
+            let by = RemBy::new(d);
+            let dd = d.max(1);
+            let mut xs = vec![0, 1, dd - 1, dd, dd.wrapping_add(1), u64::MAX, u64::MAX - 1];
+            xs.extend(
+                (1..4)
+                    .map(|k| dd.wrapping_mul(k))
+                    .flat_map(|x| [x, x.wrapping_sub(1)]),
+            );
+            xs.extend((0..2_000).map(|_| r.next_u64()));
+            for x in xs {
+                assert_eq!(by.rem(x), x % dd, "{x} % {dd}");
+            }
+        }
+        // the same draws as below_mod
+        let (mut a, mut b) = (SplitMix64(8), SplitMix64(8));
+        let n = RemBy::new(26_000);
+        for _ in 0..1_000 {
+            assert_eq!(a.below_mod(26_000), b.below_mod_by(&n));
+        }
     }
 
     #[test]

@@ -35,7 +35,9 @@ pub struct FailureMetrics {
     /// Expected calibration error (10 bins).
     pub ece: f64,
     pub train_s: Option<f64>,
-    /// Per job, batch prediction from feature rows.
+    /// Microseconds to predict one job from its feature row: timed one job after another
+    /// on one thread over the first test jobs (as a request pays it), though the
+    /// evaluation scores the test jobs on every core.
     pub predict_us: Option<f64>,
 }
 
