@@ -7,7 +7,9 @@
 //! - Objectives: squared error, absolute error and quantile (structure from gradient signs,
 //!   then each leaf refit to the residuals' median / quantile, as LightGBM does), and binary
 //!   log-loss (Newton leaves).
-//! - Row and feature subsampling per tree; early stopping on a validation set.
+//! - Row and feature subsampling per tree; early stopping on a validation set; a fit whose
+//!   tree count depends on an early-stopped one (a refit on more rows) can grow beside it
+//!   ([`TreeCountLead`]).
 
 mod binning;
 mod fit;
