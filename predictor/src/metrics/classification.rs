@@ -206,9 +206,10 @@ const RESAMPLE_SEED: u64 = 0x5eed;
 
 /// The ROC-AUC of each bootstrap resample, in order (NaN for one without both classes):
 /// resample `r` is the jobs at `n` uniform draws ([`SplitMix64::below_mod`], one 64-bit
-/// draw each, its remainder taken by [`RemBy`]) from draw `r·n` of one stream seeded with `RESAMPLE_SEED`, and its ROC-AUC is
-/// [`roc_auc`]'s of those jobs in draw order. The resamples run on every core, each
-/// starting its stretch of the stream by [`SplitMix64::skipped`].
+/// draw each, its remainder taken by [`RemBy`]) from draw `r·n` of one stream seeded with
+/// `RESAMPLE_SEED`, and its ROC-AUC is [`roc_auc`]'s of those jobs in draw order. The
+/// resamples run on every core, each starting its stretch of the stream by
+/// [`SplitMix64::skipped`].
 fn resample_aucs(scores: &[f64], labels: &[bool], resamples: usize) -> Vec<f64> {
     let n = scores.len().min(labels.len());
     if n == 0 {
