@@ -2,8 +2,6 @@
 //! shadow time until a request fits, and a fast simulation of the queue (FCFS with EASY
 //! backfilling) giving a job's simulated wait.
 
-use std::collections::BTreeMap;
-
 use super::state::{QueueJob, QueueState, Running, SimRuntime};
 
 /// Upper limit on simulated events per forward simulation (bounds the worst case).
@@ -437,19 +435,104 @@ impl Sim {
 }
 
 /// The planned ends (end time, resource) of a forward simulation, soonest first: the running
-/// jobs' (sorted once, read from a moving start) and those the simulation starts (a B-tree,
-/// so starting one does not shift the others). Read as one list in which each started job's
-/// end follows every end not later than it, in the order they were added: the order that
-/// inserting into one sorted list after its equals gives, so every sum over it keeps its bits.
+/// jobs' (sorted once, read from a moving start) and those the simulation starts
+/// ([`AddedEnds`]). Read as one list in which each started job's end follows every end not
+/// later than it, in the order they were added: the order that inserting into one sorted
+/// list after its equals gives, so every sum over it keeps its bits.
 struct Ends {
     planned: Vec<(f64, f64)>,
     first: usize,
-    /// Added ends by [`end_key`] (end time, then the order added), their resource.
-    added: BTreeMap<u128, f64>,
+    added: AddedEnds,
     seq: u64,
 }
 
-/// The B-tree key of an end added `seq`-th: its time's bits mapped so that unsigned order is
+/// The ends a simulation adds, sorted by [`end_key`] (end time, then the order added), with
+/// their resource: a sorted run read from a moving start and a short sorted run of the
+/// newest, merged into the long one when it fills. A new end shifts at most the short run,
+/// where one sorted list shifts half of the added ends on every start; the merge is linear,
+/// once per `RECENT_MAX` starts.
+#[derive(Default)]
+struct AddedEnds {
+    sorted: Vec<(u128, f64)>,
+    first: usize,
+    recent: Vec<(u128, f64)>,
+    /// The merge's buffer, kept to reuse its allocation.
+    spare: Vec<(u128, f64)>,
+}
+
+/// Ends the short run of [`AddedEnds`] holds before it is merged.
+const RECENT_MAX: usize = 64;
+
+impl AddedEnds {
+    fn push(&mut self, key: u128, res: f64) {
+        let at = self.recent.partition_point(|&(k, _)| k < key);
+        self.recent.insert(at, (key, res));
+        if self.recent.len() >= RECENT_MAX {
+            let mut merged = std::mem::take(&mut self.spare);
+            merged.clear();
+            merged.extend(Merged::new(&self.sorted[self.first..], &self.recent));
+            self.spare = std::mem::replace(&mut self.sorted, merged);
+            self.first = 0;
+            self.recent.clear();
+        }
+    }
+
+    /// The soonest end.
+    fn front(&self) -> Option<(u128, f64)> {
+        match (self.sorted.get(self.first), self.recent.first()) {
+            (Some(&a), Some(&b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b).copied(),
+        }
+    }
+
+    /// Removes the soonest end.
+    fn pop_front(&mut self) {
+        match (self.sorted.get(self.first), self.recent.first()) {
+            (Some(a), Some(b)) if b.0 < a.0 => {
+                self.recent.remove(0);
+            }
+            (Some(_), _) => self.first += 1,
+            (None, Some(_)) => {
+                self.recent.remove(0);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The ends, soonest first.
+    fn iter(&self) -> Merged<'_> {
+        Merged::new(&self.sorted[self.first..], &self.recent)
+    }
+}
+
+/// Two runs sorted by distinct keys, read as one sorted run.
+struct Merged<'a> {
+    a: &'a [(u128, f64)],
+    b: &'a [(u128, f64)],
+}
+
+impl<'a> Merged<'a> {
+    fn new(a: &'a [(u128, f64)], b: &'a [(u128, f64)]) -> Self {
+        Merged { a, b }
+    }
+}
+
+impl Iterator for Merged<'_> {
+    type Item = (u128, f64);
+    fn next(&mut self) -> Option<(u128, f64)> {
+        let take_b = match (self.a.first(), self.b.first()) {
+            (Some(x), Some(y)) => y.0 < x.0,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let run = if take_b { &mut self.b } else { &mut self.a };
+        let (&first, rest) = run.split_first()?;
+        *run = rest;
+        Some(first)
+    }
+}
+
+/// The sort key of an end added `seq`-th: its time's bits mapped so that unsigned order is
 /// `f64::total_cmp`'s (end times are finite and positive here, where that is `<=`'s), above
 /// `seq`. One integer compares faster than a (time, seq) pair and orders them the same.
 fn end_key(end: f64, seq: u64) -> u128 {
@@ -474,14 +557,14 @@ impl Ends {
         Ends {
             planned,
             first: 0,
-            added: BTreeMap::new(),
+            added: AddedEnds::default(),
             seq: 0,
         }
     }
 
     /// A started job's end.
     fn push(&mut self, (end, res): (f64, f64)) {
-        self.added.insert(end_key(end, self.seq), res);
+        self.added.push(end_key(end, self.seq), res);
         self.seq += 1;
     }
 
@@ -489,11 +572,7 @@ impl Ends {
     /// same time: it was in the list first).
     fn iter(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
         let mut planned = self.planned[self.first..].iter().copied().peekable();
-        let mut added = self
-            .added
-            .iter()
-            .map(|(&k, &r)| (end_time(k), r))
-            .peekable();
+        let mut added = self.added.iter().map(|(k, r)| (end_time(k), r)).peekable();
         std::iter::from_fn(move || match (planned.peek(), added.peek()) {
             (Some(p), Some(a)) if a.0 < p.0 => added.next(),
             (Some(_), _) => planned.next(),
@@ -509,13 +588,10 @@ impl Ends {
     /// Takes the soonest end if it is not after `t`, and returns its resource.
     fn pop_until(&mut self, t: f64) -> Option<f64> {
         let p = self.planned.get(self.first).copied();
-        let a = self
-            .added
-            .first_key_value()
-            .map(|(&k, &r)| (end_time(k), r));
+        let a = self.added.front().map(|(k, r)| (end_time(k), r));
         match (p, a) {
             (Some(p), Some(a)) if a.0 < p.0 => (a.0 <= t).then(|| {
-                self.added.pop_first();
+                self.added.pop_front();
                 a.1
             }),
             (Some(p), _) => (p.0 <= t).then(|| {
@@ -523,7 +599,7 @@ impl Ends {
                 p.1
             }),
             (None, Some(a)) => (a.0 <= t).then(|| {
-                self.added.pop_first();
+                self.added.pop_front();
                 a.1
             }),
             (None, None) => None,
@@ -877,6 +953,47 @@ mod tests {
             checked > 80_000 && resumed > checked / 3 && from_passes > 2_000,
             "{checked} checked, {resumed} resumed, {from_passes} from passes done"
         );
+    }
+
+    #[test]
+    fn added_ends_read_as_one_sorted_list_through_merges_and_pops() {
+        let mut rng = SplitMix64(29);
+        for case in 0..40 {
+            let mut got = AddedEnds::default();
+            let mut want: std::collections::BTreeMap<u128, f64> = Default::default();
+            let (mut seq, mut merges, mut pops) = (0u64, 0usize, 0usize);
+            // in every other case few distinct times (ties go by the order added); pushes
+            // outnumber pops, so the long run grows through many merges
+            let steps = 200 + rng.below(3_000);
+            for _ in 0..steps {
+                if rng.below(3) == 0 {
+                    assert_eq!(got.front(), want.first_key_value().map(|(&k, &r)| (k, r)));
+                    if want.pop_first().is_some() {
+                        pops += 1;
+                    }
+                    got.pop_front();
+                } else {
+                    let end = (1 + rng.below(if case % 2 == 0 { 50 } else { 100_000 })) as f64;
+                    let key = end_key(end, seq);
+                    let res = rng.below(9) as f64 * 0.5;
+                    seq += 1;
+                    let before = got.recent.len();
+                    got.push(key, res);
+                    merges += usize::from(got.recent.len() < before);
+                    want.insert(key, res);
+                }
+                if rng.below(50) == 0 {
+                    let all: Vec<(u128, f64)> = want.iter().map(|(&k, &r)| (k, r)).collect();
+                    assert_eq!(got.iter().collect::<Vec<_>>(), all);
+                }
+            }
+            let all: Vec<(u128, f64)> = want.iter().map(|(&k, &r)| (k, r)).collect();
+            assert_eq!(got.iter().collect::<Vec<_>>(), all);
+            assert!(pops > 0);
+            if steps > 1_000 {
+                assert!(merges >= 5, "case {case}: {merges} merges");
+            }
+        }
     }
 
     #[test]
