@@ -59,6 +59,7 @@ pub mod registry;
 pub mod runtime;
 #[cfg(test)]
 mod synthetic_trace;
+mod threads;
 
 pub use calibration::{
     AdaptiveBound, ConformalWindow, RiskGroup, RiskSplitBound, RiskSplitState, RiskSplitSummary,

@@ -19,6 +19,7 @@ use super::{FailureData, FailurePredictor, CROSS_FIT_CUTS, MIN_CALIBRATION_CLASS
 use crate::calibration::platt::Calibrator;
 use crate::feature_rows::gather;
 use crate::metrics::classification::{average_precision, roc_auc};
+use crate::threads::joined;
 use crate::PredictorError;
 
 /// Hyperparameters of the failure predictor.
@@ -269,13 +270,6 @@ impl FailureTrainer {
         let bins = params.bin(all.x);
         Ok(params.fit_binned_following(all, &bins, &mut |_, _| {}, lead, &trees_for)?)
     }
-}
-
-/// The result of a scoped thread, its panic carried on.
-fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Calibration scores (GBDT, SVM), their labels and rows (indices into the feature rows),

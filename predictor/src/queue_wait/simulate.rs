@@ -479,23 +479,19 @@ impl AddedEnds {
 
     /// The soonest end.
     fn front(&self) -> Option<(u128, f64)> {
-        match (self.sorted.get(self.first), self.recent.first()) {
-            (Some(&a), Some(&b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b).copied(),
-        }
+        self.iter().next()
     }
 
-    /// Removes the soonest end.
+    /// Removes the soonest end (keys are distinct: it is the short run's first or the long
+    /// run's).
     fn pop_front(&mut self) {
-        match (self.sorted.get(self.first), self.recent.first()) {
-            (Some(a), Some(b)) if b.0 < a.0 => {
-                self.recent.remove(0);
-            }
-            (Some(_), _) => self.first += 1,
-            (None, Some(_)) => {
-                self.recent.remove(0);
-            }
-            (None, None) => {}
+        let Some((soonest, _)) = self.front() else {
+            return;
+        };
+        if self.recent.first().is_some_and(|&(k, _)| k == soonest) {
+            self.recent.remove(0);
+        } else {
+            self.first += 1;
         }
     }
 

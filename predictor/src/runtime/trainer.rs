@@ -13,6 +13,7 @@ use super::predictor::{BaseMargin, ChoiceInputs, PointChoice, RuntimeMember, Run
 use crate::calibration::conformal::{conformal_offsets, drift_level};
 use crate::feature_rows::gather;
 use crate::metrics::quantile;
+use crate::threads::joined;
 use crate::PredictorError;
 
 /// How to train a [`RuntimePredictor`].
@@ -500,13 +501,6 @@ impl RuntimeTrainer {
         let train = TrainSet::new(all, &ay, None)?;
         Ok(params.fit_binned_following(&train, all_bins, &mut |_, _| {}, lead, &trees_for)?)
     }
-}
-
-/// The result of a scoped thread, its panic carried on.
-fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 #[cfg(test)]
