@@ -62,8 +62,8 @@ mod synthetic_trace;
 mod threads;
 
 pub use calibration::{
-    AdaptiveBound, ConformalWindow, RiskGroup, RiskSplitBound, RiskSplitState, RiskSplitSummary,
-    ACI_GAMMA, ONLINE_WINDOW,
+    AdaptiveBound, ConformalWindow, ResidualMemory, RiskGroup, RiskSplitBound, RiskSplitState,
+    RiskSplitSummary, ACI_GAMMA, ONLINE_WINDOW,
 };
 pub use contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 pub use convergence::{

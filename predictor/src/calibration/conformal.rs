@@ -3,7 +3,7 @@
 //! [`ConformalWindow`] that recalibrates an interval from the residuals of recently
 //! finished jobs.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +81,92 @@ pub const DRIFT_LEVEL_MAX: f64 = 0.95;
 /// The grid step of [`drift_level`].
 const DRIFT_LEVEL_STEP: f64 = 0.005;
 
+/// The width in ln space of a [`ResidualMemory`] bin (1% of a run time).
+pub const MEMORY_BIN: f64 = 0.01;
+
+/// Every residual since calibration, the calibration slice's first: the long memory under
+/// the online window. Counts in bins of [`MEMORY_BIN`], so it stays small however many
+/// jobs finish; its offsets are the split-conformal ones at `level` (the static interval's
+/// level), each widened to its bin's outer edge, so before any outcome they hold the
+/// static interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResidualMemory {
+    level: f64,
+    counts: BTreeMap<i32, u64>,
+    total: u64,
+}
+
+impl ResidualMemory {
+    /// A memory of the calibration `residuals`, answering offsets at `level`.
+    pub fn new(residuals: &[f64], level: f64) -> ResidualMemory {
+        let mut m = ResidualMemory {
+            level,
+            counts: BTreeMap::new(),
+            total: 0,
+        };
+        for &r in residuals {
+            m.add(r);
+        }
+        m
+    }
+
+    /// Counts one residual (non-finite ones are skipped).
+    pub fn add(&mut self, residual_log: f64) {
+        if !residual_log.is_finite() {
+            return;
+        }
+        let bin = (residual_log / MEMORY_BIN)
+            .floor()
+            .clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32;
+        *self.counts.entry(bin).or_default() += 1;
+        self.total += 1;
+    }
+
+    /// Residuals counted.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// True when nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The (lower, upper) offsets at the memory's level: of the two ranks
+    /// [`conformal_offsets`] interpolates between on each side, the bin holding the outer
+    /// one, its lower edge below and its upper edge above (never inside the static offsets).
+    pub fn offsets(&self) -> Option<(f64, f64)> {
+        if self.total == 0 {
+            return None;
+        }
+        let m = self.total as f64;
+        let alpha = 1.0 - self.level;
+        let q_hi = ((1.0 - alpha / 2.0) * (m + 1.0)).ceil() / m;
+        let q_hi = q_hi.clamp(0.0, 1.0);
+        let q_lo = 1.0 - q_hi;
+        // the ranks quantile_sorted interpolates between: the outer one on each side
+        let lo_rank = (q_lo * (m - 1.0)).floor() as u64;
+        let hi_rank = (q_hi * (m - 1.0)).ceil() as u64;
+        let (lo, hi) = (self.bin_of_rank(lo_rank)?, self.bin_of_rank(hi_rank)?);
+        Some((
+            f64::from(lo) * MEMORY_BIN,
+            (f64::from(hi) + 1.0) * MEMORY_BIN,
+        ))
+    }
+
+    /// The bin holding the residual of 0-based `rank` in ascending order.
+    fn bin_of_rank(&self, rank: u64) -> Option<i32> {
+        let mut seen = 0;
+        for (&bin, &count) in &self.counts {
+            seen += count;
+            if seen > rank {
+                return Some(bin);
+            }
+        }
+        self.counts.keys().next_back().copied()
+    }
+}
+
 /// Online conformal calibration: the residuals (ln actual − ln predicted) of the most
 /// recent finished jobs, fed as jobs finish, so intervals follow drift in the cluster; plus
 /// adaptive conformal inference (Gibbs & Candès, 2021): each finished job whose interval was
@@ -91,6 +177,10 @@ const DRIFT_LEVEL_STEP: f64 = 0.005;
 /// window of the last jobs holds one or two bursts, and on a trace whose bursts change
 /// faster than their outcomes arrive it is narrower than the spread the next burst brings.
 /// ACI judges the interval answered, so where the floor over-covers the window narrows.
+/// With a [`ResidualMemory`] the floor is instead the memory's offsets: the static level
+/// over the calibration residuals and every outcome since, so a trace that became more
+/// predictable (or less) after training moves the floor as the outcomes pile up, and a
+/// burst moves it by its share of them only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConformalWindow {
     capacity: usize,
@@ -103,6 +193,9 @@ pub struct ConformalWindow {
     /// The narrowest (lower, upper) offsets answered (none: the window's alone).
     #[serde(default)]
     floor: Option<(f64, f64)>,
+    /// The long memory whose offsets are the floor instead of `floor` (none: `floor`).
+    #[serde(default)]
+    memory: Option<ResidualMemory>,
     #[serde(skip)]
     cached: Option<(f64, f64)>,
     /// The residuals sorted ascending, kept as they come and go, so the offsets cost no
@@ -135,6 +228,7 @@ impl ConformalWindow {
             alpha_t: 1.0 - coverage,
             gamma: ACI_GAMMA,
             floor: None,
+            memory: None,
             cached: None,
             sorted: Vec::new(),
         }
@@ -152,6 +246,28 @@ impl ConformalWindow {
         self.floor = Some(floor);
         self.cached = None;
         self
+    }
+
+    /// The same window floored at `memory`'s offsets (in place of the fixed floor), fed
+    /// by [`ConformalWindow::remember`].
+    pub fn with_memory(mut self, memory: ResidualMemory) -> ConformalWindow {
+        self.memory = Some(memory);
+        self.cached = None;
+        self
+    }
+
+    /// The long memory, when the window has one.
+    pub fn memory(&self) -> Option<&ResidualMemory> {
+        self.memory.as_ref()
+    }
+
+    /// Counts the residual of a finished job the model never saw (submitted after its
+    /// training history) in the long memory; nothing without one.
+    pub fn remember(&mut self, residual_log: f64) {
+        if let Some(m) = &mut self.memory {
+            m.add(residual_log);
+            self.cached = None;
+        }
     }
 
     /// A window for intervals of `coverage`, seeded with calibration `residuals` (oldest
@@ -184,7 +300,7 @@ impl ConformalWindow {
             let alpha = 1.0 - self.coverage;
             // with a floor the level stays at or above 0: the floor is the memory of the
             // spread beyond the window, and the window's whole range on top of it over-covers
-            let lowest = if self.floor.is_some() {
+            let lowest = if self.floor.is_some() || self.memory.is_some() {
                 0.0
             } else {
                 ALPHA_FLOOR
@@ -238,7 +354,11 @@ impl ConformalWindow {
             let v: Vec<f64> = self.residuals.iter().copied().collect();
             conformal_offsets(&v, 1.0 - self.alpha_t)
         };
-        Some(match self.floor {
+        let floor = match &self.memory {
+            Some(m) => m.offsets(),
+            None => self.floor,
+        };
+        Some(match floor {
             Some((flo, fhi)) => (lo.min(flo), hi.max(fhi)),
             None => (lo, hi),
         })
@@ -344,6 +464,17 @@ mod tests {
     /// [`coverage_of_late_bursts`] with bursts of `burst` jobs and, when `floored`, the
     /// window floored at the static offsets of 8,000 earlier residuals of the same bursts.
     fn coverage_of_bursts(gamma: f64, burst: usize, floored: bool) -> f64 {
+        coverage_of_bursts_remembered(gamma, burst, floored, false)
+    }
+
+    /// [`coverage_of_bursts`], the floor the long memory of the 8,000 earlier residuals
+    /// and of every outcome when `remembered`.
+    fn coverage_of_bursts_remembered(
+        gamma: f64,
+        burst: usize,
+        floored: bool,
+        remembered: bool,
+    ) -> f64 {
         let mut rng = Normals(0x2545_f491_4f6c_dd1d);
         let mut w = ConformalWindow::new(1000, 0.8).with_gamma(gamma);
         if floored {
@@ -351,6 +482,9 @@ mod tests {
                 .map(|k| burst_residual(&mut rng, k, burst))
                 .collect();
             w = w.with_floor(conformal_offsets(&history, 0.8));
+            if remembered {
+                w = w.with_memory(ResidualMemory::new(&history, 0.8));
+            }
         }
         for _ in 0..1000 {
             w.observe(rng.next());
@@ -366,6 +500,7 @@ mod tests {
             if pending.len() > 600 {
                 if let Some((r, iss)) = pending.pop_front() {
                     w.observe_outcome(r, Some(iss));
+                    w.remember(r);
                 }
             }
         }
@@ -430,6 +565,124 @@ mod tests {
         old.as_object_mut().unwrap().remove("floor");
         let old: ConformalWindow = serde_json::from_value(old).unwrap();
         assert_eq!(old.current_offsets(), plain.offsets());
+    }
+
+    /// Share of residuals inside the interval issued just before each, when the residuals
+    /// come `scale` times as spread as the 2,000 the window was calibrated on (outcomes 50
+    /// submissions late): the window floored at their static offsets, and with
+    /// `remembered` at the long memory of them and of every outcome.
+    fn coverage_after_a_change_of_spread(scale: f64, remembered: bool) -> f64 {
+        let mut rng = Normals(0x9e37_79b9_7f4a_7c15);
+        let seed: Vec<f64> = (0..2000).map(|_| rng.next()).collect();
+        let mut w = ConformalWindow::seeded(1000, 0.8, &seed[1000..])
+            .with_floor(conformal_offsets(&seed, 0.8));
+        if remembered {
+            w = w.with_memory(ResidualMemory::new(&seed, 0.8));
+        }
+        let (mut inside, n) = (0usize, 20_000);
+        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
+        for _ in 0..n {
+            let r = scale * rng.next();
+            let issued = w.offsets().expect("seeded");
+            inside += usize::from(issued.0 <= r && r <= issued.1);
+            pending.push_back((r, issued));
+            if pending.len() > 50 {
+                if let Some((r, iss)) = pending.pop_front() {
+                    w.observe_outcome(r, Some(iss));
+                    w.remember(r);
+                }
+            }
+        }
+        inside as f64 / n as f64
+    }
+
+    #[test]
+    fn a_long_memory_lets_the_floor_follow_a_trace_that_became_more_predictable() {
+        // half the spread after calibration: the fixed floor answers the old spread for ever
+        let fixed = coverage_after_a_change_of_spread(0.5, false);
+        assert!(fixed > 0.95, "fixed floor {fixed}");
+        let remembered = coverage_after_a_change_of_spread(0.5, true);
+        // the floor narrows as the outcomes outnumber the calibration residuals (a tenth of
+        // them here), never below the nominal coverage
+        assert!(
+            remembered >= 0.78 && remembered < fixed - 0.08,
+            "remembered {remembered} (fixed {fixed})"
+        );
+        // twice the spread: the window widens past the floor either way
+        let wider = coverage_after_a_change_of_spread(2.0, true);
+        assert!((0.77..=0.83).contains(&wider), "wider {wider}");
+        // bursts longer than the window, outcomes 600 late: the memory holds them as the
+        // fixed floor does
+        let bursts = coverage_of_bursts_remembered(ACI_GAMMA, 1000, true, true);
+        assert!((0.78..=0.82).contains(&bursts), "bursts {bursts}");
+    }
+
+    #[test]
+    fn a_residual_memory_answers_the_static_offsets_widened_to_its_bins() {
+        let mut rng = Normals(0x1234_5678_9abc_def1);
+        for n in [1usize, 7, 100, 3001] {
+            let resid: Vec<f64> = (0..n).map(|_| 1.7 * rng.next() - 0.3).collect();
+            for level in [0.5, 0.8, 0.95, 1.0] {
+                let (slo, shi) = conformal_offsets(&resid, level);
+                let memory = ResidualMemory::new(&resid, level);
+                let (lo, hi) = memory.offsets().expect("residuals");
+                assert!(
+                    lo <= slo && hi >= shi,
+                    "{n} {level}: {lo} {hi} vs {slo} {shi}"
+                );
+                // many residuals, not in the far tails: the neighbours interpolated between
+                // share a bin or two
+                if n > 1000 && level <= 0.8 {
+                    assert!(slo - lo <= 2.0 * MEMORY_BIN, "{n} {level}: {lo} vs {slo}");
+                    assert!(hi - shi <= 2.0 * MEMORY_BIN, "{n} {level}: {hi} vs {shi}");
+                }
+            }
+        }
+        // non-finite residuals are not counted; an empty memory answers nothing
+        let mut m = ResidualMemory::new(&[], 0.8);
+        assert_eq!(m.offsets(), None);
+        m.add(f64::NAN);
+        m.add(f64::INFINITY);
+        assert!(m.is_empty());
+        m.add(0.5);
+        assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn a_window_with_a_memory_floors_at_it_and_saves_it() {
+        let mut w = ConformalWindow::new(100, 0.8)
+            .with_floor((-1.0, 2.0))
+            .with_memory(ResidualMemory::new(&[-0.5, 0.0, 0.5], 0.8));
+        for k in 0..100 {
+            w.observe(f64::from(k % 10) * 0.01);
+        }
+        // the memory's offsets are the floor, not the fixed one
+        let (lo, hi) = w.offsets().expect("residuals");
+        assert!(
+            (lo + 0.5).abs() < 1e-9 && (hi - 0.51).abs() < 1e-9,
+            "{lo} {hi}"
+        );
+        // remembered outcomes move it; observed ones (no memory) only the window
+        for _ in 0..1000 {
+            w.remember(3.0);
+        }
+        assert!(w.offsets().expect("residuals").1 > 3.0);
+        assert_eq!(w.memory().map(ResidualMemory::len), Some(1003));
+        let mut plain = ConformalWindow::new(100, 0.8).with_floor((-1.0, 2.0));
+        plain.observe(0.0);
+        plain.remember(3.0);
+        assert!(plain.memory().is_none());
+        assert_eq!(plain.offsets(), Some((-1.0, 2.0)));
+        // saved with the window; a window saved before it had none
+        let back: ConformalWindow =
+            serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
+        assert_eq!(back.memory(), w.memory());
+        assert_eq!(back.current_offsets(), w.offsets());
+        let mut old = serde_json::to_value(&w).unwrap();
+        old.as_object_mut().unwrap().remove("memory");
+        let old: ConformalWindow = serde_json::from_value(old).unwrap();
+        assert!(old.memory().is_none());
+        assert_eq!(old.current_offsets().map(|o| o.1), Some(2.0));
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub mod risk_split;
 pub use adaptive::{replay_delayed, AdaptiveBound, Outcome, MAX_SHIFT};
 pub use binned_conformal::BinnedConformal;
 pub use conformal::{
-    conformal_offset, conformal_offsets, drift_level, ConformalWindow, ACI_GAMMA, ONLINE_WINDOW,
+    conformal_offset, conformal_offsets, drift_level, ConformalWindow, ResidualMemory, ACI_GAMMA,
+    ONLINE_WINDOW,
 };
 pub use platt::Calibrator;
 pub use risk_split::{

@@ -156,13 +156,15 @@ pub fn train_and_evaluate_runtime(
 ) -> Result<(RuntimePredictor, RuntimeEvaluation), PredictorError> {
     let t0 = Instant::now();
     let split = RuntimeSplit::build(jobs)?;
-    let predictor = trainer.train_with_progress(
-        &split.schema,
-        &split.x,
-        &split.y_log,
-        &split.train_rows,
-        progress,
-    )?;
+    let predictor = trainer
+        .train_with_progress(
+            &split.schema,
+            &split.x,
+            &split.y_log,
+            &split.train_rows,
+            progress,
+        )?
+        .trained_on(jobs, &split.train_rows);
     let train_s = t0.elapsed().as_secs_f64();
     let eval = score_runtime(jobs, &split, &predictor, train_s)?;
     Ok((predictor, eval))
@@ -305,7 +307,11 @@ fn online_conformal_intervals(
         match ev {
             TraceEvent::Finish { index, .. } => {
                 if let Some(lp) = log_pred.get(&index) {
-                    window.observe_outcome(split.y_log[index] - lp, issued.get(&index).copied());
+                    let resid = split.y_log[index] - lp;
+                    window.observe_outcome(resid, issued.get(&index).copied());
+                    if predictor.is_after_training(jobs[index].submit_time) {
+                        window.remember(resid);
+                    }
                 }
             }
             TraceEvent::Submit { index, .. } => {

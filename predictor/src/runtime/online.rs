@@ -53,6 +53,8 @@ struct RuntimeJob {
     /// The model's point (ln seconds, before any ceiling) and the ln-space interval offsets
     /// issued at its submit.
     issued: Option<(f64, (f64, f64))>,
+    /// Submitted after the model's training history: its outcome joins the long memory.
+    after_training: bool,
 }
 
 /// What a [`RuntimeOnline`] learned from the events, without its model: the part a
@@ -102,6 +104,12 @@ impl RuntimePredictor {
             });
         }
         state.window = state.window.with_floor(self.interval_log);
+        // a state saved before the memory starts it from the calibration residuals
+        if state.window.memory().is_none() {
+            if let Some(memory) = self.residual_memory() {
+                state.window = state.window.with_memory(memory);
+            }
+        }
         Ok(RuntimeOnline {
             model: self,
             model_version,
@@ -193,6 +201,7 @@ impl RuntimeOnline {
         entry.submitted = true;
         entry.handle = Some(handle);
         entry.issued = issued.as_ref().ok().map(|(_, o)| *o);
+        entry.after_training = self.model.is_after_training(job.submit_time);
         Some(issued.map(|(a, _)| a))
     }
 
@@ -203,7 +212,8 @@ impl RuntimeOnline {
         }
         job.finished = true;
         let dur = duration.or_else(|| job.started_at.map(|s| (at - s).max(0.0)));
-        let (handle, issued) = (job.handle.take(), job.issued.take());
+        let (handle, issued, after_training) =
+            (job.handle.take(), job.issued.take(), job.after_training);
         let Some(d) = dur else {
             return;
         };
@@ -214,6 +224,9 @@ impl RuntimeOnline {
         if let Some((log, offsets)) = issued {
             let resid = clamp_duration(d).ln() - log;
             self.state.window.observe_outcome(resid, Some(offsets));
+            if after_training {
+                self.state.window.remember(resid);
+            }
         }
     }
 }
@@ -280,6 +293,7 @@ mod tests {
     use augur_features::{batch_features, FeatureSchema};
 
     use super::*;
+    use crate::calibration::ResidualMemory;
     use crate::runtime::LIMIT_GRACE_S;
     use crate::synthetic_trace::{events, job_event as event, trace, Kind};
     use crate::RuntimeTrainer;
@@ -332,7 +346,10 @@ mod tests {
     #[test]
     fn finished_jobs_move_the_window_and_repeats_are_ignored() {
         let (model, jobs, _) = fixture();
+        let rows: Vec<usize> = (0..300).collect();
+        let model = Arc::new((*model).clone().trained_on(&jobs, &rows));
         let mut online = Arc::clone(&model).online(1);
+        let remembered = |o: &RuntimeOnline| o.window().memory().map(ResidualMemory::len);
         let seeded = online.window().len();
         assert_eq!(seeded, model.calibration_residuals.len());
         let j = &jobs[350];
@@ -342,6 +359,8 @@ mod tests {
             .unwrap();
         assert!(online.observe(&JobEvent::Submitted { job: j }).is_none());
         let (alpha, offsets) = (online.window().alpha(), online.window().current_offsets());
+        let (lo, hi) = offsets.expect("seeded");
+        let memory = remembered(&online).expect("a memory");
         // a run 50 times longer than predicted: a miss of the interval issued at submit
         let finished = JobEvent::Finished {
             job_id: &j.job_id,
@@ -355,7 +374,11 @@ mod tests {
             online.window().alpha() < alpha,
             "a miss lowers the working level"
         );
-        assert_ne!(online.window().current_offsets(), offsets);
+        // submitted after the training history: its outcome joins the long memory, and the
+        // answer is no narrower
+        assert_eq!(remembered(&online), Some(memory + 1));
+        let (lo2, hi2) = online.window().current_offsets().expect("seeded");
+        assert!(lo2 <= lo && hi2 >= hi, "{offsets:?} -> {lo2} {hi2}");
         // a second finish, and a finish of a job never submitted, change nothing
         let (len, alpha) = (online.window().len(), online.window().alpha());
         online.observe(&finished);
@@ -369,6 +392,36 @@ mod tests {
             (online.window().len(), online.window().alpha()),
             (len, alpha)
         );
+        assert_eq!(remembered(&online), Some(memory + 1));
+    }
+
+    #[test]
+    fn only_outcomes_of_jobs_submitted_after_training_join_the_long_memory() {
+        let (model, jobs, _) = fixture();
+        let rows: Vec<usize> = (0..300).collect();
+        let seeded = model.calibration_residuals.len() as u64;
+        let replay = |model: RuntimePredictor| {
+            let mut online = Arc::new(model).online(1);
+            for (at, i, kind) in events(&jobs) {
+                online.observe(&event(&jobs, i, kind, at));
+            }
+            online.window().memory().map(ResidualMemory::len)
+        };
+        let trained = (*model).clone().trained_on(&jobs, &rows);
+        let until = trained.trained_until.expect("training jobs");
+        let later = jobs
+            .iter()
+            .filter(|j| j.submit_time > until && j.duration.is_some())
+            .count() as u64;
+        assert!(later > 50, "{later}");
+        // the training history replayed (in sample) is left out; every later outcome is in
+        assert_eq!(replay(trained), Some(seeded + later));
+        // a model that does not know what it was trained on remembers none
+        assert_eq!(replay((*model).clone()), Some(seeded));
+        // a model saved before the memory floors at its static interval
+        let mut old = (*model).clone();
+        old.calibration_level = None;
+        assert_eq!(replay(old), None);
     }
 
     #[test]

@@ -5,7 +5,9 @@ use augur_features::{FeatureSchema, TrainingRanges};
 use augur_models::{AnyModel, Matrix, Predict};
 use serde::{Deserialize, Serialize};
 
-use crate::calibration::ConformalWindow;
+use augur_datasets::JobRecord;
+
+use crate::calibration::{ConformalWindow, ResidualMemory};
 use crate::feature_rows::with_row_buffer;
 use crate::PredictorError;
 
@@ -127,6 +129,14 @@ pub struct RuntimePredictor {
     /// showed it lands within 2x more often (absent in a model saved before it existed).
     #[serde(default)]
     pub choice: Option<PointChoice>,
+    /// The level the static interval was calibrated at (the drift level; absent in a model
+    /// saved before it was recorded, whose online floor is then the fixed static interval).
+    #[serde(default)]
+    pub calibration_level: Option<f64>,
+    /// The newest submit time of the jobs it was trained on: the outcomes of jobs submitted
+    /// later are out of sample and join the online interval's long memory.
+    #[serde(default)]
+    pub trained_until: Option<f64>,
 }
 
 /// How long past its time limit a job may still run before the scheduler has it killed
@@ -235,11 +245,39 @@ impl RuntimePredictor {
     }
 
     /// The online [`ConformalWindow`] of `capacity` residuals for this predictor's
-    /// coverage, seeded with its calibration residuals, never narrower than the static
-    /// interval.
+    /// coverage, seeded with its calibration residuals, floored at its long memory (the
+    /// static interval until outcomes come in) or, for a model saved before the memory, at
+    /// the static interval.
     pub fn conformal_window(&self, capacity: usize) -> ConformalWindow {
-        ConformalWindow::seeded(capacity, self.coverage, &self.calibration_residuals)
-            .with_floor(self.interval_log)
+        let window = ConformalWindow::seeded(capacity, self.coverage, &self.calibration_residuals)
+            .with_floor(self.interval_log);
+        match self.residual_memory() {
+            Some(memory) => window.with_memory(memory),
+            None => window,
+        }
+    }
+
+    /// The long memory of its online interval before any outcome: the calibration residuals
+    /// at the static interval's level (none for a model saved before the level was kept).
+    pub fn residual_memory(&self) -> Option<ResidualMemory> {
+        self.calibration_level
+            .map(|level| ResidualMemory::new(&self.calibration_residuals, level))
+    }
+
+    /// The same predictor, knowing it was trained on `rows` of `jobs` (their newest submit
+    /// time is [`RuntimePredictor::trained_until`]).
+    pub fn trained_on(mut self, jobs: &[JobRecord], rows: &[usize]) -> RuntimePredictor {
+        self.trained_until = rows
+            .iter()
+            .filter_map(|&i| jobs.get(i).map(|j| j.submit_time))
+            .filter(|t| t.is_finite())
+            .reduce(f64::max);
+        self
+    }
+
+    /// Whether the outcome of a job submitted at `submit_time` is out of sample for it.
+    pub fn is_after_training(&self, submit_time: f64) -> bool {
+        self.trained_until.is_some_and(|t| submit_time > t)
     }
 
     /// Predictions for every row of `x`.

@@ -49,6 +49,7 @@ impl ServedKind for Runtime {
         let t0 = Instant::now();
         let split = RuntimeSplit::build(run.jobs).and_then(|split| {
             let p = trainer.train(&split.schema, &split.x, &split.y_log, &split.train_rows)?;
+            let p = p.trained_on(run.jobs, &split.train_rows);
             Ok((split, p))
         });
         let (split, predictor) = match split {

@@ -49,8 +49,8 @@ use crate::serve::{http::metrics::Metrics, lock, AppState};
 pub const FILE: &str = "online.bin";
 /// Bumped when the layout or the body's encoding changes: another version is not read
 /// (the whole log is replayed instead). 3: each kind's online state as its own bytes, by
-/// kind name (2 had one field per kind).
-pub const FORMAT_VERSION: u32 = 4;
+/// kind name (2 had one field per kind); 5: the runtime window's long memory.
+pub const FORMAT_VERSION: u32 = 5;
 const MAGIC: &[u8; 8] = b"AUGURSNP";
 /// Magic, format version, header length.
 const PREFIX: usize = 8 + 4 + 4;
