@@ -86,9 +86,9 @@ pub const MEMORY_BIN: f64 = 0.01;
 
 /// Every residual since calibration, the calibration slice's first: the long memory under
 /// the online window. Counts in bins of [`MEMORY_BIN`], so it stays small however many
-/// jobs finish; its offsets are the split-conformal ones at `level` (the static interval's
-/// level), each widened to its bin's outer edge, so before any outcome they hold the
-/// static interval.
+/// jobs finish; its offsets are the split-conformal ones at `level`, each widened to its
+/// bin's outer edge, so before any outcome they hold the calibration residuals' offsets at
+/// that level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResidualMemory {
     level: f64,
@@ -177,10 +177,10 @@ impl ResidualMemory {
 /// window of the last jobs holds one or two bursts, and on a trace whose bursts change
 /// faster than their outcomes arrive it is narrower than the spread the next burst brings.
 /// ACI judges the interval answered, so where the floor over-covers the window narrows.
-/// With a [`ResidualMemory`] the floor is instead the memory's offsets: the static level
-/// over the calibration residuals and every outcome since, so a trace that became more
-/// predictable (or less) after training moves the floor as the outcomes pile up, and a
-/// burst moves it by its share of them only.
+/// With a [`ResidualMemory`] the floor is instead the memory's offsets over the calibration
+/// residuals and every outcome since, so a trace that became more predictable (or less)
+/// after training moves the floor as the outcomes pile up, and a burst moves it by its
+/// share of them only.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConformalWindow {
     capacity: usize,

@@ -409,6 +409,14 @@ mod tests {
         };
         let trained = (*model).clone().trained_on(&jobs, &rows);
         let until = trained.trained_until.expect("training jobs");
+        // before any outcome, the memory holds the calibration residuals
+        assert_eq!(
+            trained.residual_memory(),
+            Some(ResidualMemory::new(
+                &model.calibration_residuals,
+                model.coverage
+            ))
+        );
         let later = jobs
             .iter()
             .filter(|j| j.submit_time > until && j.duration.is_some())
@@ -416,12 +424,9 @@ mod tests {
         assert!(later > 50, "{later}");
         // the training history replayed (in sample) is left out; every later outcome is in
         assert_eq!(replay(trained), Some(seeded + later));
-        // a model that does not know what it was trained on remembers none
-        assert_eq!(replay((*model).clone()), Some(seeded));
-        // a model saved before the memory floors at its static interval
-        let mut old = (*model).clone();
-        old.calibration_level = None;
-        assert_eq!(replay(old), None);
+        // a model that does not know when its training history ends (saved before it was
+        // recorded) has no memory: its floor is the static interval
+        assert_eq!(replay((*model).clone()), None);
     }
 
     #[test]

@@ -129,12 +129,9 @@ pub struct RuntimePredictor {
     /// showed it lands within 2x more often (absent in a model saved before it existed).
     #[serde(default)]
     pub choice: Option<PointChoice>,
-    /// The level the static interval was calibrated at (the drift level; absent in a model
-    /// saved before it was recorded, whose online floor is then the fixed static interval).
-    #[serde(default)]
-    pub calibration_level: Option<f64>,
     /// The newest submit time of the jobs it was trained on: the outcomes of jobs submitted
-    /// later are out of sample and join the online interval's long memory.
+    /// later are out of sample and join the online interval's long memory (absent in a model
+    /// saved before it was recorded, whose online floor is the fixed static interval).
     #[serde(default)]
     pub trained_until: Option<f64>,
 }
@@ -245,9 +242,8 @@ impl RuntimePredictor {
     }
 
     /// The online [`ConformalWindow`] of `capacity` residuals for this predictor's
-    /// coverage, seeded with its calibration residuals, floored at its long memory (the
-    /// static interval until outcomes come in) or, for a model saved before the memory, at
-    /// the static interval.
+    /// coverage, seeded with its calibration residuals, floored at its long memory or, for a
+    /// model that does not know when its training history ends, at the static interval.
     pub fn conformal_window(&self, capacity: usize) -> ConformalWindow {
         let window = ConformalWindow::seeded(capacity, self.coverage, &self.calibration_residuals)
             .with_floor(self.interval_log);
@@ -258,10 +254,13 @@ impl RuntimePredictor {
     }
 
     /// The long memory of its online interval before any outcome: the calibration residuals
-    /// at the static interval's level (none for a model saved before the level was kept).
+    /// at the nominal coverage. Not the static interval's drift level: that widening
+    /// foresees drift for an interval that never sees an outcome, while the memory takes in
+    /// the drift that comes. None when it cannot be fed ([`RuntimePredictor::trained_until`]
+    /// unknown).
     pub fn residual_memory(&self) -> Option<ResidualMemory> {
-        self.calibration_level
-            .map(|level| ResidualMemory::new(&self.calibration_residuals, level))
+        self.trained_until
+            .map(|_| ResidualMemory::new(&self.calibration_residuals, self.coverage))
     }
 
     /// The same predictor, knowing it was trained on `rows` of `jobs` (their newest submit

@@ -416,7 +416,6 @@ impl RuntimeTrainer {
             calibration_residuals: resid,
             training_ranges: TrainingRanges::of_rows(x, d, train_rows),
             choice,
-            calibration_level: Some(level),
             trained_until: None,
         })
     }
