@@ -432,17 +432,24 @@ mod tests {
     #[test]
     fn a_saved_state_is_restored_onto_its_model_only() {
         let (model, jobs, _) = fixture();
+        let rows: Vec<usize> = (0..250).collect();
+        let model = Arc::new((*model).clone().trained_on(&jobs, &rows));
         let mut online = Arc::clone(&model).online(3);
-        for (at, i, kind) in events(&jobs[..200]) {
+        for (at, i, kind) in events(&jobs[..350]) {
             online.observe(&event(&jobs, i, kind, at));
         }
         let q = JobQuery {
-            job: &jobs[300],
-            at: jobs[300].submit_time,
+            job: &jobs[380],
+            at: jobs[380].submit_time,
         };
+        // saved as text and read back: the window's long memory comes back whole
+        let saved = serde_json::to_string(online.state()).unwrap();
         let restored = Arc::clone(&model)
-            .online_from(3, online.state().clone())
+            .online_from(3, serde_json::from_str(&saved).unwrap())
             .unwrap();
+        let memory = online.window().memory().expect("a memory");
+        assert!(memory.len() > model.calibration_residuals.len() as u64);
+        assert_eq!(restored.window().memory(), Some(memory));
         assert_eq!(restored.predict(&q).unwrap(), online.predict(&q).unwrap());
         let mut other = (*model).clone();
         other.schema.version += 1;
