@@ -402,6 +402,31 @@ mod tests {
         }
     }
 
+    /// Share of `residuals` inside the interval `w` issued to each just before it, each
+    /// job's outcome (whether it fell inside the interval issued, and its residual for the
+    /// long memory) reaching `w` `delay` submissions later.
+    fn coverage_of_late_outcomes(
+        w: &mut ConformalWindow,
+        residuals: impl Iterator<Item = f64>,
+        delay: usize,
+    ) -> f64 {
+        let (mut inside, mut n) = (0usize, 0usize);
+        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
+        for r in residuals {
+            let issued = w.offsets().expect("seeded");
+            inside += usize::from(issued.0 <= r && r <= issued.1);
+            n += 1;
+            pending.push_back((r, issued));
+            if pending.len() > delay {
+                if let Some((r, iss)) = pending.pop_front() {
+                    w.observe_outcome(r, Some(iss));
+                    w.remember(r);
+                }
+            }
+        }
+        inside as f64 / n as f64
+    }
+
     /// Share of residuals inside the interval issued just before each was observed, when
     /// the residual spread doubles after calibration.
     fn coverage_under_drift(gamma: f64) -> f64 {
@@ -417,21 +442,9 @@ mod tests {
         if floored {
             w = w.with_floor(conformal_offsets(&seed, 0.8));
         }
-        let (mut inside, n) = (0usize, 6_000);
         // each job finishes 50 submissions after it was issued its interval
-        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
-        for _ in 0..n {
-            let r = 2.0 * rng.next() + 0.5;
-            let issued = w.offsets().expect("seeded");
-            inside += usize::from(issued.0 <= r && r <= issued.1);
-            pending.push_back((r, issued));
-            if pending.len() > 50 {
-                if let Some((r, iss)) = pending.pop_front() {
-                    w.observe_outcome(r, Some(iss));
-                }
-            }
-        }
-        inside as f64 / n as f64
+        let drifted = (0..6_000).map(|_| 2.0 * rng.next() + 0.5);
+        coverage_of_late_outcomes(&mut w, drifted, 50)
     }
 
     #[test]
@@ -489,22 +502,9 @@ mod tests {
         for _ in 0..1000 {
             w.observe(rng.next());
         }
-        let (mut inside, n) = (0usize, 40_000);
-        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
-        for k in 0..n {
-            // a burst's centre: far off the model (either way) half the time
-            let r = burst_residual(&mut rng, k, burst);
-            let issued = w.offsets().expect("seeded");
-            inside += usize::from(issued.0 <= r && r <= issued.1);
-            pending.push_back((r, issued));
-            if pending.len() > 600 {
-                if let Some((r, iss)) = pending.pop_front() {
-                    w.observe_outcome(r, Some(iss));
-                    w.remember(r);
-                }
-            }
-        }
-        inside as f64 / n as f64
+        // a burst's centre: far off the model (either way) half the time
+        let bursts = (0..40_000).map(|k| burst_residual(&mut rng, k, burst));
+        coverage_of_late_outcomes(&mut w, bursts, 600)
     }
 
     #[test]
@@ -579,21 +579,8 @@ mod tests {
         if remembered {
             w = w.with_memory(ResidualMemory::new(&seed, 0.8));
         }
-        let (mut inside, n) = (0usize, 20_000);
-        let mut pending: VecDeque<(f64, (f64, f64))> = VecDeque::new();
-        for _ in 0..n {
-            let r = scale * rng.next();
-            let issued = w.offsets().expect("seeded");
-            inside += usize::from(issued.0 <= r && r <= issued.1);
-            pending.push_back((r, issued));
-            if pending.len() > 50 {
-                if let Some((r, iss)) = pending.pop_front() {
-                    w.observe_outcome(r, Some(iss));
-                    w.remember(r);
-                }
-            }
-        }
-        inside as f64 / n as f64
+        let changed = (0..20_000).map(|_| scale * rng.next());
+        coverage_of_late_outcomes(&mut w, changed, 50)
     }
 
     #[test]
