@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use augur_numeric::SplitMix64;
 use rayon::prelude::*;
 
-use super::binning::Binner;
+use super::binning::{Binned, Binner};
 use super::grow::Grower;
 use super::lead::TreeCountLead;
 use super::model::{GbdtModel, Tree};
@@ -79,13 +79,17 @@ impl GbdtParams {
     /// `max_bins` matters): bin once, then [`fit_binned`](Self::fit_binned) several models
     /// on the same rows without binning again.
     pub fn bin<'a>(&self, x: Matrix<'a>) -> BinnedFeatures<'a> {
-        let binner = Binner::new(&x, self.max_bins);
-        let bins = binner.bin_rows(&x);
+        let Binned {
+            binner,
+            rows,
+            columns,
+            classes,
+        } = Binner::bin_matrix(&x, self.max_bins);
         BinnedFeatures {
             binner,
-            classes: Binner::column_classes(&bins, x.cols()),
-            columns: Binner::columns_of(&bins, x.cols()),
-            bins,
+            classes,
+            columns,
+            bins: rows,
             max_bins: self.max_bins,
             source: (x.data().as_ptr() as usize, x.rows(), x.cols()),
             _data: PhantomData,

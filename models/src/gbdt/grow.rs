@@ -499,6 +499,7 @@ mod tests {
     use augur_numeric::SplitMix64;
 
     use super::*;
+    use crate::gbdt::binning::Binned;
     use crate::Matrix;
 
     /// The histogram of feature `j` summed the plain way: one pass per feature, every row's
@@ -565,9 +566,12 @@ mod tests {
             })
             .collect();
         let m = Matrix::new(&x, n, d).unwrap();
-        let binner = Binner::new(&m, 255);
-        let bins = binner.bin_rows(&m);
-        let columns = Binner::columns_of(&bins, d);
+        let Binned {
+            binner,
+            rows: bins,
+            columns,
+            ..
+        } = Binner::bin_matrix(&m, 255);
         let params = GbdtParams::default();
         let signs: Vec<f64> = (0..n)
             .map(|_| if rng.unit() < 0.4 { 1.0 } else { -1.0 })
@@ -633,9 +637,12 @@ mod tests {
             .map(|i| base[(i / d) * 8 + (i % d) % 8])
             .collect();
         let m = Matrix::new(&x, n, d).unwrap();
-        let binner = Binner::new(&m, 255);
-        let bins = binner.bin_rows(&m);
-        let columns = Binner::columns_of(&bins, d);
+        let Binned {
+            binner,
+            rows: bins,
+            columns,
+            ..
+        } = Binner::bin_matrix(&m, 255);
         let params = GbdtParams::default();
         let g: Vec<f64> = (0..n).map(|i| f64::from(x[i * d + 3]) - 0.5).collect();
         let h = vec![1.0; n];
