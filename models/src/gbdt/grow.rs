@@ -451,7 +451,12 @@ impl Grower<'_> {
         }
     }
 
-    /// [`best_split`](Self::best_split) over the tree's features `ks`.
+    /// [`best_split`](Self::best_split) over the tree's features `ks`. Per feature, one
+    /// pass sums the bins left to right (in order: the sums' bits are the running sums'),
+    /// keeping the candidate bins (at least `min_data_in_leaf` rows either side: a
+    /// contiguous run, as the left count only grows); a second computes their gains, each
+    /// on its own (the two divisions of a bin no longer wait on the next bin's sums, and
+    /// run side by side); a third keeps the first largest.
     fn best_split_of<A: Acc>(
         &self,
         hist: &[A],
@@ -463,29 +468,41 @@ impl Grower<'_> {
         let lambda = p.lambda_l2;
         let parent = g * g / (h + lambda);
         let mut best: Option<Split> = None;
+        // a feature has at most 256 bins (255 and the missing one)
+        let mut left_g = [0.0f64; 256];
+        let mut left_h = [0.0f64; 256];
+        let mut gains = [0.0f64; 256];
         for k in ks {
             let j = self.features[k];
             let bins = &hist[offsets[k]..offsets[k + 1]];
             let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
+            let (mut first, mut m) = (0, 0);
             for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
                 let (bg, bh, bn) = bin.get();
                 gl += bg;
                 hl += bh;
                 nl += bn as usize;
-                let nr = n - nl;
                 if nl < p.min_data_in_leaf {
+                    first = b + 1;
                     continue;
                 }
-                if nr < p.min_data_in_leaf {
+                if n - nl < p.min_data_in_leaf {
                     break;
                 }
+                left_g[m] = gl;
+                left_h[m] = hl;
+                m += 1;
+            }
+            for ((gain, &gl), &hl) in gains[..m].iter_mut().zip(&left_g[..m]).zip(&left_h[..m]) {
                 let (gr, hr) = (g - gl, h - hl);
-                let gain = gl * gl / (hl + lambda) + gr * gr / (hr + lambda) - parent;
+                *gain = gl * gl / (hl + lambda) + gr * gr / (hr + lambda) - parent;
+            }
+            for (i, &gain) in gains[..m].iter().enumerate() {
                 if gain > 1e-9 && best.as_ref().is_none_or(|s| gain > s.gain) {
                     best = Some(Split {
                         gain,
                         feature: j,
-                        bin: b,
+                        bin: first + i,
                     });
                 }
             }
@@ -623,6 +640,143 @@ mod tests {
                 _ => pass::<Sums>(&grower, &all, &few, &rest, false),
             }
         }
+    }
+
+    /// The split search as first written: one pass per feature, each bin's gain computed as
+    /// its sums are.
+    fn plain_best_split<A: Acc>(
+        grower: &Grower,
+        hist: &[A],
+        offsets: &[usize],
+        (g, h, n): (f64, f64, usize),
+    ) -> Option<(usize, usize, u64)> {
+        let p = grower.params;
+        let lambda = p.lambda_l2;
+        let parent = g * g / (h + lambda);
+        let mut best: Option<Split> = None;
+        for (k, &j) in grower.features.iter().enumerate() {
+            let bins = &hist[offsets[k]..offsets[k + 1]];
+            let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
+            for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
+                let (bg, bh, bn) = bin.get();
+                gl += bg;
+                hl += bh;
+                nl += bn as usize;
+                let nr = n - nl;
+                if nl < p.min_data_in_leaf {
+                    continue;
+                }
+                if nr < p.min_data_in_leaf {
+                    break;
+                }
+                let (gr, hr) = (g - gl, h - hl);
+                let gain = gl * gl / (hl + lambda) + gr * gr / (hr + lambda) - parent;
+                if gain > 1e-9 && best.as_ref().is_none_or(|s| gain > s.gain) {
+                    best = Some(Split {
+                        gain,
+                        feature: j,
+                        bin: b,
+                    });
+                }
+            }
+        }
+        best.map(|s| (s.feature, s.bin, s.gain.to_bits()))
+    }
+
+    /// The split search in passes finds the plain search's split, gain to the bit, for
+    /// every kind of gradient, on leaves from a few rows (where `min_data_in_leaf` leaves
+    /// few candidate bins, or none) to all of them.
+    #[test]
+    fn the_split_search_in_passes_finds_the_plain_searchs_split() {
+        let (n, d) = (6_000, 9);
+        let mut rng = SplitMix64(21);
+        let x: Vec<f32> = (0..n * d)
+            .map(|i| {
+                let v = rng.unit();
+                match i % d {
+                    0 if v < 0.2 => f32::NAN,
+                    1 => (v * 3.0).floor() as f32,
+                    2 => 1.0,
+                    _ => (v * 500.0) as f32,
+                }
+            })
+            .collect();
+        let m = Matrix::new(&x, n, d).unwrap();
+        let Binned {
+            binner,
+            rows: bins,
+            columns,
+            ..
+        } = Binner::bin_matrix(&m, 255);
+        let signs: Vec<f64> = (0..n)
+            .map(|i| {
+                if (x[i * d + 3] > 250.0) ^ (rng.unit() < 0.3) {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
+        let quantile: Vec<f64> = signs
+            .iter()
+            .map(|&s| if s > 0.0 { 0.1 } else { -0.9 })
+            .collect();
+        let real: Vec<f64> = (0..n)
+            .map(|i| f64::from(x[i * d + 4]) / 100.0 - 2.0 + rng.unit())
+            .collect();
+        let hess: Vec<f64> = (0..n).map(|_| 0.05 + rng.unit() * 0.2).collect();
+        let ones = vec![1.0; n];
+        let mut checked = 0;
+        for min_data_in_leaf in [1, 20, 700, 2_900] {
+            let params = GbdtParams {
+                min_data_in_leaf,
+                ..GbdtParams::default()
+            };
+            for (g, h, unit_hessians, sign_gradients) in [
+                (&signs, &ones, true, true),
+                (&quantile, &ones, true, false),
+                (&real, &hess, false, false),
+            ] {
+                let grower = Grower {
+                    bins: &bins,
+                    columns: &columns,
+                    d,
+                    binner: &binner,
+                    params: &params,
+                    features: (0..d).collect(),
+                    g,
+                    h,
+                    unit_hessians,
+                    sign_gradients,
+                };
+                let offsets = grower.offsets();
+                for rows in [
+                    (0..n as u32).collect::<Vec<_>>(),
+                    (0..n as u32).filter(|r| r % 7 == 0).collect(),
+                    (0..60).collect(),
+                ] {
+                    fn both<A: Acc>(grower: &Grower, rows: &[u32], offsets: &[usize]) -> bool {
+                        let hist: Vec<A> = grower.histogram(rows, offsets, Vec::new());
+                        let (sg, sh) = grower.sums(rows);
+                        let k = grower.features.len();
+                        let got = grower
+                            .best_split_of(&hist, offsets, 0..k, (sg, sh, rows.len()))
+                            .map(|s| (s.feature, s.bin, s.gain.to_bits()));
+                        let want = plain_best_split(grower, &hist, offsets, (sg, sh, rows.len()));
+                        assert_eq!(got, want, "{} rows", rows.len());
+                        want.is_some()
+                    }
+                    let found = match (unit_hessians, sign_gradients) {
+                        (true, true) => both::<Signs>(&grower, &rows, &offsets),
+                        (true, false) => both::<UnitHessians>(&grower, &rows, &offsets),
+                        _ => both::<Sums>(&grower, &rows, &offsets),
+                    };
+                    checked += usize::from(found);
+                }
+            }
+        }
+        // most leaves have a split; the largest minimum leaves the small ones none
+        assert!(checked >= 20, "{checked}");
     }
 
     /// The split searched in two halves side by side is the one a search of every feature
