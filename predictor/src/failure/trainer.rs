@@ -10,6 +10,7 @@ use augur_datasets::JobRecord;
 use augur_features::{failure_label, FailureSchema, TrainingRanges};
 use augur_models::gbdt::{GbdtModel, GbdtParams, Objective, TreeCountLead, Validation};
 use augur_models::{Matrix, Predict, TrainSet};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::past_rate::PastRate;
@@ -292,10 +293,12 @@ impl FailureTrainer {
         let d = schema.len();
         let mut g_scores = vec![0.0; cal.len()];
         gbdt.predict_into(cm, &mut g_scores)?;
-        let mut scratch = SvmScratch::default();
+        // each row's decision is its own: on every core, in order
         let mut s_scores: Vec<f64> = cal
-            .iter()
-            .map(|&i| svm.decision(&x[i * d..(i + 1) * d], &mut scratch))
+            .par_iter()
+            .map_init(SvmScratch::default, |scratch, &i| {
+                svm.decision(&x[i * d..(i + 1) * d], scratch)
+            })
             .collect();
         let mut calib_y = cal_y.to_vec();
         let mut calib_rows = cal.to_vec();
