@@ -266,7 +266,7 @@ mod tests {
     /// collected, sorted by `total_cmp` and deduplicated, each value's bin by
     /// `partition_point`, the columns read off the rows, and the classes by one pass over
     /// the rows. [`Binner::bin_matrix`] must give exactly this.
-    fn plain(x: &Matrix, max_bins: usize) -> (Vec<Vec<f32>>, Vec<u8>, Vec<u8>, Vec<Option<usize>>) {
+    fn plain(x: &Matrix, max_bins: usize) -> Binned {
         let max_bins = max_bins.clamp(2, 255);
         let (n, d) = (x.rows(), x.cols());
         let step = (n / 100_000).max(1);
@@ -325,7 +325,12 @@ mod tests {
                 (0..j).find(|&i| classes[i] == Some(i) && hash[i] == hash[j] && same(i, j));
             classes.push(Some(earlier.unwrap_or(j)));
         }
-        (edges, rows, columns, classes)
+        Binned {
+            binner: Binner { edges },
+            rows,
+            columns,
+            classes,
+        }
     }
 
     /// Values of every kind a feature holds: NaN, both zeros, infinities, subnormals, a few
@@ -376,7 +381,12 @@ mod tests {
                 }
             }
             let m = Matrix::new(&x, n, d).unwrap();
-            let (edges, rows, columns, classes) = plain(&m, max_bins);
+            let Binned {
+                binner: Binner { edges },
+                rows,
+                columns,
+                classes,
+            } = plain(&m, max_bins);
             let got = Binner::bin_matrix(&m, max_bins);
             assert_eq!(got.binner.edges.len(), d);
             for (a, b) in got.binner.edges.iter().zip(&edges) {
