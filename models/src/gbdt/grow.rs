@@ -21,6 +21,37 @@ trait Acc: Copy + Default + Send + Sync {
     fn minus(self, o: Self) -> Self;
     /// Gradient sum, hessian sum, rows.
     fn get(self) -> (f64, f64, u32);
+
+    /// The candidate splits of one feature's `bins` in a leaf of `n` rows: the bins after
+    /// which at least `min` rows lie on either side (a contiguous run, as the left count
+    /// only grows). Fills `left_g` and `left_h` with their left sums, in order, each with
+    /// the bits of the running sum, and returns (the first candidate bin, candidates).
+    fn candidates(
+        bins: &[Self],
+        (min, n): (usize, usize),
+        left_g: &mut [f64; 256],
+        left_h: &mut [f64; 256],
+    ) -> (usize, usize) {
+        let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
+        let (mut first, mut m) = (0, 0);
+        for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
+            let (bg, bh, bn) = bin.get();
+            gl += bg;
+            hl += bh;
+            nl += bn as usize;
+            if nl < min {
+                first = b + 1;
+                continue;
+            }
+            if n - nl < min {
+                break;
+            }
+            left_g[m] = gl;
+            left_h[m] = hl;
+            m += 1;
+        }
+        (first, m)
+    }
 }
 
 /// Every hessian is 1 and every gradient ±1 (absolute loss without weights): a bin counts
@@ -51,6 +82,34 @@ impl Acc for Signs {
         let n = (self.0 >> 32) as u32;
         let plus = self.0 as u32;
         (2.0 * f64::from(plus) - f64::from(n), f64::from(n), n)
+    }
+
+    /// The running counts in one integer (no carry between the halves: a leaf's pluses
+    /// are at most its rows), each left sum made from them: the running f64 sums of ±1
+    /// and of 1 are those exact integers (never −0: an empty bin adds +0).
+    fn candidates(
+        bins: &[Self],
+        (min, n): (usize, usize),
+        left_g: &mut [f64; 256],
+        left_h: &mut [f64; 256],
+    ) -> (usize, usize) {
+        let mut acc = 0u64;
+        let (mut first, mut m) = (0, 0);
+        for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
+            acc += bin.0;
+            let nl = (acc >> 32) as u32;
+            if (nl as usize) < min {
+                first = b + 1;
+                continue;
+            }
+            if n - (nl as usize) < min {
+                break;
+            }
+            left_g[m] = 2.0 * f64::from(acc as u32) - f64::from(nl);
+            left_h[m] = f64::from(nl);
+            m += 1;
+        }
+        (first, m)
     }
 }
 
@@ -452,9 +511,8 @@ impl Grower<'_> {
     }
 
     /// [`best_split`](Self::best_split) over the tree's features `ks`. Per feature, one
-    /// pass sums the bins left to right (in order: the sums' bits are the running sums'),
-    /// keeping the candidate bins (at least `min_data_in_leaf` rows either side: a
-    /// contiguous run, as the left count only grows); a second computes their gains, each
+    /// pass sums the bins left to right ([`Acc::candidates`]: the running sums' bits),
+    /// keeping the candidate bins; a second computes their gains, each
     /// on its own (the two divisions of a bin no longer wait on the next bin's sums, and
     /// run side by side); a third keeps the first largest.
     fn best_split_of<A: Acc>(
@@ -475,24 +533,7 @@ impl Grower<'_> {
         for k in ks {
             let j = self.features[k];
             let bins = &hist[offsets[k]..offsets[k + 1]];
-            let (mut gl, mut hl, mut nl) = (0.0, 0.0, 0usize);
-            let (mut first, mut m) = (0, 0);
-            for (b, bin) in bins.iter().enumerate().take(bins.len() - 1) {
-                let (bg, bh, bn) = bin.get();
-                gl += bg;
-                hl += bh;
-                nl += bn as usize;
-                if nl < p.min_data_in_leaf {
-                    first = b + 1;
-                    continue;
-                }
-                if n - nl < p.min_data_in_leaf {
-                    break;
-                }
-                left_g[m] = gl;
-                left_h[m] = hl;
-                m += 1;
-            }
+            let (first, m) = A::candidates(bins, (p.min_data_in_leaf, n), &mut left_g, &mut left_h);
             for ((gain, &gl), &hl) in gains[..m].iter_mut().zip(&left_g[..m]).zip(&left_h[..m]) {
                 let (gr, hr) = (g - gl, h - hl);
                 *gain = gl * gl / (hl + lambda) + gr * gr / (hr + lambda) - parent;
