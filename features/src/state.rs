@@ -321,20 +321,22 @@ fn kind_groups(kinds: usize, ways: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-/// Rows of width `from` laid out row-major in `buf`, moved in place to rows of width `to`
-/// (≥ `from`); the new columns are zero.
+/// Rows of width `from` laid out row-major in `buf`, widened to rows of width `to`
+/// (≥ `from`); the new columns are zero. The rows are copied into a new buffer on every
+/// core (one pass over the memory, where growing in place copied it twice on one core).
 pub(crate) fn widen_rows(buf: &mut Vec<f32>, from: usize, to: usize) {
     if from == to {
         return;
     }
     let n = buf.len().checked_div(from).unwrap_or(0);
-    buf.resize(n * to, 0.0);
-    // last row first: row i's new place starts at or after its old one and ends before
-    // where row i + 1 has been moved
-    for i in (0..n).rev() {
-        buf.copy_within(i * from..(i + 1) * from, i * to);
-        buf[i * to + from..(i + 1) * to].fill(0.0);
+    let mut wide = vec![0.0; n * to];
+    if from > 0 {
+        wide.par_chunks_mut(to)
+            .zip(buf.par_chunks(from))
+            .with_min_len(1024)
+            .for_each(|(row, old)| row[..from].copy_from_slice(old));
     }
+    *buf = wide;
 }
 
 /// Copies columns `skip..src_w` of every row of `src` (row width `src_w`) to columns
