@@ -560,6 +560,29 @@ mod tests {
     use crate::gbdt::binning::Binned;
     use crate::Matrix;
 
+    /// A grower over `binned` (a `d`-column matrix) for the tree's `features`, from
+    /// gradients, hessians and what they are: (g, h, unit hessians, ±1 gradients).
+    fn grower_over<'a>(
+        binned: &'a Binned,
+        d: usize,
+        params: &'a GbdtParams,
+        features: Vec<usize>,
+        (g, h, unit_hessians, sign_gradients): (&'a [f64], &'a [f64], bool, bool),
+    ) -> Grower<'a> {
+        Grower {
+            bins: &binned.rows,
+            columns: &binned.columns,
+            d,
+            binner: &binned.binner,
+            params,
+            features,
+            g,
+            h,
+            unit_hessians,
+            sign_gradients,
+        }
+    }
+
     /// The histogram of feature `j` summed the plain way: one pass per feature, every row's
     /// gradient and hessian added in row order.
     fn plain(
@@ -624,12 +647,7 @@ mod tests {
             })
             .collect();
         let m = Matrix::new(&x, n, d).unwrap();
-        let Binned {
-            binner,
-            rows: bins,
-            columns,
-            ..
-        } = Binner::bin_matrix(&m, 255);
+        let binned = Binner::bin_matrix(&m, 255);
         let params = GbdtParams::default();
         let signs: Vec<f64> = (0..n)
             .map(|_| if rng.unit() < 0.4 { 1.0 } else { -1.0 })
@@ -646,22 +664,12 @@ mod tests {
         let rest: Vec<u32> = (0..n as u32).filter(|r| r % 31 != 0).collect();
         assert!(all.len() >= PARALLEL_ROWS && few.len() < PARALLEL_ROWS);
         for (g, h, unit_hessians, sign_gradients) in [
-            (&signs, &ones, true, true),
+            (&signs[..], &ones[..], true, true),
             (&quantile, &ones, true, false),
             (&real, &hess, false, false),
         ] {
-            let grower = Grower {
-                bins: &bins,
-                columns: &columns,
-                d,
-                binner: &binner,
-                params: &params,
-                features: vec![0, 2, 3, 5, 6],
-                g,
-                h,
-                unit_hessians,
-                sign_gradients,
-            };
+            let kind = (g, h, unit_hessians, sign_gradients);
+            let grower = grower_over(&binned, d, &params, vec![0, 2, 3, 5, 6], kind);
             // `exact`: the subtraction is of counts, so it has the bits of summing the rest
             fn pass<A: Acc>(grower: &Grower, all: &[u32], few: &[u32], rest: &[u32], exact: bool) {
                 let offsets = grower.offsets();
@@ -743,12 +751,7 @@ mod tests {
             })
             .collect();
         let m = Matrix::new(&x, n, d).unwrap();
-        let Binned {
-            binner,
-            rows: bins,
-            columns,
-            ..
-        } = Binner::bin_matrix(&m, 255);
+        let binned = Binner::bin_matrix(&m, 255);
         let signs: Vec<f64> = (0..n)
             .map(|i| {
                 if (x[i * d + 3] > 250.0) ^ (rng.unit() < 0.3) {
@@ -774,22 +777,12 @@ mod tests {
                 ..GbdtParams::default()
             };
             for (g, h, unit_hessians, sign_gradients) in [
-                (&signs, &ones, true, true),
+                (&signs[..], &ones[..], true, true),
                 (&quantile, &ones, true, false),
                 (&real, &hess, false, false),
             ] {
-                let grower = Grower {
-                    bins: &bins,
-                    columns: &columns,
-                    d,
-                    binner: &binner,
-                    params: &params,
-                    features: (0..d).collect(),
-                    g,
-                    h,
-                    unit_hessians,
-                    sign_gradients,
-                };
+                let kind = (g, h, unit_hessians, sign_gradients);
+                let grower = grower_over(&binned, d, &params, (0..d).collect(), kind);
                 let offsets = grower.offsets();
                 for rows in [
                     (0..n as u32).collect::<Vec<_>>(),
@@ -832,29 +825,13 @@ mod tests {
             .map(|i| base[(i / d) * 8 + (i % d) % 8])
             .collect();
         let m = Matrix::new(&x, n, d).unwrap();
-        let Binned {
-            binner,
-            rows: bins,
-            columns,
-            ..
-        } = Binner::bin_matrix(&m, 255);
+        let binned = Binner::bin_matrix(&m, 255);
         let params = GbdtParams::default();
         let g: Vec<f64> = (0..n).map(|i| f64::from(x[i * d + 3]) - 0.5).collect();
         let h = vec![1.0; n];
         let rows: Vec<u32> = (0..n as u32).collect();
         for features in [(0..d).collect::<Vec<_>>(), (4..d).rev().collect()] {
-            let grower = Grower {
-                bins: &bins,
-                columns: &columns,
-                d,
-                binner: &binner,
-                params: &params,
-                features,
-                g: &g,
-                h: &h,
-                unit_hessians: true,
-                sign_gradients: false,
-            };
+            let grower = grower_over(&binned, d, &params, features, (&g, &h, true, false));
             let offsets = grower.offsets();
             let hist: Vec<UnitHessians> = grower.histogram(&rows, &offsets, Vec::new());
             let (sg, sh) = grower.sums(&rows);
