@@ -333,11 +333,7 @@ fn time(
         return Ok(None);
     }
     let local = plain_local_time(raw)
-        .or_else(|| {
-            ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
-                .iter()
-                .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
-        })
+        .or_else(|| chrono_local_time(raw))
         .ok_or_else(|| row.issue(field, "not a YYYY-MM-DDTHH:MM:SS time", raw))?;
     zone.to_unix(&local).map(Some).ok_or_else(|| {
         row.issue(
@@ -346,6 +342,13 @@ fn time(
             raw,
         )
     })
+}
+
+/// A time in one of the shapes sacct prints, read by chrono.
+fn chrono_local_time(raw: &str) -> Option<NaiveDateTime> {
+    ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
 }
 
 /// The time sacct prints, `YYYY-MM-DDTHH:MM:SS` (or with a space for the `T`), read digit
@@ -676,12 +679,6 @@ fn add_notes(report: &mut ReadReport, t: &Tally) {
 mod tests {
     use super::*;
 
-    fn chrono_local(raw: &str) -> Option<NaiveDateTime> {
-        ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
-            .iter()
-            .find_map(|f| NaiveDateTime::parse_from_str(raw, f).ok())
-    }
-
     /// Whatever the digit-by-digit reading answers, chrono's parse answers the same; it
     /// answers every well-formed sacct time, and leaves the rest to chrono.
     #[test]
@@ -710,7 +707,7 @@ mod tests {
         for raw in fixed {
             let plain = plain_local_time(raw);
             if plain.is_some() {
-                assert_eq!(plain, chrono_local(raw), "{raw}");
+                assert_eq!(plain, chrono_local_time(raw), "{raw}");
             }
         }
         assert!(plain_local_time("2026-11-23T07:01:02").is_some());
@@ -726,7 +723,7 @@ mod tests {
                 m[at] = c;
                 let raw = std::str::from_utf8(&m).unwrap();
                 if let Some(t) = plain_local_time(raw) {
-                    assert_eq!(Some(t), chrono_local(raw), "{raw}");
+                    assert_eq!(Some(t), chrono_local_time(raw), "{raw}");
                 }
             }
         }
