@@ -9,12 +9,20 @@ pub(super) struct Binner {
     edges: Vec<Vec<f32>>,
 }
 
-/// A matrix binned: the bin edges, every value's bin row by row and column by column, and
-/// which columns a split can tell apart ([`Binner::column_classes`]).
+/// A matrix binned: the bin edges, every value's bin column by column, the bins of the
+/// columns a split can tell apart row by row, and which columns those are
+/// ([`Binner::column_classes`]).
 pub(super) struct Binned {
     pub binner: Binner,
-    /// Row `i`'s bin of feature `j` at `i * cols + j` (read by the histogram passes).
+    /// Row `i`'s bins of the first column of each class, in column order, at
+    /// `i * width + slot` (read by the histogram passes; constant and copied columns left
+    /// out, so a row is fewer bytes to read).
     pub rows: Vec<u8>,
+    /// Bytes of one row of `rows`: the number of classes.
+    pub width: usize,
+    /// Per column: where its bins sit in a row of `rows` (its class's first column's
+    /// slot), `None` when constant.
+    pub slots: Vec<Option<usize>>,
     /// Column `j`'s bins at `j * rows` (read by a split, one column of a leaf's rows).
     pub columns: Vec<u8>,
     pub classes: Vec<Option<usize>>,
@@ -52,10 +60,22 @@ impl Binner {
         };
         let binner = Binner { edges };
         let classes = Self::column_classes(&columns, n, d);
-        let rows = Self::rows_of(&columns, n, d);
+        let firsts: Vec<usize> = (0..d).filter(|&j| classes[j] == Some(j)).collect();
+        let mut slots = vec![None; d];
+        for (slot, &j) in firsts.iter().enumerate() {
+            slots[j] = Some(slot);
+        }
+        for j in 0..d {
+            if let Some(first) = classes[j] {
+                slots[j] = slots[first];
+            }
+        }
+        let rows = Self::rows_of(&columns, n, &firsts);
         Binned {
             binner,
             rows,
+            width: firsts.len(),
+            slots,
             columns,
             classes,
         }
@@ -90,20 +110,23 @@ impl Binner {
             .collect()
     }
 
-    /// Column-major `columns` (`n` rows each, `d` of them) row by row: row `i`'s at `i * d`.
-    fn rows_of(columns: &[u8], n: usize, d: usize) -> Vec<u8> {
-        let mut rows = vec![0u8; n * d];
-        if d == 0 {
+    /// The columns `which` of column-major `columns` (`n` rows each) row by row: row `i`'s
+    /// at `i * which.len()`, in the order of `which`.
+    fn rows_of(columns: &[u8], n: usize, which: &[usize]) -> Vec<u8> {
+        let w = which.len();
+        let mut rows = vec![0u8; n * w];
+        if w == 0 {
             return rows;
         }
-        rows.par_chunks_mut(TRANSPOSE_ROWS * d)
+        rows.par_chunks_mut(TRANSPOSE_ROWS * w)
             .enumerate()
             .for_each(|(block, out)| {
                 let r0 = block * TRANSPOSE_ROWS;
-                let len = out.len() / d;
-                for (j, column) in columns.chunks_exact(n).enumerate() {
+                let len = out.len() / w;
+                for (slot, &j) in which.iter().enumerate() {
+                    let column = &columns[j * n..(j + 1) * n];
                     for (t, &b) in column[r0..r0 + len].iter().enumerate() {
-                        out[t * d + j] = b;
+                        out[t * w + slot] = b;
                     }
                 }
             });
@@ -328,6 +351,8 @@ mod tests {
         Binned {
             binner: Binner { edges },
             rows,
+            width: d,
+            slots: (0..d).map(Some).collect(),
             columns,
             classes,
         }
@@ -386,6 +411,7 @@ mod tests {
                 rows,
                 columns,
                 classes,
+                ..
             } = plain(&m, max_bins);
             let got = Binner::bin_matrix(&m, max_bins);
             assert_eq!(got.binner.edges.len(), d);
@@ -393,7 +419,25 @@ mod tests {
                 let bits = |e: &[f32]| e.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(a), bits(b), "{n}x{d}");
             }
-            assert!(got.rows == rows, "{n}x{d}: rows");
+            // the row-major bins hold each class's first column, in order; every other
+            // column's slot is its class's
+            let firsts: Vec<usize> = (0..d).filter(|&j| classes[j] == Some(j)).collect();
+            assert_eq!(got.width, firsts.len(), "{n}x{d}");
+            let kept: Vec<u8> = (0..n)
+                .flat_map(|i| firsts.iter().map(move |&j| (i, j)))
+                .map(|(i, j)| rows[i * d + j])
+                .collect();
+            assert!(got.rows == kept, "{n}x{d}: rows");
+            for j in 0..d {
+                let slot = got.slots[j];
+                assert_eq!(slot.is_some(), classes[j].is_some(), "{n}x{d}: column {j}");
+                if let Some(slot) = slot {
+                    assert!(
+                        (0..n).all(|i| got.rows[i * got.width + slot] == rows[i * d + j]),
+                        "{n}x{d}: column {j}'s slot"
+                    );
+                }
+            }
             assert!(got.columns == columns, "{n}x{d}: columns");
             assert_eq!(got.classes, classes, "{n}x{d}");
             if d >= 12 && n > 1 {

@@ -18,8 +18,11 @@ use crate::{Fit, Matrix, ModelError, TrainSet};
 /// every fit on that matrix.
 pub struct BinnedFeatures<'a> {
     binner: Binner,
-    /// Row-major bins, `source`'s columns per row (read by the histogram passes).
+    /// Row-major bins of the columns a split can tell apart, `width` per row (read by the
+    /// histogram passes); column `j`'s at `slots[j]`.
     bins: Vec<u8>,
+    width: usize,
+    slots: Vec<Option<usize>>,
     /// The same bins column by column (column `j`'s at `j * rows`): a split reads one
     /// column of its leaf's rows, in row order, from one place.
     columns: Vec<u8>,
@@ -82,6 +85,8 @@ impl GbdtParams {
         let Binned {
             binner,
             rows,
+            width,
+            slots,
             columns,
             classes,
         } = Binner::bin_matrix(&x, self.max_bins);
@@ -90,6 +95,8 @@ impl GbdtParams {
             classes,
             columns,
             bins: rows,
+            width,
+            slots,
             max_bins: self.max_bins,
             source: (x.data().as_ptr() as usize, x.rows(), x.cols()),
             _data: PhantomData,
@@ -213,13 +220,19 @@ impl GbdtParams {
             if rows.len() < 2 * self.min_data_in_leaf.max(1) {
                 break;
             }
+            let features = splittable(self.sample_features(&mut rng, d), classes);
             let grower = Grower {
                 bins,
+                width: binned.width,
+                slots: features
+                    .iter()
+                    .map(|&j| binned.slots[j].unwrap_or(0))
+                    .collect(),
                 columns: &binned.columns,
                 d,
                 binner,
                 params: self,
-                features: splittable(self.sample_features(&mut rng, d), classes),
+                features,
                 g: &g,
                 h: &h,
                 unit_hessians,
@@ -286,7 +299,7 @@ impl GbdtParams {
 /// same histograms give the same gains, and a split is taken only on a strictly greater
 /// gain, so the earlier column always wins). The tree grown is the one all of `features`
 /// would grow, without their histograms.
-fn splittable(features: Vec<usize>, classes: &[Option<usize>]) -> Vec<usize> {
+pub(super) fn splittable(features: Vec<usize>, classes: &[Option<usize>]) -> Vec<usize> {
     let mut kept: Vec<usize> = Vec::with_capacity(features.len());
     for j in features {
         let Some(class) = classes[j] else { continue };

@@ -230,8 +230,12 @@ impl<A> LeafTask<A> {
 /// What one tree is grown from: the binned columns, the features it may split on and the
 /// rows' gradients and hessians.
 pub(super) struct Grower<'a> {
-    /// Row-major bins: row `r`'s bin of feature `j` at `r * d + j`.
+    /// Row-major bins, `width` per row: row `r`'s bin of the tree's `k`-th feature at
+    /// `r * width + slots[k]`.
     pub bins: &'a [u8],
+    pub width: usize,
+    /// Per feature of the tree, in order: its slot in a row of `bins`.
+    pub slots: Vec<usize>,
     /// The same bins column by column: column `j`'s at `j * rows`.
     pub columns: &'a [u8],
     /// Features (columns) of `bins`.
@@ -467,12 +471,12 @@ impl Grower<'_> {
         offsets: &[usize],
         part: &mut [A],
     ) {
-        let d = self.d;
+        let w = self.width;
         let base = offsets[ks.start];
-        let cols: Vec<(usize, usize)> = ks.map(|k| (self.features[k], offsets[k] - base)).collect();
+        let cols: Vec<(usize, usize)> = ks.map(|k| (self.slots[k], offsets[k] - base)).collect();
         for &r in rows {
             let v = A::row(self.g[r as usize], self.h[r as usize]);
-            let rb = &self.bins[r as usize * d..(r as usize + 1) * d];
+            let rb = &self.bins[r as usize * w..(r as usize + 1) * w];
             for &(j, at) in &cols {
                 part[at + rb[j] as usize].add(v);
             }
@@ -558,10 +562,12 @@ mod tests {
 
     use super::*;
     use crate::gbdt::binning::Binned;
+    use crate::gbdt::fit::splittable;
     use crate::Matrix;
 
-    /// A grower over `binned` (a `d`-column matrix) for the tree's `features`, from
-    /// gradients, hessians and what they are: (g, h, unit hessians, ±1 gradients).
+    /// A grower over `binned` (a `d`-column matrix) for the tree's `features` a split can
+    /// be found on (constant and copied columns left out, as a fit does), from gradients,
+    /// hessians and what they are: (g, h, unit hessians, ±1 gradients).
     fn grower_over<'a>(
         binned: &'a Binned,
         d: usize,
@@ -569,8 +575,11 @@ mod tests {
         features: Vec<usize>,
         (g, h, unit_hessians, sign_gradients): (&'a [f64], &'a [f64], bool, bool),
     ) -> Grower<'a> {
+        let features = splittable(features, &binned.classes);
         Grower {
             bins: &binned.rows,
+            width: binned.width,
+            slots: features.iter().map(|&j| binned.slots[j].unwrap()).collect(),
             columns: &binned.columns,
             d,
             binner: &binned.binner,
@@ -586,17 +595,17 @@ mod tests {
     /// The histogram of feature `j` summed the plain way: one pass per feature, every row's
     /// gradient and hessian added in row order.
     fn plain(
-        bins: &[u8],
-        d: usize,
+        columns: &[u8],
         n_bins: usize,
         j: usize,
         rows: &[u32],
         g: &[f64],
         h: &[f64],
     ) -> Vec<(f64, f64, u32)> {
+        let n = g.len();
         let mut hist = vec![(0.0, 0.0, 0); n_bins];
         for &r in rows {
-            let b = &mut hist[bins[r as usize * d + j] as usize];
+            let b = &mut hist[columns[j * n + r as usize] as usize];
             b.0 += g[r as usize];
             b.1 += h[r as usize];
             b.2 += 1;
@@ -611,8 +620,7 @@ mod tests {
         for (k, &j) in grower.features.iter().enumerate() {
             let got = &hist[offsets[k]..offsets[k + 1]];
             let want = plain(
-                grower.bins,
-                grower.d,
+                grower.columns,
                 grower.binner.n_bins(j),
                 j,
                 rows,
@@ -630,8 +638,9 @@ mod tests {
     }
 
     /// Each histogram pass (summed, unit hessians, ±1 gradients; one core and split between
-    /// the cores) gives every bin of every feature of the tree the bits of the plain
-    /// per-feature sum, and so does the larger child's histogram made by subtraction.
+    /// the cores; every column or a sample of them, each read from its slot in a row)
+    /// gives every bin of every feature of the tree the bits of the plain per-feature sum,
+    /// and so does the larger child's histogram made by subtraction.
     #[test]
     fn histograms_equal_the_plain_per_feature_sums_bit_for_bit() {
         let (n, d) = (20_000, 7);
@@ -663,13 +672,18 @@ mod tests {
         let few: Vec<u32> = (0..n as u32).filter(|r| r % 31 == 0).collect();
         let rest: Vec<u32> = (0..n as u32).filter(|r| r % 31 != 0).collect();
         assert!(all.len() >= PARALLEL_ROWS && few.len() < PARALLEL_ROWS);
-        for (g, h, unit_hessians, sign_gradients) in [
+        let kinds = [
             (&signs[..], &ones[..], true, true),
             (&quantile, &ones, true, false),
             (&real, &hess, false, false),
-        ] {
+        ];
+        let samples = [vec![0, 2, 3, 5, 6], (0..d).collect()];
+        for ((g, h, unit_hessians, sign_gradients), features) in kinds
+            .into_iter()
+            .flat_map(|k| samples.iter().map(move |f| (k, f.clone())))
+        {
             let kind = (g, h, unit_hessians, sign_gradients);
-            let grower = grower_over(&binned, d, &params, vec![0, 2, 3, 5, 6], kind);
+            let grower = grower_over(&binned, d, &params, features, kind);
             // `exact`: the subtraction is of counts, so it has the bits of summing the rest
             fn pass<A: Acc>(grower: &Grower, all: &[u32], few: &[u32], rest: &[u32], exact: bool) {
                 let offsets = grower.offsets();
