@@ -317,57 +317,57 @@ impl JobTable {
         Ok(ca.iter().map(|v| v.map(str::to_owned)).collect())
     }
 
-    /// The table as rows, in table order.
+    /// The table as rows, in table order. Each string is copied once, from the column
+    /// into its record.
     pub fn to_records(&self) -> Result<Vec<JobRecord>, DatasetError> {
         let n = self.len();
-        let id = self.str_column("job_id")?;
-        let submit = self.f64_column("submit_time")?;
-        let start = self.f64_column("start_time")?;
-        let wait = self.f64_column("queue_wait")?;
-        let end = self.f64_column("end_time")?;
-        let dur = self.f64_column("duration")?;
-        let gpus = self.f64_column("num_gpus")?;
-        let nodes = self.f64_column("num_nodes")?;
-        let gpu_type = self.str_column("gpu_type")?;
-        let cpus = self.f64_column("cpus")?;
-        let mem = self.f64_column("memory_mib")?;
-        let req = self.f64_column("requested_time")?;
-        let user = self.str_column("user")?;
-        let group = self.str_column("group")?;
-        let name = self.str_column("job_name")?;
-        let cluster = self.str_column("cluster")?;
-        let queue = self.str_column("queue")?;
-        let qos = self.str_column("qos")?;
-        let priority = self.f64_column("priority")?;
-        let status = self.str_column("status")?;
-        let source = self.str_column("source")?;
+        let f64s =
+            |name: &str| -> Result<_, DatasetError> { Ok(self.df.column(name)?.f64()?.iter()) };
+        let strs =
+            |name: &str| -> Result<_, DatasetError> { Ok(self.df.column(name)?.str()?.iter()) };
+        let (mut id, mut submit, mut start) =
+            (strs("job_id")?, f64s("submit_time")?, f64s("start_time")?);
+        let (mut wait, mut end, mut dur) =
+            (f64s("queue_wait")?, f64s("end_time")?, f64s("duration")?);
+        let (mut gpus, mut nodes, mut gpu_type) =
+            (f64s("num_gpus")?, f64s("num_nodes")?, strs("gpu_type")?);
+        let (mut cpus, mut mem, mut req) =
+            (f64s("cpus")?, f64s("memory_mib")?, f64s("requested_time")?);
+        let (mut user, mut group, mut name) = (strs("user")?, strs("group")?, strs("job_name")?);
+        let (mut cluster, mut queue, mut qos) = (strs("cluster")?, strs("queue")?, strs("qos")?);
+        let (mut priority, mut status, mut source) =
+            (f64s("priority")?, strs("status")?, strs("source")?);
+        // every column has the table's height: each iterator yields one value per row
+        let owned = |v: Option<Option<&str>>| v.flatten().map(str::to_owned);
+        let num = |v: Option<Option<f64>>| v.flatten();
         let mut out = Vec::with_capacity(n);
-        for i in 0..n {
+        for _ in 0..n {
             out.push(JobRecord {
-                job_id: id[i].clone().unwrap_or_default(),
-                submit_time: submit[i].unwrap_or(f64::NAN),
-                start_time: start[i],
-                queue_wait: wait[i],
-                end_time: end[i],
-                duration: dur[i],
-                num_gpus: gpus[i],
-                num_nodes: nodes[i],
-                gpu_type: gpu_type[i].clone(),
-                cpus: cpus[i],
-                memory_mib: mem[i],
-                requested_time: req[i],
-                user: user[i].clone(),
-                group: group[i].clone(),
-                job_name: name[i].clone(),
-                cluster: cluster[i].clone(),
-                queue: queue[i].clone(),
-                qos: qos[i].clone(),
-                priority: priority[i],
-                status: status[i]
-                    .as_deref()
+                job_id: owned(id.next()).unwrap_or_default(),
+                submit_time: num(submit.next()).unwrap_or(f64::NAN),
+                start_time: num(start.next()),
+                queue_wait: num(wait.next()),
+                end_time: num(end.next()),
+                duration: num(dur.next()),
+                num_gpus: num(gpus.next()),
+                num_nodes: num(nodes.next()),
+                gpu_type: owned(gpu_type.next()),
+                cpus: num(cpus.next()),
+                memory_mib: num(mem.next()),
+                requested_time: num(req.next()),
+                user: owned(user.next()),
+                group: owned(group.next()),
+                job_name: owned(name.next()),
+                cluster: owned(cluster.next()),
+                queue: owned(queue.next()),
+                qos: owned(qos.next()),
+                priority: num(priority.next()),
+                status: status
+                    .next()
+                    .flatten()
                     .and_then(JobStatus::parse)
                     .unwrap_or_default(),
-                source: source[i].clone().unwrap_or_default(),
+                source: owned(source.next()).unwrap_or_default(),
             });
         }
         Ok(out)

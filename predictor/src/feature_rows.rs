@@ -4,12 +4,23 @@
 
 use std::cell::RefCell;
 
-/// The rows `rows` of the row-major matrix `x` (`d` columns), in that order.
+use rayon::prelude::*;
+
+/// Rows one task of [`gather`] copies at least (a small gather stays on one core).
+const GATHER_ROWS_PER_TASK: usize = 1_024;
+
+/// The rows `rows` of the row-major matrix `x` (`d` columns), in that order. The rows are
+/// copied on every core (a training matrix is tens of megabytes, and writing a fresh
+/// allocation faults its pages in on the core that writes them).
 pub(crate) fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows.len() * d);
-    for &r in rows {
-        out.extend_from_slice(&x[r * d..(r + 1) * d]);
+    let mut out = vec![0.0; rows.len() * d];
+    if d == 0 {
+        return out;
     }
+    out.par_chunks_exact_mut(d)
+        .zip(rows.par_iter())
+        .with_min_len(GATHER_ROWS_PER_TASK)
+        .for_each(|(o, &r)| o.copy_from_slice(&x[r * d..(r + 1) * d]));
     out
 }
 
@@ -38,6 +49,15 @@ mod tests {
     fn gather_picks_rows_in_order() {
         let x = [0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
         assert_eq!(gather(&x, 2, &[2, 0]), vec![20.0, 21.0, 0.0, 1.0]);
+        assert_eq!(gather(&x, 0, &[2, 0]), Vec::<f32>::new());
+        // more rows than one task copies, in a scrambled order
+        let (n, d) = (5_000, 3);
+        let big: Vec<f32> = (0..n * d).map(|i| i as f32).collect();
+        let rows: Vec<usize> = (0..n).map(|i| (i * 7_919) % n).collect();
+        let got = gather(&big, d, &rows);
+        for (o, &r) in got.chunks_exact(d).zip(&rows) {
+            assert_eq!(o, &big[r * d..(r + 1) * d]);
+        }
     }
 
     #[test]
