@@ -224,6 +224,7 @@ impl GbdtParams {
             let grower = Grower {
                 bins,
                 width: binned.width,
+                // only constant columns have no slot, and `splittable` leaves them out
                 slots: features
                     .iter()
                     .map(|&j| binned.slots[j].unwrap_or(0))
