@@ -9,9 +9,9 @@ pub(super) struct Binner {
     edges: Vec<Vec<f32>>,
 }
 
-/// A matrix binned: the bin edges, every value's bin column by column, the bins of the
-/// columns a split can tell apart row by row, and which columns those are
-/// ([`Binner::column_classes`]).
+/// A matrix binned: the bin edges, every value's bin column by column, and the bins of the
+/// columns a split can tell apart ([`Binner::column_classes`]) row by row, with where each
+/// column's bins sit in a row.
 pub(super) struct Binned {
     pub binner: Binner,
     /// Row `i`'s bins of the first column of each class, in column order, at
@@ -25,7 +25,6 @@ pub(super) struct Binned {
     pub slots: Vec<Option<usize>>,
     /// Column `j`'s bins at `j * rows` (read by a split, one column of a leaf's rows).
     pub columns: Vec<u8>,
-    pub classes: Vec<Option<usize>>,
 }
 
 /// Columns one task bins: their values are read from the row-major matrix together (a
@@ -77,7 +76,6 @@ impl Binner {
             width: firsts.len(),
             slots,
             columns,
-            classes,
         }
     }
 
@@ -285,11 +283,15 @@ mod tests {
 
     use super::*;
 
+    /// The plain binning: edges, bins row by row (every column), bins column by column,
+    /// classes.
+    type Plain = (Vec<Vec<f32>>, Vec<u8>, Vec<u8>, Vec<Option<usize>>);
+
     /// The binning as first written, one plain step at a time: each column's sampled values
     /// collected, sorted by `total_cmp` and deduplicated, each value's bin by
     /// `partition_point`, the columns read off the rows, and the classes by one pass over
     /// the rows. [`Binner::bin_matrix`] must give exactly this.
-    fn plain(x: &Matrix, max_bins: usize) -> Binned {
+    fn plain(x: &Matrix, max_bins: usize) -> Plain {
         let max_bins = max_bins.clamp(2, 255);
         let (n, d) = (x.rows(), x.cols());
         let step = (n / 100_000).max(1);
@@ -348,14 +350,7 @@ mod tests {
                 (0..j).find(|&i| classes[i] == Some(i) && hash[i] == hash[j] && same(i, j));
             classes.push(Some(earlier.unwrap_or(j)));
         }
-        Binned {
-            binner: Binner { edges },
-            rows,
-            width: d,
-            slots: (0..d).map(Some).collect(),
-            columns,
-            classes,
-        }
+        (edges, rows, columns, classes)
     }
 
     /// Values of every kind a feature holds: NaN, both zeros, infinities, subnormals, a few
@@ -406,13 +401,7 @@ mod tests {
                 }
             }
             let m = Matrix::new(&x, n, d).unwrap();
-            let Binned {
-                binner: Binner { edges },
-                rows,
-                columns,
-                classes,
-                ..
-            } = plain(&m, max_bins);
+            let (edges, rows, columns, classes) = plain(&m, max_bins);
             let got = Binner::bin_matrix(&m, max_bins);
             assert_eq!(got.binner.edges.len(), d);
             for (a, b) in got.binner.edges.iter().zip(&edges) {
@@ -439,7 +428,11 @@ mod tests {
                 }
             }
             assert!(got.columns == columns, "{n}x{d}: columns");
-            assert_eq!(got.classes, classes, "{n}x{d}");
+            assert_eq!(
+                Binner::column_classes(&got.columns, n, d),
+                classes,
+                "{n}x{d}"
+            );
             if d >= 12 && n > 1 {
                 assert_eq!(classes[10], None);
                 assert_eq!(classes[11], Some(2));

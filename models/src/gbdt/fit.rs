@@ -22,13 +22,12 @@ pub struct BinnedFeatures<'a> {
     /// histogram passes); column `j`'s at `slots[j]`.
     bins: Vec<u8>,
     width: usize,
+    /// Per column: its slot in a row of `bins` (equal columns share one), `None` when
+    /// constant ([`Binner::column_classes`]).
     slots: Vec<Option<usize>>,
     /// The same bins column by column (column `j`'s at `j * rows`): a split reads one
     /// column of its leaf's rows, in row order, from one place.
     columns: Vec<u8>,
-    /// Per column: `None` when constant, else the first column with the same bins
-    /// ([`Binner::column_classes`]).
-    classes: Vec<Option<usize>>,
     max_bins: usize,
     /// Address, rows and columns of the matrix binned: a fit on another matrix is refused.
     source: (usize, usize, usize),
@@ -88,11 +87,10 @@ impl GbdtParams {
             width,
             slots,
             columns,
-            classes,
+            ..
         } = Binner::bin_matrix(&x, self.max_bins);
         BinnedFeatures {
             binner,
-            classes,
             columns,
             bins: rows,
             width,
@@ -190,7 +188,6 @@ impl GbdtParams {
             &rebinned
         };
         let (binner, bins) = (&binned.binner, &binned.bins);
-        let classes = &binned.classes;
         let ones = vec![1.0; n];
         let w = train.weights.unwrap_or(&ones);
         let base_score = self.objective.base_score(train.y, w);
@@ -220,15 +217,11 @@ impl GbdtParams {
             if rows.len() < 2 * self.min_data_in_leaf.max(1) {
                 break;
             }
-            let features = splittable(self.sample_features(&mut rng, d), classes);
+            let (features, slots) = splittable(self.sample_features(&mut rng, d), &binned.slots);
             let grower = Grower {
                 bins,
                 width: binned.width,
-                // only constant columns have no slot, and `splittable` leaves them out
-                slots: features
-                    .iter()
-                    .map(|&j| binned.slots[j].unwrap_or(0))
-                    .collect(),
+                slots,
                 columns: &binned.columns,
                 d,
                 binner,
@@ -295,20 +288,26 @@ impl GbdtParams {
     }
 }
 
-/// The sampled `features` a split can be found on, in order: without the constant columns
-/// (no split leaves rows on both sides) and the columns equal to one kept before them (the
-/// same histograms give the same gains, and a split is taken only on a strictly greater
-/// gain, so the earlier column always wins). The tree grown is the one all of `features`
-/// would grow, without their histograms.
-pub(super) fn splittable(features: Vec<usize>, classes: &[Option<usize>]) -> Vec<usize> {
+/// The sampled `features` a split can be found on, in order, and each one's slot in a row
+/// of the binned rows (`slots`: per column, `None` when constant, the same slot for equal
+/// columns): without the constant columns (no split leaves rows on both sides) and the
+/// columns equal to one kept before them (the same histograms give the same gains, and a
+/// split is taken only on a strictly greater gain, so the earlier column always wins). The
+/// tree grown is the one all of `features` would grow, without their histograms.
+pub(super) fn splittable(
+    features: Vec<usize>,
+    slots: &[Option<usize>],
+) -> (Vec<usize>, Vec<usize>) {
     let mut kept: Vec<usize> = Vec::with_capacity(features.len());
+    let mut kept_slots: Vec<usize> = Vec::with_capacity(features.len());
     for j in features {
-        let Some(class) = classes[j] else { continue };
-        if !kept.iter().any(|&k| classes[k] == Some(class)) {
+        let Some(slot) = slots[j] else { continue };
+        if !kept_slots.contains(&slot) {
             kept.push(j);
+            kept_slots.push(slot);
         }
     }
-    kept
+    (kept, kept_slots)
 }
 
 impl Fit for GbdtParams {

@@ -579,11 +579,11 @@ mod tests {
         features: Vec<usize>,
         (g, h, unit_hessians, sign_gradients): (&'a [f64], &'a [f64], bool, bool),
     ) -> Grower<'a> {
-        let features = splittable(features, &binned.classes);
+        let (features, slots) = splittable(features, &binned.slots);
         Grower {
             bins: &binned.rows,
             width: binned.width,
-            slots: features.iter().map(|&j| binned.slots[j].unwrap()).collect(),
+            slots,
             columns: &binned.columns,
             d,
             binner: &binned.binner,
