@@ -241,6 +241,10 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
         if *shutdown.borrow() {
             break;
         }
+        // the cluster's events the watches delivered are ingested before the controller
+        // decides on them, so a decision never names a job the API does not hold yet
+        pending.extend(store_events(&mut rx, &mut last_snapshot));
+        ingest(&state, &leader, &mut pending).await;
         let now = Instant::now();
         let wall = now.duration_since(last);
         last = now;
@@ -254,8 +258,6 @@ async fn drive(state: AppState, opts: KubeOptions) -> anyhow::Result<()> {
                 writeback::write_predictions(&state, l.backend_mut(), dry_run).await;
             }
         }
-        pending.extend(store_events(&mut rx, &mut last_snapshot));
-        ingest(&state, &leader, &mut pending).await;
     }
     Ok(())
 }
