@@ -177,6 +177,41 @@ impl Binner {
     pub(super) fn n_bins(&self, j: usize) -> usize {
         self.edges[j].len() + 2
     }
+
+    /// The bin of column `j` a split's `threshold` ([`threshold`](Self::threshold) of bin
+    /// `b`) was made from: `b`. A value goes left of the split (`v <= threshold` or NaN)
+    /// exactly when its bin is at most `b`, unless it is at or below `f32::MIN` (left by
+    /// the threshold of bin 0, in bin 1).
+    pub(super) fn split_bin(&self, j: usize, threshold: f32) -> u8 {
+        if threshold == f32::MIN {
+            0
+        } else {
+            // the threshold is edge b - 1, above exactly b - 1 edges
+            EdgeSearch::new(&self.edges[j]).bin(threshold)
+        }
+    }
+
+    /// Every value of `x` (the columns binned) binned by these edges, row by row: row `i`'s
+    /// bin of column `j` at `i * cols + j`. Rows are binned on every core.
+    pub(super) fn bin_rows(&self, x: &Matrix) -> Vec<u8> {
+        let d = x.cols();
+        let searches: Vec<EdgeSearch> = self.edges.iter().map(|e| EdgeSearch::new(e)).collect();
+        let mut out = vec![0u8; x.rows() * d];
+        if d == 0 {
+            return out;
+        }
+        out.par_chunks_mut(d * TRANSPOSE_ROWS)
+            .zip(x.data().par_chunks(d * TRANSPOSE_ROWS))
+            .for_each(|(bins, values)| {
+                for (b, (&v, search)) in bins
+                    .iter_mut()
+                    .zip(values.iter().zip(searches.iter().cycle()))
+                {
+                    *b = search.bin(v);
+                }
+            });
+        out
+    }
 }
 
 /// The bin edges of a feature from its non-NaN `values` (sorted and deduplicated in

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::binning::{Binned, Binner};
 use super::grow::Grower;
 use super::lead::TreeCountLead;
-use super::model::{GbdtModel, Tree};
+use super::model::{GbdtModel, Tree, LEAF};
 use super::objective::{Objective, Residuals};
 use super::params::GbdtParams;
 use crate::{Fit, Matrix, ModelError, TrainSet};
@@ -204,6 +204,9 @@ impl GbdtParams {
         // without walking the tree.
         let bins_route_as_thresholds = !x.data().iter().any(|&v| v <= f32::MIN);
         let mut in_bag = vec![false; if bins_route_as_thresholds { n } else { 0 }];
+        if bins_route_as_thresholds {
+            stopping.bin(binner, d);
+        }
         for it in 0..self.n_trees {
             if let Lead::Following { lead, trees_for } = lead {
                 if !lead.wait_to_grow(it, trees_for) {
@@ -249,12 +252,15 @@ impl GbdtParams {
                         in_bag[r as usize] = true;
                     }
                 }
+                // and walk it on their bins (a row's bins route as its values do)
+                let walk = BinWalk::new(&tree, binner, |j| binned.slots[j]);
+                let width = binned.width;
                 pred.par_iter_mut()
                     .zip(&in_bag)
                     .enumerate()
                     .with_min_len(4096)
                     .filter(|(_, (_, inside))| !**inside)
-                    .for_each(|(i, (p, _))| *p += tree.predict(x.row(i)));
+                    .for_each(|(i, (p, _))| *p += walk.predict(&bins[i * width..(i + 1) * width]));
             } else {
                 // each row adds the same leaf as one after the other, so splitting rows
                 // across cores keeps every prediction's bits
@@ -264,7 +270,7 @@ impl GbdtParams {
                     .for_each(|(i, p)| *p += tree.predict(x.row(i)));
             }
             progress(it + 1, self.n_trees);
-            let stop = stopping.after_tree(it, &tree, self.objective);
+            let stop = stopping.after_tree(it, &tree, binner, self.objective);
             if let Lead::Leading(lead) = lead {
                 lead.publish_best(stopping.best_iter);
             }
@@ -317,11 +323,60 @@ impl Fit for GbdtParams {
     }
 }
 
+/// A grown tree read on rows of bins: per node, which byte of a row it reads and the bin at
+/// or below which a row goes left (the split's own bin, [`Binner::split_bin`]). A row's
+/// bins reach the leaf its values reach, unless a value is at or below `f32::MIN`.
+struct BinWalk<'t> {
+    tree: &'t Tree,
+    /// Per node: (byte of the row, split bin); unused for a leaf.
+    cuts: Vec<(u32, u8)>,
+}
+
+impl<'t> BinWalk<'t> {
+    /// `at(j)`: where a row holds column `j`'s bin (every column a split uses has one).
+    fn new(tree: &'t Tree, binner: &Binner, at: impl Fn(usize) -> Option<usize>) -> Self {
+        let cuts = tree
+            .nodes
+            .iter()
+            .map(|n| {
+                if n.feature == LEAF {
+                    return (0, 0);
+                }
+                let j = n.feature as usize;
+                // a split's column has a slot: constant columns are never split on
+                let byte = at(j).unwrap_or(j) as u32;
+                (byte, binner.split_bin(j, n.threshold))
+            })
+            .collect();
+        BinWalk { tree, cuts }
+    }
+
+    #[inline]
+    fn predict(&self, row: &[u8]) -> f64 {
+        let mut i = 0usize;
+        loop {
+            let n = &self.tree.nodes[i];
+            if n.feature == LEAF {
+                return n.value;
+            }
+            let (byte, bin) = self.cuts[i];
+            i = if row[byte as usize] <= bin {
+                n.left as usize
+            } else {
+                n.right as usize
+            };
+        }
+    }
+}
+
 /// Which trees to keep: all of them without a validation set; with one, those up to the
 /// best validation loss, stopping `rounds` trees after it.
 struct EarlyStopping<'a> {
     /// The validation set and its running predictions.
     valid: Option<(Validation<'a>, Vec<f64>)>,
+    /// The validation rows binned by the fit's edges, row by row with every column, when
+    /// their bins route as their values (see [`BinWalk`]): each tree walks these.
+    bins: Option<Vec<u8>>,
     rounds: usize,
     best_loss: f64,
     /// Trees up to the best validation loss.
@@ -335,21 +390,49 @@ impl<'a> EarlyStopping<'a> {
                 let pred = vec![base_score; v.x.rows()];
                 (v, pred)
             }),
+            bins: None,
             rounds,
             best_loss: f64::INFINITY,
             best_iter: 0,
         }
     }
 
+    /// Bins the validation rows by the fit's edges (`d` columns) once, when they have every
+    /// column and no value at or below `f32::MIN` (nor had the training rows: the caller's
+    /// part); else the trees walk their values.
+    fn bin(&mut self, binner: &Binner, d: usize) {
+        let Some((v, _)) = &self.valid else { return };
+        if v.x.cols() == d && !v.x.data().iter().any(|&x| x <= f32::MIN) {
+            self.bins = Some(binner.bin_rows(&v.x));
+        }
+    }
+
     /// Adds tree `it` (0-based) to the validation predictions; true when training should stop.
-    fn after_tree(&mut self, it: usize, tree: &Tree, objective: Objective) -> bool {
+    fn after_tree(
+        &mut self,
+        it: usize,
+        tree: &Tree,
+        binner: &Binner,
+        objective: Objective,
+    ) -> bool {
         let Some((v, vp)) = self.valid.as_mut() else {
             self.best_iter = it + 1;
             return false;
         };
-        vp.par_iter_mut()
-            .enumerate()
-            .for_each(|(i, p)| *p += tree.predict(v.x.row(i)));
+        match &self.bins {
+            Some(bins) => {
+                let d = v.x.cols();
+                let walk = BinWalk::new(tree, binner, Some);
+                vp.par_iter_mut()
+                    .enumerate()
+                    .with_min_len(1024)
+                    .for_each(|(i, p)| *p += walk.predict(&bins[i * d..(i + 1) * d]));
+            }
+            None => vp
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(i, p)| *p += tree.predict(v.x.row(i))),
+        }
         let loss: f64 = vp
             .iter()
             .zip(v.y)
@@ -363,5 +446,159 @@ impl<'a> EarlyStopping<'a> {
         } else {
             it + 1 - self.best_iter >= self.rounds
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use augur_numeric::SplitMix64;
+
+    use super::*;
+    use crate::Matrix;
+
+    /// Rows of six columns: fine values, a few coarse ones, a copy of column 0 (a copy on
+    /// the training rows only, when `apart`), a constant, values with NaN, and integers.
+    fn rows(rng: &mut SplitMix64, n: usize, apart: bool) -> Vec<f32> {
+        let mut x = Vec::with_capacity(n * 6);
+        for i in 0..n {
+            let a = rng.unit() as f32 * 10.0 - 5.0;
+            let copy = if apart {
+                rng.unit() as f32 * 12.0 - 6.0
+            } else {
+                a
+            };
+            let nan = if i % 7 == 0 {
+                f32::NAN
+            } else {
+                rng.unit() as f32
+            };
+            x.extend([
+                a,
+                (rng.below(5) as f32) * 0.25,
+                copy,
+                3.0,
+                nan,
+                rng.below(400) as f32,
+            ]);
+        }
+        x
+    }
+
+    #[test]
+    fn trees_walked_on_bins_reach_the_leaves_walked_on_values() {
+        let mut rng = SplitMix64(41);
+        let n = 4000;
+        let x = rows(&mut rng, n, false);
+        let y: Vec<f64> = x
+            .chunks_exact(6)
+            .map(|r| f64::from(r[0]).sin() + f64::from(r[1]) + f64::from(r[5]) / 100.0)
+            .collect();
+        let m = Matrix::new(&x, n, 6).unwrap();
+        let params = GbdtParams {
+            n_trees: 30,
+            num_leaves: 31,
+            min_data_in_leaf: 5,
+            colsample: 0.7,
+            ..Default::default()
+        };
+        let train = TrainSet::new(m, &y, None).unwrap();
+        let binned = params.bin(m);
+        let model = params.fit_binned(&train, &binned, None).unwrap();
+        // other rows: values between, on and beyond the edges, infinities, NaN in every
+        // column, and the copied column no longer a copy
+        let mut other = rows(&mut rng, 3000, true);
+        let (edge_a, edge_f) = (
+            binned.binner.threshold(0, 40),
+            binned.binner.threshold(5, 9),
+        );
+        for (i, v) in other.iter_mut().enumerate() {
+            match i % 97 {
+                0 => *v = f32::NAN,
+                1 => *v = f32::INFINITY,
+                2 => *v = -1e30,
+                3 => *v = 1e30,
+                _ => {}
+            }
+        }
+        for r in other.chunks_exact_mut(6).step_by(5) {
+            r[0] = edge_a;
+            r[5] = edge_f;
+        }
+        let om = Matrix::new(&other, 3000, 6).unwrap();
+        let other_bins = binned.binner.bin_rows(&om);
+        let mut splits = 0;
+        for tree in &model.trees {
+            splits += tree.nodes.iter().filter(|n| n.feature != LEAF).count();
+            let by_column = BinWalk::new(tree, &binned.binner, Some);
+            for i in 0..3000 {
+                let got = by_column.predict(&other_bins[i * 6..(i + 1) * 6]);
+                assert_eq!(
+                    got.to_bits(),
+                    tree.predict(om.row(i)).to_bits(),
+                    "other row {i}"
+                );
+            }
+            let by_slot = BinWalk::new(tree, &binned.binner, |j| binned.slots[j]);
+            let w = binned.width;
+            for i in 0..n {
+                let got = by_slot.predict(&binned.bins[i * w..(i + 1) * w]);
+                assert_eq!(
+                    got.to_bits(),
+                    tree.predict(m.row(i)).to_bits(),
+                    "training row {i}"
+                );
+            }
+        }
+        assert!(splits > 300, "{splits} splits");
+        // the copied column shares column 0's slot, the constant one has none
+        assert_eq!(binned.slots[2], binned.slots[0]);
+        assert_eq!(binned.slots[3], None);
+    }
+
+    #[test]
+    fn early_stopping_on_binned_validation_rows_keeps_the_trees_their_values_keep() {
+        // the same fit without validation grows the same trees; walking the validation
+        // rows' values after each, the stopping rule keeps as many as the fit kept
+        let mut rng = SplitMix64(43);
+        let n = 3000;
+        let x = rows(&mut rng, n, false);
+        let truth = |r: &[f32]| f64::from(r[0]).cos() * 3.0 + f64::from(r[1]);
+        let y: Vec<f64> = x.chunks_exact(6).map(truth).collect();
+        let m = Matrix::new(&x, n, 6).unwrap();
+        let valid_x = rows(&mut rng, 800, true);
+        let valid_y: Vec<f64> = valid_x.chunks_exact(6).map(truth).collect();
+        let vm = Matrix::new(&valid_x, 800, 6).unwrap();
+        let params = GbdtParams {
+            n_trees: 300,
+            early_stopping_rounds: 10,
+            learning_rate: 0.3,
+            ..Default::default()
+        };
+        let train = TrainSet::new(m, &y, None).unwrap();
+        let stopped = params
+            .fit_with_validation(&train, Some(Validation { x: vm, y: &valid_y }))
+            .unwrap();
+        let all = params.fit(&train).unwrap();
+        let mut vp = vec![all.base_score; 800];
+        let (mut best_loss, mut best_iter) = (f64::INFINITY, 0);
+        for (it, tree) in all.trees.iter().enumerate() {
+            for (i, p) in vp.iter_mut().enumerate() {
+                *p += tree.predict(vm.row(i));
+            }
+            let loss = vp
+                .iter()
+                .zip(&valid_y)
+                .map(|(p, y)| params.objective.loss(*p, *y))
+                .sum::<f64>()
+                / 800.0;
+            if loss < best_loss - 1e-12 {
+                (best_loss, best_iter) = (loss, it + 1);
+            } else if it + 1 - best_iter >= params.early_stopping_rounds {
+                break;
+            }
+        }
+        assert!(best_iter < 300, "early stopping never stopped");
+        assert_eq!(stopped.trees.len(), best_iter);
+        assert_eq!(stopped.trees[..], all.trees[..best_iter]);
     }
 }
