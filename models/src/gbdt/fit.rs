@@ -260,7 +260,12 @@ impl GbdtParams {
                     .enumerate()
                     .with_min_len(4096)
                     .filter(|(_, (_, inside))| !**inside)
-                    .for_each(|(i, (p, _))| *p += walk.predict(&bins[i * width..(i + 1) * width]));
+                    .for_each(|(i, (p, _))| {
+                        *p += match &walk {
+                            Some(walk) => walk.predict(&bins[i * width..(i + 1) * width]),
+                            None => tree.predict(x.row(i)),
+                        }
+                    });
             } else {
                 // each row adds the same leaf as one after the other, so splitting rows
                 // across cores keeps every prediction's bits
@@ -333,22 +338,23 @@ struct BinWalk<'t> {
 }
 
 impl<'t> BinWalk<'t> {
-    /// `at(j)`: where a row holds column `j`'s bin (every column a split uses has one).
-    fn new(tree: &'t Tree, binner: &Binner, at: impl Fn(usize) -> Option<usize>) -> Self {
+    /// `at(j)`: where a row holds column `j`'s bin. `None` when a column the tree splits on
+    /// has no place in a row (a fit never splits on a constant column, the only kind without
+    /// one), so the caller walks values instead of misreading a row.
+    fn new(tree: &'t Tree, binner: &Binner, at: impl Fn(usize) -> Option<usize>) -> Option<Self> {
         let cuts = tree
             .nodes
             .iter()
             .map(|n| {
                 if n.feature == LEAF {
-                    return (0, 0);
+                    return Some((0, 0));
                 }
                 let j = n.feature as usize;
-                // a split's column has a slot: constant columns are never split on
-                let byte = at(j).unwrap_or(j) as u32;
-                (byte, binner.split_bin(j, n.threshold))
+                let byte = u32::try_from(at(j)?).ok()?;
+                Some((byte, binner.split_bin(j, n.threshold)))
             })
-            .collect();
-        BinWalk { tree, cuts }
+            .collect::<Option<Vec<_>>>()?;
+        Some(BinWalk { tree, cuts })
     }
 
     #[inline]
@@ -419,10 +425,9 @@ impl<'a> EarlyStopping<'a> {
             self.best_iter = it + 1;
             return false;
         };
-        match &self.bins {
-            Some(bins) => {
+        match self.bins.as_ref().zip(BinWalk::new(tree, binner, Some)) {
+            Some((bins, walk)) => {
                 let d = v.x.cols();
-                let walk = BinWalk::new(tree, binner, Some);
                 vp.par_iter_mut()
                     .enumerate()
                     .with_min_len(1024)
@@ -529,7 +534,7 @@ mod tests {
         let mut splits = 0;
         for tree in &model.trees {
             splits += tree.nodes.iter().filter(|n| n.feature != LEAF).count();
-            let by_column = BinWalk::new(tree, &binned.binner, Some);
+            let by_column = BinWalk::new(tree, &binned.binner, Some).unwrap();
             for i in 0..3000 {
                 let got = by_column.predict(&other_bins[i * 6..(i + 1) * 6]);
                 assert_eq!(
@@ -538,7 +543,7 @@ mod tests {
                     "other row {i}"
                 );
             }
-            let by_slot = BinWalk::new(tree, &binned.binner, |j| binned.slots[j]);
+            let by_slot = BinWalk::new(tree, &binned.binner, |j| binned.slots[j]).unwrap();
             let w = binned.width;
             for i in 0..n {
                 let got = by_slot.predict(&binned.bins[i * w..(i + 1) * w]);
@@ -550,6 +555,8 @@ mod tests {
             }
         }
         assert!(splits > 300, "{splits} splits");
+        // a split column with no place in a row: no walk on bins (the values are walked)
+        assert!(BinWalk::new(&model.trees[0], &binned.binner, |_| None).is_none());
         // the copied column shares column 0's slot, the constant one has none
         assert_eq!(binned.slots[2], binned.slots[0]);
         assert_eq!(binned.slots[3], None);
