@@ -607,5 +607,27 @@ mod tests {
         assert!(best_iter < 300, "early stopping never stopped");
         assert_eq!(stopped.trees.len(), best_iter);
         assert_eq!(stopped.trees[..], all.trees[..best_iter]);
+        // tree by tree, the validation predictions walked on bins are those walked on values
+        let binned = params.bin(m);
+        let valid = || Some(Validation { x: vm, y: &valid_y });
+        let mut by_bins = EarlyStopping::new(valid(), all.base_score, 10);
+        by_bins.bin(&binned.binner, 6);
+        assert!(by_bins.bins.is_some());
+        let mut by_values = EarlyStopping::new(valid(), all.base_score, 10);
+        for (it, tree) in all.trees.iter().enumerate() {
+            let stop = by_bins.after_tree(it, tree, &binned.binner, params.objective);
+            let plain = by_values.after_tree(it, tree, &binned.binner, params.objective);
+            assert_eq!(stop, plain, "tree {it}");
+            let bits = |s: &EarlyStopping| -> Vec<u64> {
+                s.valid
+                    .as_ref()
+                    .unwrap()
+                    .1
+                    .iter()
+                    .map(|p| p.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&by_bins), bits(&by_values), "tree {it}");
+        }
     }
 }
