@@ -186,9 +186,15 @@ impl Binner {
         if threshold == f32::MIN {
             0
         } else {
-            // the threshold is edge b - 1, above exactly b - 1 edges
-            EdgeSearch::new(&self.edges[j]).bin(threshold)
+            // the threshold is edge b - 1 (edges ascend): above exactly b - 1 edges
+            1 + self.edges[j].partition_point(|&e| e < threshold) as u8
         }
+    }
+
+    /// Whether every value of `x` takes the side of each split its bin takes (see
+    /// [`split_bin`](Self::split_bin)): no value at or below `f32::MIN`.
+    pub(super) fn bins_route_as_values(x: &Matrix) -> bool {
+        !x.data().iter().any(|&v| v <= f32::MIN)
     }
 
     /// Every value of `x` (the columns binned) binned by these edges, row by row: row `i`'s

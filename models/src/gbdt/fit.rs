@@ -202,7 +202,7 @@ impl GbdtParams {
         // threshold, except for values at or below `f32::MIN` (bin 1, yet left of the
         // missing-only split's threshold): without them, a grown row's leaf is known
         // without walking the tree.
-        let bins_route_as_thresholds = !x.data().iter().any(|&v| v <= f32::MIN);
+        let bins_route_as_thresholds = Binner::bins_route_as_values(&x);
         let mut in_bag = vec![false; if bins_route_as_thresholds { n } else { 0 }];
         if bins_route_as_thresholds {
             stopping.bin(binner, d);
@@ -408,7 +408,7 @@ impl<'a> EarlyStopping<'a> {
     /// part); else the trees walk their values.
     fn bin(&mut self, binner: &Binner, d: usize) {
         let Some((v, _)) = &self.valid else { return };
-        if v.x.cols() == d && !v.x.data().iter().any(|&x| x <= f32::MIN) {
+        if v.x.cols() == d && Binner::bins_route_as_values(&v.x) {
             self.bins = Some(binner.bin_rows(&v.x));
         }
     }
