@@ -12,7 +12,7 @@ use augur_features::{batch_features, FeatureSchema, TraceEvent};
 use augur_models::Matrix;
 use serde::{Deserialize, Serialize};
 
-use super::predictor::{runtime_ceiling, RuntimePrediction, RuntimePredictor};
+use super::predictor::{answered_offsets, runtime_ceiling, RuntimePrediction, RuntimePredictor};
 use super::trainer::RuntimeTrainer;
 use crate::calibration::ONLINE_WINDOW;
 use crate::evaluation::{Evaluation, MethodRow};
@@ -317,8 +317,9 @@ fn online_conformal_intervals(
             TraceEvent::Submit { index, .. } => {
                 if let Some(lp) = log_pred.get(&index) {
                     let (a, b) = window.offsets().unwrap_or(predictor.interval_log);
-                    issued.insert(index, (a, b));
-                    let c = runtime_ceiling(jobs[index].requested_time).unwrap_or(f64::INFINITY);
+                    let ceiling = runtime_ceiling(jobs[index].requested_time);
+                    issued.insert(index, answered_offsets(*lp, (a, b), ceiling));
+                    let c = ceiling.unwrap_or(f64::INFINITY);
                     online_lo[index] = (lp + a).exp().min(c);
                     online_hi[index] = (lp + b).exp().min(c);
                 }

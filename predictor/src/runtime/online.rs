@@ -10,7 +10,7 @@ use augur_datasets::{JobRecord, JobStatus};
 use augur_features::{FeatureState, JobHandle};
 use serde::{Deserialize, Serialize};
 
-use super::predictor::{runtime_ceiling, RuntimePrediction, RuntimePredictor};
+use super::predictor::{answered_offsets, runtime_ceiling, RuntimePrediction, RuntimePredictor};
 use crate::calibration::{ConformalWindow, ONLINE_WINDOW};
 use crate::contract::{Interval, JobEvent, JobQuery, OnlinePredictor};
 use crate::feature_rows::with_row_buffer;
@@ -40,7 +40,7 @@ pub struct RuntimeOnlineAnswer {
 }
 
 /// The model's point (ln seconds) behind an issued answer and the ln-space offsets of its
-/// interval.
+/// interval as answered ([`answered_offsets`]).
 type IssuedPoint = (f64, (f64, f64));
 
 /// What the state knows of one job.
@@ -50,8 +50,8 @@ struct RuntimeJob {
     started_at: Option<f64>,
     finished: bool,
     handle: Option<JobHandle>,
-    /// The model's point (ln seconds, before any ceiling) and the ln-space interval offsets
-    /// issued at its submit.
+    /// The model's point (ln seconds, before any ceiling) and the ln-space offsets of the
+    /// interval answered at its submit (cut at its ceiling: [`answered_offsets`]).
     issued: Option<(f64, (f64, f64))>,
     /// Submitted after the model's training history: its outcome joins the long memory.
     after_training: bool,
@@ -179,7 +179,12 @@ impl RuntimeOnline {
         })?;
         let offsets = self.state.window.offsets();
         let answer = self.answer(job, log, offsets);
-        Ok((answer, (log, offsets.unwrap_or(self.model.interval_log))))
+        let answered = answered_offsets(
+            log,
+            offsets.unwrap_or(self.model.interval_log),
+            runtime_ceiling(job.requested_time),
+        );
+        Ok((answer, (log, answered)))
     }
 
     fn on_submit(
@@ -500,6 +505,68 @@ mod tests {
         // without a known limit there is no ceiling
         assert_eq!(runtime_ceiling(None), None);
         assert_eq!(runtime_ceiling(Some(f64::NAN)), None);
+    }
+
+    #[test]
+    fn an_outcome_is_judged_by_the_interval_answered_cut_at_the_limit() {
+        let (model, mut jobs, _) = fixture();
+        // a third of the jobs killed at their limit (the run they wanted was longer: the
+        // duration is a lower bound of it), a third whose limit was raised after submit
+        // (it ran a minute past the ceiling it was answered under)
+        for (i, j) in jobs.iter_mut().enumerate() {
+            let (Some(d), Some(start)) = (j.duration, j.start_time) else {
+                continue;
+            };
+            match i % 3 {
+                0 => {
+                    let limit = (d * 0.6).max(60.0);
+                    j.requested_time = Some(limit);
+                    j.duration = Some(limit + 30.0);
+                    j.end_time = Some(start + limit + 30.0);
+                    j.status = JobStatus::Killed;
+                }
+                1 => {
+                    if let Some(c) = runtime_ceiling(j.requested_time) {
+                        j.duration = Some(c + 60.0);
+                        j.end_time = Some(start + c + 60.0);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut online = Arc::clone(&model).online(1);
+        let mut answers = HashMap::new();
+        let (mut killed_covered, mut past_ceiling) = (0, 0);
+        for (at, i, kind) in events(&jobs) {
+            let before = online.window().alpha();
+            let answer = online.observe(&event(&jobs, i, kind, at));
+            if let Some(a) = answer {
+                answers.insert(i, a.unwrap());
+                continue;
+            }
+            if kind != Kind::Finished {
+                continue;
+            }
+            let (a, d) = (answers[&i], clamp_duration(jobs[i].duration.unwrap()));
+            let after = online.window().alpha();
+            // the level rises on a hit and falls on a miss (it stays at 0 on a miss there)
+            let judged_miss = after < before || (after == 0.0 && before == 0.0);
+            assert_eq!(
+                judged_miss,
+                !a.interval.contains(d),
+                "job {i}: ran {d} s, answered {a:?}, level {before} -> {after}"
+            );
+            if i % 3 == 0 {
+                killed_covered += usize::from(a.interval.contains(d));
+            }
+            if i % 3 == 1 && runtime_ceiling(jobs[i].requested_time).is_some_and(|c| d > c) {
+                // past the ceiling its answer stopped at: a miss, whatever the offsets say
+                assert!(judged_miss, "job {i}: ran {d} s past {a:?}");
+                past_ceiling += 1;
+            }
+        }
+        assert!(killed_covered > 20, "{killed_covered} killed jobs covered");
+        assert!(past_ceiling > 10, "{past_ceiling} jobs past the ceiling");
     }
 
     #[test]

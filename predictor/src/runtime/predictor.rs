@@ -149,6 +149,22 @@ pub fn runtime_ceiling(requested_time: Option<f64>) -> Option<f64> {
         .map(|t| t + LIMIT_GRACE_S)
 }
 
+/// The ln-space offsets of the interval a job was answered: `offsets` around its point
+/// `log` (ln seconds) with each end cut at `ceiling`, as [`RuntimePrediction::capped`] cuts
+/// the answer. The online calibration judges an outcome against these, the interval the job
+/// was given: a job killed at its limit (its run cut short: a lower bound of the run it
+/// wanted) counts as covered exactly when its answer held the run it had, and a job that ran
+/// past the ceiling (its limit raised after submit) as a miss, whatever the offsets alone say.
+pub fn answered_offsets(log: f64, offsets: (f64, f64), ceiling: Option<f64>) -> (f64, f64) {
+    match ceiling {
+        Some(c) => {
+            let top = c.ln() - log;
+            (offsets.0.min(top), offsets.1.min(top))
+        }
+        None => offsets,
+    }
+}
+
 impl RuntimePrediction {
     /// The prediction with its point and both ends at most `ceiling` seconds (a job cannot
     /// run past its time limit and the grace: [`runtime_ceiling`]).
