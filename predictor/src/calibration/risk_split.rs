@@ -54,7 +54,9 @@ pub enum RiskScore {
     /// The bound model's own output (the 0.95 quantile of ln(1 + wait)).
     UpperModel,
     /// Log-odds of a classifier of "the wait is at least `threshold_s`" (`threshold_s`: a
-    /// quantile of the fit period's waits).
+    /// quantile of the fit period's waits). Training no longer fits one (the search chose
+    /// the bound model's output on every trace it was measured on: `docs/queue-wait.md`);
+    /// models saved with one still load and answer with it.
     Classifier { model: AnyModel, threshold_s: f64 },
 }
 

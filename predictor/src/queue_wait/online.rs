@@ -442,12 +442,12 @@ impl OnlinePredictor for QueueWaitOnline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::{high_level, RiskScore, RiskSplitBound};
+    use crate::calibration::{high_level, RiskGroup, RiskScore, RiskSplitBound};
     use crate::queue_wait::{known_wait, wait_ceiling, QueueWaitData, QueueWaitTrainer};
     use crate::runtime::{BaseMargin, ChoiceInputs, PointChoice};
     use crate::synthetic_trace::{events, job_event as event, trace, Kind};
     use augur_models::linear::LinearParams;
-    use augur_models::{AnyModel, Fit, Matrix, TrainSet};
+    use augur_models::{AnyModel, Fit, Matrix, Predict, TrainSet};
 
     /// A small predictor trained on the first 500 jobs of a synthetic trace of 700, the
     /// trace and the training data (with every job's feature row).
@@ -483,6 +483,60 @@ mod tests {
             seed_scores: Vec::new(),
         });
         p
+    }
+
+    #[test]
+    fn a_model_saved_with_a_risk_classifier_still_loads_and_splits_by_it() {
+        // training no longer fits the classifier score; a model saved with one answers by it
+        let (p, jobs, data) = fixture();
+        let d = data.n_features;
+        let rows: Vec<usize> = (0..jobs.len())
+            .filter(|&i| known_wait(&jobs[i]).is_some())
+            .collect();
+        let x: Vec<f32> = rows
+            .iter()
+            .flat_map(|&i| data.x[i * d..(i + 1) * d].iter().copied())
+            .collect();
+        let m = Matrix::new(&x, rows.len(), d).unwrap();
+        let long: Vec<f64> = rows
+            .iter()
+            .map(|&i| f64::from(u8::from(data.y_log[i] > 3.0)))
+            .collect();
+        let model = AnyModel::Linear(
+            LinearParams::default()
+                .fit(&TrainSet::new(m, &long, None).unwrap())
+                .unwrap(),
+        );
+        let scores: Vec<f64> = (0..rows.len())
+            .map(|r| model.predict_row(m.row(r)))
+            .collect();
+        let threshold = crate::metrics::quantile(&scores, 0.5);
+        let mut p = with_risk_split(p);
+        if let Some(r) = p.risk.as_mut() {
+            r.score = RiskScore::Classifier {
+                model,
+                threshold_s: 20.0,
+            };
+            r.threshold = threshold;
+        }
+        let saved = serde_json::to_string(&p).unwrap();
+        let loaded: QueueWaitPredictor = serde_json::from_str(&saved).unwrap();
+        let (want, got) = (
+            p.predict_batch(&m).unwrap(),
+            loaded.predict_batch(&m).unwrap(),
+        );
+        let mut high = 0;
+        for (r, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!((w.seconds, w.upper), (g.seconds, g.upper), "row {r}");
+            let group = RiskGroup::of(scores[r], threshold);
+            assert_eq!(g.risk_group, Some(group), "row {r}");
+            high += usize::from(group == RiskGroup::High);
+        }
+        assert!(
+            high > 0 && high < rows.len(),
+            "{high} of {} high",
+            rows.len()
+        );
     }
 
     #[test]

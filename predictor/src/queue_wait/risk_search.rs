@@ -1,17 +1,12 @@
 //! The search for the queue-wait bound's risk split on the tail of the training period:
 //! which score ranks the jobs, what share goes to the low-risk group and at what level.
 
-use augur_models::gbdt::{BinnedFeatures, GbdtParams, Objective, Validation};
-use augur_models::{AnyModel, Matrix, Predict, TrainSet};
+use augur_models::{AnyModel, Matrix, Predict};
 
 use super::data::QueueWaitData;
-use super::trainer::{
-    QueueWaitTrainer, RISK_CLASSIFIER_QUANTILE, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW,
-};
-use crate::calibration::risk_split::RISK_MIN_GROUP;
+use super::trainer::{QueueWaitTrainer, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW};
 use crate::calibration::{RiskGroup, RiskScore, RiskSplitBound, RiskSplitSummary};
 use crate::feature_rows::gather;
-use crate::metrics::quantile;
 use crate::PredictorError;
 
 /// The training rows the search reads: the bound model's raw output and a score on them.
@@ -50,8 +45,8 @@ impl ScoredRows<'_> {
 }
 
 impl QueueWaitTrainer {
-    /// Fits the risk-split bound. Candidates: the score (`scores`, from
-    /// [`QueueWaitTrainer::risk_scores`]), the low group's share ([`RISK_SHARES`])
+    /// Fits the risk-split bound, its jobs ranked by the bound model's own output
+    /// ([`RiskScore::UpperModel`]). Candidates: the low group's share ([`RISK_SHARES`])
     /// and level ([`RISK_LOW_LEVELS`]; the high group's level keeps the overall one). Each
     /// candidate is calibrated on the validation rows and run online over the calibration
     /// rows; among those whose overall coverage and both groups' coverages reach their
@@ -63,46 +58,44 @@ impl QueueWaitTrainer {
         fit_rows: &[usize],
         val_rows: &[usize],
         cal_rows: &[usize],
-        scores: Vec<RiskScore>,
         upper: &AnyModel,
     ) -> Result<Option<RiskSplitBound>, PredictorError> {
         let rows = ScoredRows { data, upper };
         let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
         let mut best: Option<(f64, RiskSplitBound)> = None;
-        for score in scores {
-            let (_, seed_sc) = rows.raw_and_scores(seed_fit, &score)?;
-            let val = rows.raw_and_scores(val_rows, &score)?;
-            let cal = rows.raw_and_scores(cal_rows, &score)?;
-            let cal_jobs: Vec<(f64, f64, f64, f64)> = cal_rows
-                .iter()
-                .zip(&cal.0)
-                .zip(&cal.1)
-                .map(|((&r, &u), &s)| (data.submit[r], wait_of(data, r), u, s))
-                .collect();
-            let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait_of(data, r)).collect();
-            let val_y: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
-            for share in RISK_SHARES {
-                for level_low in RISK_LOW_LEVELS {
-                    let Some(mut cand) = RiskSplitBound::calibrated(
-                        score.clone(),
-                        share,
-                        level_low,
-                        self.coverage,
-                        self.adaptive_step,
-                        RISK_WINDOW,
-                        &val.0,
-                        &val.1,
-                        &val_y,
-                    ) else {
-                        continue;
-                    };
-                    // the online threshold starts from the scores before the replayed rows
-                    cand.seed_scores.clone_from(&seed_sc);
-                    let width = self.holding_width(&cand, &cal_jobs, &cal_w);
-                    if let Some(w) = width {
-                        if best.as_ref().is_none_or(|(b, _)| w < *b) {
-                            best = Some((w, cand));
-                        }
+        let score = RiskScore::UpperModel;
+        let (_, seed_sc) = rows.raw_and_scores(seed_fit, &score)?;
+        let val = rows.raw_and_scores(val_rows, &score)?;
+        let cal = rows.raw_and_scores(cal_rows, &score)?;
+        let cal_jobs: Vec<(f64, f64, f64, f64)> = cal_rows
+            .iter()
+            .zip(&cal.0)
+            .zip(&cal.1)
+            .map(|((&r, &u), &s)| (data.submit[r], wait_of(data, r), u, s))
+            .collect();
+        let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait_of(data, r)).collect();
+        let val_y: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
+        for share in RISK_SHARES {
+            for level_low in RISK_LOW_LEVELS {
+                let Some(mut cand) = RiskSplitBound::calibrated(
+                    score.clone(),
+                    share,
+                    level_low,
+                    self.coverage,
+                    self.adaptive_step,
+                    RISK_WINDOW,
+                    &val.0,
+                    &val.1,
+                    &val_y,
+                ) else {
+                    continue;
+                };
+                // the online threshold starts from the scores before the replayed rows
+                cand.seed_scores.clone_from(&seed_sc);
+                let width = self.holding_width(&cand, &cal_jobs, &cal_w);
+                if let Some(w) = width {
+                    if best.as_ref().is_none_or(|(b, _)| w < *b) {
+                        best = Some((w, cand));
                     }
                 }
             }
@@ -124,43 +117,6 @@ impl QueueWaitTrainer {
             &cal_sc,
             &cal_y,
         ))
-    }
-
-    /// The candidate scores: the bound model's output, and a log-odds classifier of "wait ≥
-    /// the fit period's 0.8 quantile" (fitted on the fit rows, early-stopped on the
-    /// validation rows) when the fit rows have enough jobs on each side of its label. Needs
-    /// no other model, so it is fitted beside them.
-    pub(super) fn risk_scores(
-        &self,
-        data: &QueueWaitData,
-        fit_rows: &[usize],
-        val_rows: &[usize],
-        (fm, fbins): (&Matrix, &BinnedFeatures),
-        vx: &[f32],
-    ) -> Result<Vec<RiskScore>, PredictorError> {
-        let mut candidates = vec![RiskScore::UpperModel];
-        let fit_w: Vec<f64> = fit_rows.iter().map(|&r| wait_of(data, r)).collect();
-        let threshold_s = quantile(&fit_w, RISK_CLASSIFIER_QUANTILE);
-        let label = |w: f64| f64::from(u8::from(w >= threshold_s));
-        let fy: Vec<f64> = fit_w.iter().map(|&w| label(w)).collect();
-        let positives = fy.iter().filter(|&&v| v > 0.0).count();
-        if positives >= RISK_MIN_GROUP && fy.len() - positives >= RISK_MIN_GROUP {
-            let vy: Vec<f64> = val_rows.iter().map(|&r| label(wait_of(data, r))).collect();
-            let params = GbdtParams {
-                objective: Objective::LogLoss,
-                ..self.point.clone()
-            };
-            let model = AnyModel::Gbdt(params.fit_binned(
-                &TrainSet::new(*fm, &fy, None)?,
-                fbins,
-                Some(Validation {
-                    x: Matrix::new(vx, val_rows.len(), data.n_features)?,
-                    y: &vy,
-                }),
-            )?);
-            candidates.push(RiskScore::Classifier { model, threshold_s });
-        }
-        Ok(candidates)
     }
 
     /// Runs `cand` online over the calibration jobs (`(submit, wait, raw, score)`, waits

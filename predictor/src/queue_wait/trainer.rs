@@ -63,8 +63,6 @@ pub const RISK_WINDOW: usize = 500;
 pub const RISK_SHARES: [f64; 5] = [0.5, 0.55, 0.6, 0.65, 0.7];
 /// Levels of the low-risk group the search tries (the high group's follows).
 pub const RISK_LOW_LEVELS: [f64; 5] = [0.90, 0.91, 0.92, 0.93, 0.94];
-/// The risk classifier's label is "wait ≥ this quantile of the fit period's waits".
-pub const RISK_CLASSIFIER_QUANTILE: f64 = 0.8;
 
 impl Default for QueueWaitTrainer {
     fn default() -> Self {
@@ -150,14 +148,14 @@ impl QueueWaitTrainer {
             Ok(AnyModel::Gbdt(params.fit_binned(&train, &fbins, valid)?))
         };
         // The models that do not need each other are fitted side by side: the median and
-        // the bound, beside the short-wait models and the risk classifier (which read neither).
-        // Each fit is deterministic (its own seeded sampling), so the result is the
-        // sequential one and a fit's serial stretches leave the other core to another fit.
+        // the bound, beside the short-wait models (which read neither). Each fit is
+        // deterministic (its own seeded sampling), so the result is the sequential one and
+        // a fit's serial stretches leave the other core to another fit.
         let want_short = self.short_mae_slack.is_some() && !val_rows.is_empty();
         let want_risk = self.risk_split && !val_rows.is_empty();
         let fit_w: Vec<f64> = fy.iter().map(|v| v.exp_m1()).collect();
         let val_w: Vec<f64> = vy.iter().map(|v| v.exp_m1()).collect();
-        let ((point, upper), (short_models, risk_scores)) = rayon::join(
+        let ((point, upper), short_models) = rayon::join(
             || {
                 rayon::join(
                     || {
@@ -182,28 +180,16 @@ impl QueueWaitTrainer {
                     },
                 )
             },
-            || {
-                rayon::join(
-                    || -> Result<_, PredictorError> {
-                        if want_short {
-                            self.fit_short_models((&fx, &fbins), &fit_w, &vx, &val_w, d)
-                        } else {
-                            Ok(None)
-                        }
-                    },
-                    || -> Result<_, PredictorError> {
-                        if want_risk {
-                            self.risk_scores(data, fit_rows, val_rows, (&fm, &fbins), &vx)
-                                .map(Some)
-                        } else {
-                            Ok(None)
-                        }
-                    },
-                )
+            || -> Result<_, PredictorError> {
+                if want_short {
+                    self.fit_short_models((&fx, &fbins), &fit_w, &vx, &val_w, d)
+                } else {
+                    Ok(None)
+                }
             },
         );
         let (point, upper) = (point?, upper?);
-        let (short_models, risk_scores) = (short_models?, risk_scores?);
+        let short_models = short_models?;
         let (short, bound) = rayon::join(
             || match (self.short_mae_slack, short_models) {
                 (Some(slack), Some(models)) => {
@@ -213,11 +199,10 @@ impl QueueWaitTrainer {
             },
             || -> Result<_, PredictorError> {
                 let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
-                let risk = match risk_scores {
-                    Some(scores) => {
-                        self.fit_risk(data, fit_rows, val_rows, cal_rows, scores, &upper)?
-                    }
-                    None => None,
+                let risk = if want_risk {
+                    self.fit_risk(data, fit_rows, val_rows, cal_rows, &upper)?
+                } else {
+                    None
                 };
                 Ok((upper_offset, risk))
             },
