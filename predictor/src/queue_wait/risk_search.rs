@@ -1,5 +1,6 @@
 //! The search for the queue-wait bound's risk split on the tail of the training period:
-//! which score ranks the jobs, what share goes to the low-risk group and at what level.
+//! with the jobs ranked by the bound model's output, what share goes to the low-risk group
+//! and at what level.
 
 use augur_models::{AnyModel, Matrix, Predict};
 

@@ -20,7 +20,7 @@ pub use evaluate::{
 };
 pub use online::{IntervalSource, RuntimeOnline, RuntimeOnlineAnswer, RuntimeOnlineState};
 pub use predictor::{
-    answered_offsets, runtime_ceiling, BaseMargin, ChoiceInputs, PointChoice, RuntimeMember,
-    RuntimePrediction, RuntimePredictor, LIMIT_GRACE_S,
+    runtime_ceiling, BaseMargin, ChoiceInputs, PointChoice, RuntimeMember, RuntimePrediction,
+    RuntimePredictor, LIMIT_GRACE_S,
 };
 pub use trainer::RuntimeTrainer;

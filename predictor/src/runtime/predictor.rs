@@ -155,7 +155,7 @@ pub fn runtime_ceiling(requested_time: Option<f64>) -> Option<f64> {
 /// was given: a job killed at its limit (its run cut short: a lower bound of the run it
 /// wanted) counts as covered exactly when its answer held the run it had, and a job that ran
 /// past the ceiling (its limit raised after submit) as a miss, whatever the offsets alone say.
-pub fn answered_offsets(log: f64, offsets: (f64, f64), ceiling: Option<f64>) -> (f64, f64) {
+pub(super) fn answered_offsets(log: f64, offsets: (f64, f64), ceiling: Option<f64>) -> (f64, f64) {
     match ceiling {
         Some(c) => {
             let top = c.ln() - log;
