@@ -10,39 +10,22 @@ use crate::calibration::{RiskGroup, RiskScore, RiskSplitBound, RiskSplitSummary}
 use crate::feature_rows::gather;
 use crate::PredictorError;
 
-/// The training rows the search reads: the bound model's raw output and a score on them.
-struct ScoredRows<'a> {
-    data: &'a QueueWaitData,
-    upper: &'a AnyModel,
-}
-
 /// The wait (seconds) of labelled row `r`.
 fn wait_of(data: &QueueWaitData, r: usize) -> f64 {
     data.y_log[r].exp_m1().max(0.0)
 }
 
-impl ScoredRows<'_> {
-    /// The raw bound and `score` of each of `rows`.
-    fn raw_and_scores(
-        &self,
-        rows: &[usize],
-        score: &RiskScore,
-    ) -> Result<(Vec<f64>, Vec<f64>), PredictorError> {
-        let d = self.data.n_features;
-        let x = gather(&self.data.x, d, rows);
-        let m = Matrix::new(&x, rows.len(), d)?;
-        let mut raw = vec![0.0; rows.len()];
-        self.upper.predict_into(&m, &mut raw)?;
-        let sc = match score {
-            RiskScore::UpperModel => raw.clone(),
-            RiskScore::Classifier { model, .. } => {
-                let mut s = vec![0.0; rows.len()];
-                model.predict_into(&m, &mut s)?;
-                s
-            }
-        };
-        Ok((raw, sc))
-    }
+/// The bound model's raw output (ln(1 + s)) on each of `rows`: the risk score too.
+fn bound_of(
+    data: &QueueWaitData,
+    upper: &AnyModel,
+    rows: &[usize],
+) -> Result<Vec<f64>, PredictorError> {
+    let d = data.n_features;
+    let x = gather(&data.x, d, rows);
+    let mut raw = vec![0.0; rows.len()];
+    upper.predict_into(&Matrix::new(&x, rows.len(), d)?, &mut raw)?;
+    Ok(raw)
 }
 
 impl QueueWaitTrainer {
@@ -61,38 +44,35 @@ impl QueueWaitTrainer {
         cal_rows: &[usize],
         upper: &AnyModel,
     ) -> Result<Option<RiskSplitBound>, PredictorError> {
-        let rows = ScoredRows { data, upper };
         let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
         let mut best: Option<(f64, RiskSplitBound)> = None;
-        let score = RiskScore::UpperModel;
-        let (_, seed_sc) = rows.raw_and_scores(seed_fit, &score)?;
-        let val = rows.raw_and_scores(val_rows, &score)?;
-        let cal = rows.raw_and_scores(cal_rows, &score)?;
+        let seed = bound_of(data, upper, seed_fit)?;
+        let val = bound_of(data, upper, val_rows)?;
+        let cal = bound_of(data, upper, cal_rows)?;
         let cal_jobs: Vec<(f64, f64, f64, f64)> = cal_rows
             .iter()
-            .zip(&cal.0)
-            .zip(&cal.1)
-            .map(|((&r, &u), &s)| (data.submit[r], wait_of(data, r), u, s))
+            .zip(&cal)
+            .map(|(&r, &u)| (data.submit[r], wait_of(data, r), u, u))
             .collect();
         let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait_of(data, r)).collect();
         let val_y: Vec<f64> = val_rows.iter().map(|&r| data.y_log[r]).collect();
         for share in RISK_SHARES {
             for level_low in RISK_LOW_LEVELS {
                 let Some(mut cand) = RiskSplitBound::calibrated(
-                    score.clone(),
+                    RiskScore::UpperModel,
                     share,
                     level_low,
                     self.coverage,
                     self.adaptive_step,
                     RISK_WINDOW,
-                    &val.0,
-                    &val.1,
+                    &val,
+                    &val,
                     &val_y,
                 ) else {
                     continue;
                 };
                 // the online threshold starts from the scores before the replayed rows
-                cand.seed_scores.clone_from(&seed_sc);
+                cand.seed_scores.clone_from(&seed);
                 let width = self.holding_width(&cand, &cal_jobs, &cal_w);
                 if let Some(w) = width {
                     if best.as_ref().is_none_or(|(b, _)| w < *b) {
@@ -105,7 +85,6 @@ impl QueueWaitTrainer {
             return Ok(None);
         };
         // recalibrate the chosen split on the calibration rows
-        let (cal_raw, cal_sc) = rows.raw_and_scores(cal_rows, &chosen.score)?;
         let cal_y: Vec<f64> = cal_rows.iter().map(|&r| data.y_log[r]).collect();
         Ok(RiskSplitBound::calibrated(
             chosen.score,
@@ -114,8 +93,8 @@ impl QueueWaitTrainer {
             self.coverage,
             self.adaptive_step,
             RISK_WINDOW,
-            &cal_raw,
-            &cal_sc,
+            &cal,
+            &cal,
             &cal_y,
         ))
     }
