@@ -901,3 +901,35 @@ fn a_truncated_gzip_trace_is_an_error_naming_the_file() {
         assert!(err.contains("truncated gzip stream"), "{name}: {err}");
     }
 }
+
+#[test]
+fn data_fit_inputs_writes_the_queue_wait_median_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fit");
+    let o = augur()
+        .args(["data", "fit-inputs", "--dataset", "openb", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run augur");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("validation rows"), "{err}");
+    let inputs = augur_models::gbdt::FitInputs::read(&out).unwrap();
+    assert!(inputs.fit_rows() > 500 && inputs.valid_rows() > 50);
+    assert!(inputs.columns.iter().any(|c| c.starts_with("queue:")));
+    assert_eq!(inputs.params.objective, augur_models::gbdt::Objective::L1);
+    let model = inputs.fit(&mut |_, _| {}).unwrap();
+    assert!(model.n_trees() > 0);
+    // a trace without queue waits: a clear refusal, nothing written
+    let none = dir.path().join("none");
+    let err = run_err(&[
+        "data",
+        "fit-inputs",
+        "--dataset",
+        "philly",
+        "--out",
+        none.to_str().unwrap(),
+    ]);
+    assert!(err.contains("queue wait"), "{err}");
+    assert!(!none.exists());
+}

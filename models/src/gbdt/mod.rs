@@ -10,9 +10,11 @@
 //! - Row and feature subsampling per tree; early stopping on a validation set; a fit whose
 //!   tree count depends on an early-stopped one (a refit on more rows) can grow beside it
 //!   ([`TreeCountLead`]).
+//! - A fit's inputs can be saved and fitted again elsewhere ([`FitInputs`]).
 
 mod binning;
 mod fit;
+mod fit_inputs;
 mod grow;
 mod lead;
 mod model;
@@ -20,6 +22,7 @@ mod objective;
 mod params;
 
 pub use fit::{BinnedFeatures, Validation};
+pub use fit_inputs::{FitInputs, FitInputsError, FIT_HEADER};
 pub use lead::{SettleOnDrop, TreeCountLead};
 pub use model::GbdtModel;
 pub use objective::Objective;

@@ -34,7 +34,20 @@ pub struct QueueWaitData {
     pub submit: Vec<f64>,
 }
 
+/// The names of a queue-wait feature row: the run-time features of `schema`, then the
+/// queue features (`queue:` before each).
+pub(super) fn feature_names(schema: &FeatureSchema) -> Vec<String> {
+    let mut v = schema.names();
+    v.extend(QUEUE_FEATURES.iter().map(|s| format!("queue:{s}")));
+    v
+}
+
 impl QueueWaitData {
+    /// The names of a row's features, in order.
+    pub fn feature_names(&self) -> Vec<String> {
+        feature_names(&self.runtime.schema)
+    }
+
     /// Builds features for every job; everything learned (run times with `runtime_trainer`,
     /// the capacity as the `capacity_quantile` of concurrent demand) comes from `train_rows`
     /// (all jobs of the training period, in submit order).

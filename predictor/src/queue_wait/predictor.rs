@@ -209,9 +209,7 @@ impl QueueWaitPredictor {
 
     /// Feature names in order.
     pub fn feature_names(&self) -> Vec<String> {
-        let mut v = self.runtime.schema.names();
-        v.extend(QUEUE_FEATURES.iter().map(|s| format!("queue:{s}")));
-        v
+        super::data::feature_names(&self.runtime.schema)
     }
 
     /// An empty queue state sized for this predictor.

@@ -3,7 +3,7 @@
 //! calibration on the tail of the training period (a single conformal offset, and the
 //! risk-split bound when the search finds one that holds its levels).
 
-use augur_models::gbdt::{BinnedFeatures, GbdtParams, Objective, Validation};
+use augur_models::gbdt::{BinnedFeatures, FitInputs, GbdtParams, Objective, Validation};
 use augur_models::{AnyModel, Matrix, Predict, TrainSet};
 use serde::{Deserialize, Serialize};
 
@@ -106,14 +106,20 @@ impl QueueWaitTrainer {
     }
 }
 
+/// The labelled training rows as [`QueueWaitTrainer::train`] cuts them, in submit order.
+struct Parts<'r> {
+    /// The rows the models are fitted on.
+    fit: &'r [usize],
+    /// The rows that stop the fits early.
+    valid: &'r [usize],
+    /// The rows at the end that calibrate the bound.
+    calib: &'r [usize],
+}
+
 impl QueueWaitTrainer {
-    /// Trains on the labelled `rows` (in submit order) of `data`: the first part fits, the
-    /// next `valid_fraction` early-stops, the last `calib_fraction` calibrates the bound.
-    pub fn train(
-        &self,
-        data: &QueueWaitData,
-        rows: &[usize],
-    ) -> Result<QueueWaitPredictor, PredictorError> {
+    /// The labelled training `rows` (in submit order) cut into [`Parts`]; refuses fewer
+    /// than 200 rows.
+    fn parts<'r>(&self, rows: &'r [usize]) -> Result<Parts<'r>, PredictorError> {
         let n = rows.len();
         if n < 200 {
             return Err(PredictorError::not_enough(
@@ -121,11 +127,68 @@ impl QueueWaitTrainer {
                 format!("{n} training jobs with a known wait; at least 200 are needed"),
             ));
         }
-        let d = data.n_features;
         let n_cal = ((n as f64) * self.calib_fraction) as usize;
         let n_val = ((n as f64) * self.valid_fraction) as usize;
         let (fit_rows, rest) = rows.split_at(n - n_cal - n_val);
         let (val_rows, cal_rows) = rest.split_at(n_val);
+        Ok(Parts {
+            fit: fit_rows,
+            valid: val_rows,
+            calib: cal_rows,
+        })
+    }
+
+    /// The median model's parameters.
+    fn median_params(&self) -> GbdtParams {
+        GbdtParams {
+            objective: Objective::L1,
+            ..self.point.clone()
+        }
+    }
+
+    /// What [`train`](Self::train) fits the median model on, from the labelled `rows` of
+    /// `data`: its rows and validation rows, their targets on the median's scale, its
+    /// parameters and the feature names. Saved with [`FitInputs::write`], the same fit can
+    /// be re-run and timed outside the service, and fitted by another library.
+    pub fn median_fit_inputs(
+        &self,
+        data: &QueueWaitData,
+        rows: &[usize],
+    ) -> Result<FitInputs, PredictorError> {
+        let d = data.n_features;
+        let Parts {
+            fit: fit_rows,
+            valid: val_rows,
+            ..
+        } = self.parts(rows)?;
+        let y = |rows: &[usize]| -> Vec<f64> {
+            rows.iter()
+                .map(|&r| self.point_target.of_log1p(data.y_log[r]))
+                .collect()
+        };
+        Ok(FitInputs {
+            params: self.median_params(),
+            columns: data.feature_names(),
+            fit_x: gather(&data.x, d, fit_rows),
+            fit_y: y(fit_rows),
+            valid_x: gather(&data.x, d, val_rows),
+            valid_y: y(val_rows),
+        })
+    }
+
+    /// Trains on the labelled `rows` (in submit order) of `data`: the first part fits, the
+    /// next `valid_fraction` early-stops, the last `calib_fraction` calibrates the bound.
+    pub fn train(
+        &self,
+        data: &QueueWaitData,
+        rows: &[usize],
+    ) -> Result<QueueWaitPredictor, PredictorError> {
+        let d = data.n_features;
+        let Parts {
+            fit: fit_rows,
+            valid: val_rows,
+            calib: cal_rows,
+        } = self.parts(rows)?;
         let fx = gather(&data.x, d, fit_rows);
         let fy: Vec<f64> = fit_rows.iter().map(|&r| data.y_log[r]).collect();
         let vx = gather(&data.x, d, val_rows);
@@ -158,15 +221,7 @@ impl QueueWaitTrainer {
         let ((point, upper), short_models) = rayon::join(
             || {
                 rayon::join(
-                    || {
-                        fit(
-                            &GbdtParams {
-                                objective: Objective::L1,
-                                ..self.point.clone()
-                            },
-                            self.point_target,
-                        )
-                    },
+                    || fit(&self.median_params(), self.point_target),
                     || {
                         fit(
                             &GbdtParams {
@@ -442,6 +497,33 @@ mod tests {
     fn median(mut v: Vec<f64>) -> f64 {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
+    }
+
+    /// The median's fit inputs, fitted alone, give the very median model `train` serves:
+    /// the same rows, targets, validation rows and parameters.
+    #[test]
+    fn the_median_fit_inputs_fit_the_served_median_model() {
+        let (table, _) = Dataset::Mira.load(&ReadOptions::default()).unwrap();
+        let jobs = table.to_records().unwrap();
+        let trainer = QueueWaitTrainer::default().with_trees(40);
+        let split = QueueWaitSplit::build(&jobs, &trainer).unwrap();
+        let predictor = trainer.train(&split.data, &split.train_rows).unwrap();
+        let inputs = trainer
+            .median_fit_inputs(&split.data, &split.train_rows)
+            .unwrap();
+        assert_eq!(inputs.columns, predictor.feature_names());
+        let n = split.train_rows.len();
+        assert_eq!(inputs.fit_rows() + inputs.valid_rows(), n - n / 10);
+        let alone = AnyModel::Gbdt(inputs.fit(&mut |_, _| {}).unwrap());
+        assert_eq!(
+            serde_json::to_string(&alone).unwrap(),
+            serde_json::to_string(&predictor.point).unwrap()
+        );
+        // fewer rows than training needs are refused, as training refuses them
+        let err = trainer
+            .median_fit_inputs(&split.data, &split.train_rows[..150])
+            .unwrap_err();
+        assert!(err.to_string().contains("150 training jobs"), "{err}");
     }
 
     /// On Mira's training period the point estimate answers per job: the jobs the

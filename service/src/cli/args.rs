@@ -372,6 +372,29 @@ pub enum DataCommand {
     /// Write a trace's canonical job table as CSV (submit order, with each job's side of the
     /// time-ordered 80/20 split `evaluate` uses): what outside tools score on.
     Export(ExportArgs),
+    /// Write the matrix `augur evaluate --task queue-wait` fits its median model on (the
+    /// training rows' features and targets, the validation rows that stop it early, its
+    /// parameters and the column names) to a folder: the fit can then be re-run and timed
+    /// alone, or fitted by another library on the same numbers
+    /// (`scripts/bench-same-matrix.py`).
+    FitInputs(FitInputsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FitInputsArgs {
+    /// Trace files or folders (read together as one trace).
+    pub paths: Vec<PathBuf>,
+    /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf, graham.
+    #[arg(long, conflicts_with = "paths", required_unless_present = "paths")]
+    pub dataset: Option<String>,
+    /// Format of the paths when it cannot be detected.
+    #[arg(long)]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub timezone: TimezoneArg,
+    /// The folder to write (created if missing): `fit.json` and four raw arrays.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod client;
 pub mod eta;
 pub mod evaluate;
 pub mod export;
+pub mod fit_inputs;
 pub mod inspect;
 pub mod models;
 pub mod progress;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Data(DataCommand::Inspect(args)) => inspect::run(&args),
         Command::Data(DataCommand::Export(args)) => export::run(&args),
+        Command::Data(DataCommand::FitInputs(args)) => fit_inputs::run(&args),
         Command::Evaluate(args) => evaluate::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Models(cmd) => models::run(&cmd),

@@ -1,0 +1,43 @@
+//! `augur data fit-inputs`: the matrix `augur evaluate --task queue-wait` fits its median
+//! model on, written to a folder ([`augur_models::gbdt::FitInputs`]) so that the fit can be
+//! re-run and timed alone and fitted by another library on the very same numbers
+//! (`scripts/bench-same-matrix.py` times Augur's GBDT beside LightGBM on it).
+
+use anyhow::Context;
+use augur_datasets::JobRecord;
+use augur_predictor::QueueWaitSplit;
+
+use crate::cli::trace::load_inputs;
+use crate::cli::FitInputsArgs;
+use crate::trainers;
+
+/// `augur data fit-inputs`.
+pub fn run(args: &FitInputsArgs) -> anyhow::Result<()> {
+    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
+    let inputs = load_inputs(
+        &datasets,
+        &args.paths,
+        args.format.as_deref(),
+        args.timezone.timezone,
+    )?;
+    let jobs: Vec<JobRecord> = inputs.into_iter().flat_map(|(_, j)| j).collect();
+    let trainer = trainers::queue_wait(None);
+    eprintln!(
+        "building the queue-wait features of {} jobs (the run-time model and the queue replay)",
+        jobs.len()
+    );
+    let split =
+        QueueWaitSplit::build(&jobs, &trainer).context("building the queue-wait features")?;
+    let fit = trainer
+        .median_fit_inputs(&split.data, &split.train_rows)
+        .context("cutting the training rows")?;
+    fit.write(&args.out)?;
+    eprintln!(
+        "wrote the queue-wait median's {} fit rows and {} validation rows × {} columns to {}",
+        fit.fit_rows(),
+        fit.valid_rows(),
+        fit.columns.len(),
+        args.out.display()
+    );
+    Ok(())
+}
