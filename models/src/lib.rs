@@ -37,7 +37,9 @@
 //! LightGBM bindings (`lightgbm3`) need a C++/CMake build that would add minutes and a
 //! system dependency to every cold CI run. A histogram GBDT in the LightGBM style
 //! (leaf-wise growth, histogram subtraction, leaf refit for L1/quantile) is small, tested,
-//! and lets us train on exactly the loss we evaluate.
+//! and lets us train on exactly the loss we evaluate. Nor would LightGBM fit our models
+//! faster: on the queue-wait median's own matrix and parameters ([`gbdt::FitInputs`],
+//! `scripts/bench-same-matrix.py`) ours takes less time than LightGBM's (docs/speed.md).
 
 pub mod gbdt;
 pub mod gru;
