@@ -319,9 +319,9 @@ fn online_conformal_intervals(
                     let (a, b) = window.offsets().unwrap_or(predictor.interval_log);
                     let ceiling = runtime_ceiling(jobs[index].requested_time);
                     issued.insert(index, answered_offsets(*lp, (a, b), ceiling));
-                    let c = ceiling.unwrap_or(f64::INFINITY);
-                    online_lo[index] = (lp + a).exp().min(c);
-                    online_hi[index] = (lp + b).exp().min(c);
+                    let p = RuntimePrediction::answered(*lp, (a, b), predictor.coverage, ceiling);
+                    online_lo[index] = p.lower;
+                    online_hi[index] = p.upper;
                 }
             }
         }

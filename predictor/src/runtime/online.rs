@@ -147,13 +147,12 @@ impl RuntimeOnline {
             Some(o) => (o, IntervalSource::OnlineConformal),
             None => (self.model.interval_log, IntervalSource::StaticConformal),
         };
-        let p = RuntimePrediction {
-            seconds: log.exp(),
-            lower: (log + offsets.0).exp(),
-            upper: (log + offsets.1).exp(),
-            coverage: self.model.coverage,
-        }
-        .capped(runtime_ceiling(job.requested_time));
+        let p = RuntimePrediction::answered(
+            log,
+            offsets,
+            self.model.coverage,
+            runtime_ceiling(job.requested_time),
+        );
         RuntimeOnlineAnswer {
             model_version: self.model_version,
             seconds: p.seconds,

@@ -166,6 +166,24 @@ pub(super) fn answered_offsets(log: f64, offsets: (f64, f64), ceiling: Option<f6
 }
 
 impl RuntimePrediction {
+    /// The answer of point `log` (ln seconds) with the ln-space interval `offsets` at
+    /// `coverage`, none of it past `ceiling`: what the service answers and what the
+    /// evaluation's online replay scores.
+    pub(super) fn answered(
+        log: f64,
+        offsets: (f64, f64),
+        coverage: f64,
+        ceiling: Option<f64>,
+    ) -> RuntimePrediction {
+        RuntimePrediction {
+            seconds: log.exp(),
+            lower: (log + offsets.0).exp(),
+            upper: (log + offsets.1).exp(),
+            coverage,
+        }
+        .capped(ceiling)
+    }
+
     /// The prediction with its point and both ends at most `ceiling` seconds (a job cannot
     /// run past its time limit and the grace: [`runtime_ceiling`]).
     pub fn capped(self, ceiling: Option<f64>) -> RuntimePrediction {
