@@ -5,7 +5,7 @@
 use augur_models::{AnyModel, Matrix, Predict};
 
 use super::data::QueueWaitData;
-use super::trainer::{QueueWaitTrainer, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW};
+use super::trainer::{Parts, QueueWaitTrainer, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW};
 use crate::calibration::{RiskGroup, RiskScore, RiskSplitBound, RiskSplitSummary};
 use crate::feature_rows::gather;
 use crate::PredictorError;
@@ -16,7 +16,7 @@ fn wait_of(data: &QueueWaitData, r: usize) -> f64 {
 }
 
 /// The bound model's raw output (ln(1 + s)) on each of `rows`: the risk score too.
-fn bound_of(
+pub(super) fn bound_of(
     data: &QueueWaitData,
     upper: &AnyModel,
     rows: &[usize],
@@ -35,23 +35,23 @@ impl QueueWaitTrainer {
     /// candidate is calibrated on the validation rows and run online over the calibration
     /// rows; among those whose overall coverage and both groups' coverages reach their
     /// levels there, the narrowest median bound wins, and is recalibrated on the
-    /// calibration rows. None when no candidate holds its levels.
+    /// calibration rows. None when no candidate holds its levels. `cal` is the bound
+    /// model's output on the calibration rows ([`bound_of`]).
     pub(super) fn fit_risk(
         &self,
         data: &QueueWaitData,
-        fit_rows: &[usize],
-        val_rows: &[usize],
-        cal_rows: &[usize],
+        parts: &Parts,
         upper: &AnyModel,
+        cal: &[f64],
     ) -> Result<Option<RiskSplitBound>, PredictorError> {
+        let (fit_rows, val_rows, cal_rows) = (parts.fit, parts.valid, parts.calib);
         let seed_fit = &fit_rows[fit_rows.len().saturating_sub(RISK_WINDOW)..];
         let mut best: Option<(f64, RiskSplitBound)> = None;
         let seed = bound_of(data, upper, seed_fit)?;
         let val = bound_of(data, upper, val_rows)?;
-        let cal = bound_of(data, upper, cal_rows)?;
         let cal_jobs: Vec<(f64, f64, f64, f64)> = cal_rows
             .iter()
-            .zip(&cal)
+            .zip(cal)
             .map(|(&r, &u)| (data.submit[r], wait_of(data, r), u, u))
             .collect();
         let cal_w: Vec<f64> = cal_rows.iter().map(|&r| wait_of(data, r)).collect();
@@ -93,8 +93,8 @@ impl QueueWaitTrainer {
             self.coverage,
             self.adaptive_step,
             RISK_WINDOW,
-            &cal,
-            &cal,
+            cal,
+            cal,
             &cal_y,
         ))
     }

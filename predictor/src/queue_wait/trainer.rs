@@ -11,6 +11,7 @@ use super::data::QueueWaitData;
 use super::predictor::{
     wait_ceiling, QueueWaitPredictor, ShortWait, ShortWaitInside, WaitTarget, SHORT,
 };
+use super::risk_search::bound_of;
 use crate::calibration::conformal_offset;
 use crate::feature_rows::gather;
 use crate::metrics::regression::wait_errors;
@@ -107,13 +108,13 @@ impl QueueWaitTrainer {
 }
 
 /// The labelled training rows as [`QueueWaitTrainer::train`] cuts them, in submit order.
-struct Parts<'r> {
+pub(super) struct Parts<'r> {
     /// The rows the models are fitted on.
-    fit: &'r [usize],
+    pub fit: &'r [usize],
     /// The rows that stop the fits early.
-    valid: &'r [usize],
+    pub valid: &'r [usize],
     /// The rows at the end that calibrate the bound.
-    calib: &'r [usize],
+    pub calib: &'r [usize],
 }
 
 impl QueueWaitTrainer {
@@ -184,11 +185,12 @@ impl QueueWaitTrainer {
         rows: &[usize],
     ) -> Result<QueueWaitPredictor, PredictorError> {
         let d = data.n_features;
+        let parts = self.parts(rows)?;
         let Parts {
             fit: fit_rows,
             valid: val_rows,
             calib: cal_rows,
-        } = self.parts(rows)?;
+        } = parts;
         let fx = gather(&data.x, d, fit_rows);
         let fy: Vec<f64> = fit_rows.iter().map(|&r| data.y_log[r]).collect();
         let vx = gather(&data.x, d, val_rows);
@@ -253,9 +255,11 @@ impl QueueWaitTrainer {
                 _ => Ok(None),
             },
             || -> Result<_, PredictorError> {
-                let upper_offset = self.upper_offset(data, cal_rows, &upper)?;
+                // the bound model's output on the calibration rows, read by both
+                let cal = bound_of(data, &upper, cal_rows)?;
+                let upper_offset = self.upper_offset(data, cal_rows, &cal);
                 let risk = if want_risk {
-                    self.fit_risk(data, fit_rows, val_rows, cal_rows, &upper)?
+                    self.fit_risk(data, &parts, &upper, &cal)?
                 } else {
                     None
                 };
@@ -285,24 +289,15 @@ impl QueueWaitTrainer {
     }
 
     /// Conformalised quantile regression on the calibration slice: the offset that makes
-    /// the bound model's output cover `coverage` of the calibration jobs.
-    fn upper_offset(
-        &self,
-        data: &QueueWaitData,
-        cal_rows: &[usize],
-        upper: &AnyModel,
-    ) -> Result<f64, PredictorError> {
-        let d = data.n_features;
-        let cx = gather(&data.x, d, cal_rows);
-        let cm = Matrix::new(&cx, cal_rows.len(), d)?;
-        let mut cu = vec![0.0; cal_rows.len()];
-        upper.predict_into(&cm, &mut cu)?;
+    /// the bound model's output (`cal`, on `cal_rows`) cover `coverage` of the calibration
+    /// jobs.
+    fn upper_offset(&self, data: &QueueWaitData, cal_rows: &[usize], cal: &[f64]) -> f64 {
         let scores: Vec<f64> = cal_rows
             .iter()
-            .zip(&cu)
+            .zip(cal)
             .map(|(&r, u)| data.y_log[r] - u)
             .collect();
-        Ok(conformal_offset(&scores, self.coverage).unwrap_or(0.0))
+        conformal_offset(&scores, self.coverage).unwrap_or(0.0)
     }
 
     /// Fits the short-wait classifier and the models of the waits inside its window (None
