@@ -157,6 +157,14 @@ impl FitInputs {
         }
         let d = h.columns.len();
         let read = |name: &str, values: usize, width: usize| -> Result<Vec<u8>, FitInputsError> {
+            // the arrays lie beside the header: a name that leads elsewhere is refused
+            let plain = Path::new(name).file_name().is_some_and(|f| f == name);
+            if !plain {
+                return Err(FitInputsError::Shape(format!(
+                    "{}: array file {name:?} is not a file name in the folder",
+                    path.display()
+                )));
+            }
             let path = dir.join(name);
             let b = std::fs::read(&path).map_err(|source| FitInputsError::Io {
                 path: path.clone(),
@@ -323,6 +331,10 @@ mod tests {
         std::fs::write(&header, text.replace("\"format\": 1", "\"format\": 9")).unwrap();
         let err = FitInputs::read(&dir).unwrap_err().to_string();
         assert!(err.contains("format 9"), "{err}");
+        // an array named outside the folder is refused
+        std::fs::write(&header, text.replace("\"fit_y.f64\"", "\"../fit_y.f64\"")).unwrap();
+        let err = FitInputs::read(&dir).unwrap_err().to_string();
+        assert!(err.contains("not a file name"), "{err}");
         // a matrix that does not match its columns is refused before anything is written
         let mut bad = inputs();
         bad.columns.pop();
