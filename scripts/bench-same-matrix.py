@@ -8,7 +8,8 @@
 peer's own (fewer) features and models. This script separates the trainer from the model:
 `augur data fit-inputs` writes the matrix the queue-wait median model is fitted on (its
 rows, targets, validation rows, parameters; TRACE ARGS name the trace, default `--dataset
-graham`), and both libraries fit it with the same parameters (objective, learning rate,
+graham`, and may add `--model bound` for the 95% bound's quantile model), and both
+libraries fit it with the same parameters (objective, learning rate,
 leaves, minimum rows per leaf, L2, row and column sampling per tree, bins), on every core:
 
 - fixed: exactly --trees trees each (default 300), no early stopping, so the seconds per
@@ -153,8 +154,13 @@ def main():
             sys.exit(f"no augur binary at {augur} (cargo build --release -p augur, or --augur)")
         tmp = tempfile.mkdtemp()
         folder = os.path.join(tmp, "fit")
-        subprocess.run([augur, "data", "fit-inputs", "--out", folder]
-                       + (trace or ["--dataset", "graham"]), check=True)
+        # a trace is named by --dataset or a path (an argument no option takes as its value)
+        valued = {"--dataset", "--format", "--timezone", "--model"}
+        names_trace = "--dataset" in trace or any(
+            not a.startswith("--") and (i == 0 or trace[i - 1] not in valued)
+            for i, a in enumerate(trace))
+        subprocess.run([augur, "data", "fit-inputs", "--out", folder] + trace
+                       + ([] if names_trace else ["--dataset", "graham"]), check=True)
     fit_bin = args.fit_bin
     if fit_bin is None:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "augur-models",

@@ -85,7 +85,7 @@ pub use queue_wait::{
     train_and_evaluate_queue_wait_with, QueueError, QueueEvent, QueueJob, QueueState,
     QueueWaitEvaluation, QueueWaitOnline, QueueWaitOnlineAnswer, QueueWaitOnlineState,
     QueueWaitPrediction, QueueWaitPredictor, QueueWaitRun, QueueWaitSplit, QueueWaitTrainer,
-    WaitEvalRow, WaitMetrics,
+    WaitEvalRow, WaitMetrics, WaitModel,
 };
 pub use registry::{Artifact, ArtifactMeta, ModelKind, ModelRegistry, NewArtifact, RegistryError};
 pub use runtime::{

@@ -920,6 +920,27 @@ fn data_fit_inputs_writes_the_queue_wait_median_matrix() {
     assert_eq!(inputs.params.objective, augur_models::gbdt::Objective::L1);
     let model = inputs.fit(&mut |_, _| {}).unwrap();
     assert!(model.n_trees() > 0);
+    // the bound's inputs: the same rows, the 95% quantile
+    let bound = dir.path().join("bound");
+    run_ok(&[
+        "data",
+        "fit-inputs",
+        "--dataset",
+        "openb",
+        "--model",
+        "bound",
+        "--out",
+        bound.to_str().unwrap(),
+    ]);
+    let b = augur_models::gbdt::FitInputs::read(&bound).unwrap();
+    assert_eq!(
+        b.params.objective,
+        augur_models::gbdt::Objective::Quantile { alpha: 0.95 }
+    );
+    assert_eq!(
+        (b.fit_rows(), b.valid_rows()),
+        (inputs.fit_rows(), inputs.valid_rows())
+    );
     // a trace without queue waits: a clear refusal, nothing written
     let none = dir.path().join("none");
     let err = run_err(&[

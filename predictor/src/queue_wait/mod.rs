@@ -68,4 +68,4 @@ pub use state::{
     QueueError, QueueEvent, QueueJob, QueueState, ResourceKind, SimRuntime, QUEUE_FEATURES,
     RECENT_WAIT_FEATURE, SIM_PRED_FEATURE,
 };
-pub use trainer::{QueueWaitTrainer, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW};
+pub use trainer::{QueueWaitTrainer, WaitModel, RISK_LOW_LEVELS, RISK_SHARES, RISK_WINDOW};

@@ -107,6 +107,15 @@ impl QueueWaitTrainer {
     }
 }
 
+/// The two models of the wait every training fits on the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitModel {
+    /// The median of the wait ([`QueueWaitPredictor::point`]).
+    Median,
+    /// The bound's quantile model ([`QueueWaitPredictor::upper`]).
+    Bound,
+}
+
 /// The labelled training rows as [`QueueWaitTrainer::train`] cuts them, in submit order.
 pub(super) struct Parts<'r> {
     /// The rows the models are fitted on.
@@ -139,22 +148,37 @@ impl QueueWaitTrainer {
         })
     }
 
-    /// The median model's parameters.
-    fn median_params(&self) -> GbdtParams {
-        GbdtParams {
-            objective: Objective::L1,
-            ..self.point.clone()
+    /// The parameters `model` is fitted with, and the scale of its targets.
+    fn model_params(&self, model: WaitModel) -> (GbdtParams, WaitTarget) {
+        match model {
+            WaitModel::Median => (
+                GbdtParams {
+                    objective: Objective::L1,
+                    ..self.point.clone()
+                },
+                self.point_target,
+            ),
+            WaitModel::Bound => (
+                GbdtParams {
+                    objective: Objective::Quantile {
+                        alpha: self.coverage,
+                    },
+                    ..self.upper.clone()
+                },
+                WaitTarget::Log1p,
+            ),
         }
     }
 
-    /// What [`train`](Self::train) fits the median model on, from the labelled `rows` of
-    /// `data`: its rows and validation rows, their targets on the median's scale, its
-    /// parameters and the feature names. Saved with [`FitInputs::write`], the same fit can
-    /// be re-run and timed outside the service, and fitted by another library.
-    pub fn median_fit_inputs(
+    /// What [`train`](Self::train) fits `model` on, from the labelled `rows` of `data`: its
+    /// rows and validation rows, their targets on the model's scale, its parameters and the
+    /// feature names. Saved with [`FitInputs::write`], the same fit can be re-run and timed
+    /// outside the service, and fitted by another library.
+    pub fn fit_inputs(
         &self,
         data: &QueueWaitData,
         rows: &[usize],
+        model: WaitModel,
     ) -> Result<FitInputs, PredictorError> {
         let d = data.n_features;
         let Parts {
@@ -162,13 +186,14 @@ impl QueueWaitTrainer {
             valid: val_rows,
             ..
         } = self.parts(rows)?;
+        let (params, target) = self.model_params(model);
         let y = |rows: &[usize]| -> Vec<f64> {
             rows.iter()
-                .map(|&r| self.point_target.of_log1p(data.y_log[r]))
+                .map(|&r| target.of_log1p(data.y_log[r]))
                 .collect()
         };
         Ok(FitInputs {
-            params: self.median_params(),
+            params,
             columns: data.feature_names(),
             fit_x: gather(&data.x, d, fit_rows),
             fit_y: y(fit_rows),
@@ -223,17 +248,13 @@ impl QueueWaitTrainer {
         let ((point, upper), short_models) = rayon::join(
             || {
                 rayon::join(
-                    || fit(&self.median_params(), self.point_target),
                     || {
-                        fit(
-                            &GbdtParams {
-                                objective: Objective::Quantile {
-                                    alpha: self.coverage,
-                                },
-                                ..self.upper.clone()
-                            },
-                            WaitTarget::Log1p,
-                        )
+                        let (params, target) = self.model_params(WaitModel::Median);
+                        fit(&params, target)
+                    },
+                    || {
+                        let (params, target) = self.model_params(WaitModel::Bound);
+                        fit(&params, target)
                     },
                 )
             },
@@ -494,29 +515,35 @@ mod tests {
         v[v.len() / 2]
     }
 
-    /// The median's fit inputs, fitted alone, give the very median model `train` serves:
-    /// the same rows, targets, validation rows and parameters.
+    /// A model's fit inputs, fitted alone, give the very model `train` serves (the median
+    /// and the bound): the same rows, targets, validation rows and parameters.
     #[test]
-    fn the_median_fit_inputs_fit_the_served_median_model() {
+    fn the_fit_inputs_fit_the_served_models() {
         let (table, _) = Dataset::Mira.load(&ReadOptions::default()).unwrap();
         let jobs = table.to_records().unwrap();
         let trainer = QueueWaitTrainer::default().with_trees(40);
         let split = QueueWaitSplit::build(&jobs, &trainer).unwrap();
         let predictor = trainer.train(&split.data, &split.train_rows).unwrap();
-        let inputs = trainer
-            .median_fit_inputs(&split.data, &split.train_rows)
-            .unwrap();
-        assert_eq!(inputs.columns, predictor.feature_names());
-        let n = split.train_rows.len();
-        assert_eq!(inputs.fit_rows() + inputs.valid_rows(), n - n / 10);
-        let alone = AnyModel::Gbdt(inputs.fit(&mut |_, _| {}).unwrap());
-        assert_eq!(
-            serde_json::to_string(&alone).unwrap(),
-            serde_json::to_string(&predictor.point).unwrap()
-        );
+        for (model, served) in [
+            (WaitModel::Median, &predictor.point),
+            (WaitModel::Bound, &predictor.upper),
+        ] {
+            let inputs = trainer
+                .fit_inputs(&split.data, &split.train_rows, model)
+                .unwrap();
+            assert_eq!(inputs.columns, predictor.feature_names());
+            let n = split.train_rows.len();
+            assert_eq!(inputs.fit_rows() + inputs.valid_rows(), n - n / 10);
+            let alone = AnyModel::Gbdt(inputs.fit(&mut |_, _| {}).unwrap());
+            assert_eq!(
+                serde_json::to_string(&alone).unwrap(),
+                serde_json::to_string(served).unwrap(),
+                "{model:?}"
+            );
+        }
         // fewer rows than training needs are refused, as training refuses them
         let err = trainer
-            .median_fit_inputs(&split.data, &split.train_rows[..150])
+            .fit_inputs(&split.data, &split.train_rows[..150], WaitModel::Median)
             .unwrap_err();
         assert!(err.to_string().contains("150 training jobs"), "{err}");
     }

@@ -372,12 +372,21 @@ pub enum DataCommand {
     /// Write a trace's canonical job table as CSV (submit order, with each job's side of the
     /// time-ordered 80/20 split `evaluate` uses): what outside tools score on.
     Export(ExportArgs),
-    /// Write the matrix `augur evaluate --task queue-wait` fits its median model on (the
+    /// Write the matrix `augur evaluate --task queue-wait` fits one of its models on (the
     /// training rows' features and targets, the validation rows that stop it early, its
     /// parameters and the column names) to a folder: the fit can then be re-run and timed
     /// alone, or fitted by another library on the same numbers
     /// (`scripts/bench-same-matrix.py`).
     FitInputs(FitInputsArgs),
+}
+
+/// Which queue-wait model `augur data fit-inputs` writes the inputs of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FitInputsModel {
+    /// The median of the wait (absolute loss on ln(1 + wait)).
+    Median,
+    /// The 95% bound's quantile model.
+    Bound,
 }
 
 #[derive(Debug, Args)]
@@ -395,6 +404,9 @@ pub struct FitInputsArgs {
     /// The folder to write (created if missing): `fit.json` and four raw arrays.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// The model whose inputs are written.
+    #[arg(long, value_enum, default_value_t = FitInputsModel::Median)]
+    pub model: FitInputsModel,
 }
 
 #[derive(Debug, Args)]

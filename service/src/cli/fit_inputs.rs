@@ -1,14 +1,14 @@
 //! `augur data fit-inputs`: the matrix `augur evaluate --task queue-wait` fits its median
-//! model on, written to a folder ([`augur_models::gbdt::FitInputs`]) so that the fit can be
+//! (or bound) model on, written to a folder ([`augur_models::gbdt::FitInputs`]) so that the fit can be
 //! re-run and timed alone and fitted by another library on the very same numbers
 //! (`scripts/bench-same-matrix.py` times Augur's GBDT beside LightGBM on it).
 
 use anyhow::Context;
 use augur_datasets::JobRecord;
-use augur_predictor::QueueWaitSplit;
+use augur_predictor::{QueueWaitSplit, WaitModel};
 
 use crate::cli::trace::load_inputs;
-use crate::cli::FitInputsArgs;
+use crate::cli::{FitInputsArgs, FitInputsModel};
 use crate::trainers;
 
 /// `augur data fit-inputs`.
@@ -28,12 +28,17 @@ pub fn run(args: &FitInputsArgs) -> anyhow::Result<()> {
     );
     let split =
         QueueWaitSplit::build(&jobs, &trainer).context("building the queue-wait features")?;
+    let model = match args.model {
+        FitInputsModel::Median => WaitModel::Median,
+        FitInputsModel::Bound => WaitModel::Bound,
+    };
     let fit = trainer
-        .median_fit_inputs(&split.data, &split.train_rows)
+        .fit_inputs(&split.data, &split.train_rows, model)
         .context("cutting the training rows")?;
     fit.write(&args.out)?;
     eprintln!(
-        "wrote the queue-wait median's {} fit rows and {} validation rows × {} columns to {}",
+        "wrote the queue-wait {:?} model's {} fit rows and {} validation rows × {} columns to {}",
+        args.model,
         fit.fit_rows(),
         fit.valid_rows(),
         fit.columns.len(),
