@@ -28,17 +28,16 @@ pub fn run(args: &FitInputsArgs) -> anyhow::Result<()> {
     );
     let split =
         QueueWaitSplit::build(&jobs, &trainer).context("building the queue-wait features")?;
-    let model = match args.model {
-        FitInputsModel::Median => WaitModel::Median,
-        FitInputsModel::Bound => WaitModel::Bound,
+    let (model, name) = match args.model {
+        FitInputsModel::Median => (WaitModel::Median, "median"),
+        FitInputsModel::Bound => (WaitModel::Bound, "95% bound"),
     };
     let fit = trainer
         .fit_inputs(&split.data, &split.train_rows, model)
         .context("cutting the training rows")?;
     fit.write(&args.out)?;
     eprintln!(
-        "wrote the queue-wait {:?} model's {} fit rows and {} validation rows × {} columns to {}",
-        args.model,
+        "wrote the queue-wait {name} model's {} fit rows and {} validation rows × {} columns to {}",
         fit.fit_rows(),
         fit.valid_rows(),
         fit.columns.len(),
