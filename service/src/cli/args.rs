@@ -389,8 +389,9 @@ pub enum FitInputsModel {
     Bound,
 }
 
+/// One trace: files or folders read together, or a bundled dataset.
 #[derive(Debug, Args)]
-pub struct FitInputsArgs {
+pub struct OneTraceArgs {
     /// Trace files or folders (read together as one trace).
     pub paths: Vec<PathBuf>,
     /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf, graham.
@@ -401,6 +402,12 @@ pub struct FitInputsArgs {
     pub format: Option<String>,
     #[command(flatten)]
     pub timezone: TimezoneArg,
+}
+
+#[derive(Debug, Args)]
+pub struct FitInputsArgs {
+    #[command(flatten)]
+    pub trace: OneTraceArgs,
     /// The folder to write (created if missing): `fit.json` and four raw arrays.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -411,16 +418,8 @@ pub struct FitInputsArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Trace files or folders to export (read together as one trace).
-    pub paths: Vec<PathBuf>,
-    /// A bundled dataset instead of a path: philly, itp, mira, nasa, openb, mlperf, graham.
-    #[arg(long, conflicts_with = "paths", required_unless_present = "paths")]
-    pub dataset: Option<String>,
-    /// Format of the paths when it cannot be detected.
-    #[arg(long)]
-    pub format: Option<String>,
     #[command(flatten)]
-    pub timezone: TimezoneArg,
+    pub trace: OneTraceArgs,
     /// Output CSV file (`-` for standard output).
     #[arg(long, value_name = "OUT")]
     pub csv: PathBuf,

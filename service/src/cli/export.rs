@@ -8,7 +8,7 @@ use std::io::Write;
 use anyhow::Context;
 use augur_datasets::{JobRecord, TimeSplit};
 
-use crate::cli::trace::load_inputs;
+use crate::cli::trace::load_one_trace;
 use crate::cli::ExportArgs;
 
 /// The CSV's columns: the position in submit order, the split side, then the canonical job
@@ -22,14 +22,7 @@ pub fn columns() -> Vec<&'static str> {
 
 /// `augur data export`.
 pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
-    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(
-        &datasets,
-        &args.paths,
-        args.format.as_deref(),
-        args.timezone.timezone,
-    )?;
-    let jobs: Vec<JobRecord> = inputs.into_iter().flat_map(|(_, j)| j).collect();
+    let jobs = load_one_trace(&args.trace)?;
     let out: Box<dyn Write> = if args.csv.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())
     } else {

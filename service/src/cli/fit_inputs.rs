@@ -4,23 +4,15 @@
 //! (`scripts/bench-same-matrix.py` times Augur's GBDT beside LightGBM on it).
 
 use anyhow::Context;
-use augur_datasets::JobRecord;
 use augur_predictor::{QueueWaitSplit, WaitModel};
 
-use crate::cli::trace::load_inputs;
+use crate::cli::trace::load_one_trace;
 use crate::cli::{FitInputsArgs, FitInputsModel};
 use crate::trainers;
 
 /// `augur data fit-inputs`.
 pub fn run(args: &FitInputsArgs) -> anyhow::Result<()> {
-    let datasets: Vec<String> = args.dataset.iter().cloned().collect();
-    let inputs = load_inputs(
-        &datasets,
-        &args.paths,
-        args.format.as_deref(),
-        args.timezone.timezone,
-    )?;
-    let jobs: Vec<JobRecord> = inputs.into_iter().flat_map(|(_, j)| j).collect();
+    let jobs = load_one_trace(&args.trace)?;
     let trainer = trainers::queue_wait(None);
     eprintln!(
         "building the queue-wait features of {} jobs (the run-time model and the queue replay)",
