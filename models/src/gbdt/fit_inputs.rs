@@ -86,18 +86,15 @@ impl FitInputs {
         self.valid_y.len()
     }
 
-    /// Refuses matrices whose lengths are not their rows × the columns.
+    /// Refuses matrices whose lengths are not their rows × the columns (the check
+    /// [`Matrix::new`] makes).
     fn check(&self) -> Result<(), FitInputsError> {
         let d = self.columns.len();
-        for (what, x, rows) in [
-            ("fit", self.fit_x.len(), self.fit_rows()),
-            ("validation", self.valid_x.len(), self.valid_rows()),
+        for (x, rows) in [
+            (&self.fit_x, self.fit_rows()),
+            (&self.valid_x, self.valid_rows()),
         ] {
-            if x != rows * d {
-                return Err(FitInputsError::Shape(format!(
-                    "{what} matrix has {x} values, not {rows} rows × {d} columns"
-                )));
-            }
+            Matrix::new(x, rows, d).map_err(|e| FitInputsError::Shape(e.to_string()))?;
         }
         Ok(())
     }
@@ -204,7 +201,6 @@ impl FitInputs {
     /// Fits with the saved parameters (early stopping on the validation rows, when there
     /// are any), calling `progress(trees_done, n_trees)` after each tree.
     pub fn fit(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<GbdtModel, FitInputsError> {
-        self.check()?;
         let d = self.columns.len();
         let x = Matrix::new(&self.fit_x, self.fit_rows(), d)?;
         let train = TrainSet::new(x, &self.fit_y, None)?;
